@@ -1,0 +1,1 @@
+//! Conversion between Ignition spec versions (placeholder until the converter lands).
