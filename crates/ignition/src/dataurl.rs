@@ -40,9 +40,7 @@ pub fn decode(url: &str) -> Result<DataUrl, DataUrlError> {
         format!("text/plain{}", if media.is_empty() { ";charset=US-ASCII" } else { media })
     } else {
         let essence = media.split(';').next().unwrap_or_default();
-        let valid = essence
-            .split_once('/')
-            .is_some_and(|(t, s)| !t.is_empty() && !s.is_empty() && !s.contains('/'));
+        let valid = essence.split_once('/').is_some_and(|(t, s)| !t.is_empty() && !s.is_empty() && !s.contains('/'));
         if !valid {
             return Err(DataUrlError::BadMediaType(media.to_string()));
         }
@@ -51,9 +49,7 @@ pub fn decode(url: &str) -> Result<DataUrl, DataUrlError> {
     let unescaped = percent_decode(payload)?;
     let data = if is_base64 {
         let compact: Vec<u8> = unescaped.into_iter().filter(|b| !b.is_ascii_whitespace()).collect();
-        base64::engine::general_purpose::STANDARD
-            .decode(compact)
-            .map_err(|e| DataUrlError::BadBase64(e.to_string()))?
+        base64::engine::general_purpose::STANDARD.decode(compact).map_err(|e| DataUrlError::BadBase64(e.to_string()))?
     } else {
         unescaped
     };

@@ -16,6 +16,7 @@ pub mod v2;
 pub mod v3;
 pub mod validate;
 
+pub use convert::{ConvertError, Target, Unsupported, convert};
 pub use goempty::GoEmpty;
 pub use parse::{AnyConfig, ParseError, Parsed, parse, parse_value};
 
@@ -42,11 +43,7 @@ pub fn to_internal(config: AnyConfig) -> Result<v3::Config, spec2::Spec2Error> {
         AnyConfig::V2(c) => {
             let translated = spec2::translate(&spec2::dedupe(c)?, v3::MAX_VERSION)?;
             let report = validate::validate(&translated);
-            if report.is_ok() {
-                Ok(translated)
-            } else {
-                Err(spec2::Spec2Error::Untranslatable(report.to_string()))
-            }
+            if report.is_ok() { Ok(translated) } else { Err(spec2::Spec2Error::Untranslatable(report.to_string())) }
         }
     }
 }

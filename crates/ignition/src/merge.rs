@@ -16,19 +16,14 @@ pub fn merge(parent: Config, child: Config) -> Config {
         ignition: ignition(parent.ignition, child.ignition),
         kernel_arguments: KernelArguments {
             should_exist: union(parent.kernel_arguments.should_exist, child.kernel_arguments.should_exist),
-            should_not_exist: union(
-                parent.kernel_arguments.should_not_exist,
-                child.kernel_arguments.should_not_exist,
-            ),
+            should_not_exist: union(parent.kernel_arguments.should_not_exist, child.kernel_arguments.should_not_exist),
         },
         passwd: Passwd {
             groups: keyed(parent.passwd.groups, child.passwd.groups, |g| g.name.clone(), group),
             users: keyed(parent.passwd.users, child.passwd.users, |u| u.name.clone(), user),
         },
         storage: storage(parent.storage, child.storage),
-        systemd: Systemd {
-            units: keyed(parent.systemd.units, child.systemd.units, |u| u.name.clone(), unit),
-        },
+        systemd: Systemd { units: keyed(parent.systemd.units, child.systemd.units, |u| u.name.clone(), unit) },
     }
 }
 
@@ -65,7 +60,14 @@ fn storage(p: Storage, c: Storage) -> Storage {
     let child_paths = NodeKeys::of(&c);
     let parent_paths = NodeKeys::of(&p);
     Storage {
-        directories: nodes(p.directories, c.directories, &child_paths, Kind::Directory, &parent_paths.directories, directory),
+        directories: nodes(
+            p.directories,
+            c.directories,
+            &child_paths,
+            Kind::Directory,
+            &parent_paths.directories,
+            directory,
+        ),
         disks: keyed(p.disks, c.disks, |d| d.device.clone(), disk),
         files: nodes(p.files, c.files, &child_paths, Kind::File, &parent_paths.files, file),
         filesystems: keyed(p.filesystems, c.filesystems, |f| f.device.clone(), filesystem),
@@ -114,11 +116,7 @@ impl NodeKeys {
         fn paths<T: HasPath>(items: &[T]) -> HashSet<String> {
             items.iter().map(|i| i.path().to_string()).collect()
         }
-        NodeKeys {
-            files: paths(&s.files),
-            directories: paths(&s.directories),
-            links: paths(&s.links),
-        }
+        NodeKeys { files: paths(&s.files), directories: paths(&s.directories), links: paths(&s.links) }
     }
 
     /// Which list holds `path`, if any (Go's lookup keeps the last list seen: links).
@@ -205,30 +203,21 @@ fn resource(p: Resource, c: Resource) -> Resource {
         compression: c.compression.or(p.compression),
         http_headers: headers(p.http_headers, c.http_headers),
         source: c.source.or(p.source),
-        verification: Verification {
-            hash: c.verification.hash.or(p.verification.hash),
-        },
+        verification: Verification { hash: c.verification.hash.or(p.verification.hash) },
     }
 }
 
 /// Headers merge by name; a child header without a value removes the parent's.
 fn headers(parent: Vec<HttpHeader>, child: Vec<HttpHeader>) -> Vec<HttpHeader> {
-    let removed: HashSet<String> =
-        child.iter().filter(|h| h.value.is_none()).map(|h| h.name.clone()).collect();
+    let removed: HashSet<String> = child.iter().filter(|h| h.value.is_none()).map(|h| h.name.clone()).collect();
     let parent_names: HashSet<String> = parent.iter().map(|h| h.name.clone()).collect();
     let kept = parent.into_iter().filter(|h| !removed.contains(&h.name)).collect();
     let child = child.into_iter().filter(|h| !(h.value.is_none() && parent_names.contains(&h.name))).collect();
-    keyed(kept, child, |h| h.name.clone(), |p, c| HttpHeader {
-        name: c.name,
-        value: c.value.or(p.value),
-    })
+    keyed(kept, child, |h| h.name.clone(), |p, c| HttpHeader { name: c.name, value: c.value.or(p.value) })
 }
 
 fn owner(p: NodeOwner, c: NodeOwner) -> NodeOwner {
-    NodeOwner {
-        id: c.id.or(p.id),
-        name: c.name.or(p.name),
-    }
+    NodeOwner { id: c.id.or(p.id), name: c.name.or(p.name) }
 }
 
 fn file(p: File, c: File) -> File {
@@ -296,10 +285,12 @@ fn user(p: PasswdUser, c: PasswdUser) -> PasswdUser {
 fn unit(p: Unit, c: Unit) -> Unit {
     Unit {
         contents: c.contents.or(p.contents),
-        dropins: keyed(p.dropins, c.dropins, |d| d.name.clone(), |p, c| Dropin {
-            contents: c.contents.or(p.contents),
-            name: c.name,
-        }),
+        dropins: keyed(
+            p.dropins,
+            c.dropins,
+            |d| d.name.clone(),
+            |p, c| Dropin { contents: c.contents.or(p.contents), name: c.name },
+        ),
         enabled: c.enabled.or(p.enabled),
         mask: c.mask.or(p.mask),
         name: c.name,
@@ -353,20 +344,23 @@ fn filesystem(p: Filesystem, c: Filesystem) -> Filesystem {
 
 fn luks(p: Luks, c: Luks) -> Luks {
     Luks {
-        cex: Cex {
-            enabled: c.cex.enabled.or(p.cex.enabled),
-        },
+        cex: Cex { enabled: c.cex.enabled.or(p.cex.enabled) },
         clevis: Clevis {
             custom: ClevisCustom {
                 config: c.clevis.custom.config.or(p.clevis.custom.config),
                 needs_network: c.clevis.custom.needs_network.or(p.clevis.custom.needs_network),
                 pin: c.clevis.custom.pin.or(p.clevis.custom.pin),
             },
-            tang: keyed(p.clevis.tang, c.clevis.tang, |t| t.url.clone(), |p, c| Tang {
-                advertisement: c.advertisement.or(p.advertisement),
-                thumbprint: c.thumbprint.or(p.thumbprint),
-                url: c.url,
-            }),
+            tang: keyed(
+                p.clevis.tang,
+                c.clevis.tang,
+                |t| t.url.clone(),
+                |p, c| Tang {
+                    advertisement: c.advertisement.or(p.advertisement),
+                    thumbprint: c.thumbprint.or(p.thumbprint),
+                    url: c.url,
+                },
+            ),
             threshold: c.clevis.threshold.or(p.clevis.threshold),
             tpm2: c.clevis.tpm2.or(p.clevis.tpm2),
         },
@@ -415,9 +409,15 @@ mod tests {
         let cases: Vec<(&str, Value, Value, Value)> = vec![
             (
                 "same file merges field by field, child wins, absent child fields keep the parent's",
-                v(json!({"storage": {"files": [{"path": "/a", "mode": 420, "overwrite": false, "user": {"id": 1}, "contents": {"source": "data:,p"}}]}})),
-                v(json!({"storage": {"files": [{"path": "/a", "user": {"name": "core"}, "contents": {"source": "data:,c"}}]}})),
-                v(json!({"storage": {"files": [{"overwrite": false, "path": "/a", "user": {"id": 1, "name": "core"}, "contents": {"source": "data:,c"}, "mode": 420}]}})),
+                v(
+                    json!({"storage": {"files": [{"path": "/a", "mode": 420, "overwrite": false, "user": {"id": 1}, "contents": {"source": "data:,p"}}]}}),
+                ),
+                v(
+                    json!({"storage": {"files": [{"path": "/a", "user": {"name": "core"}, "contents": {"source": "data:,c"}}]}}),
+                ),
+                v(
+                    json!({"storage": {"files": [{"overwrite": false, "path": "/a", "user": {"id": 1, "name": "core"}, "contents": {"source": "data:,c"}, "mode": 420}]}}),
+                ),
             ),
             (
                 "new child entries are appended after the parent's",
@@ -440,26 +440,48 @@ mod tests {
             (
                 "append lists are concatenated",
                 v(json!({"storage": {"files": [{"path": "/a", "append": [{"source": "data:,1"}]}]}})),
-                v(json!({"storage": {"files": [{"path": "/a", "append": [{"source": "data:,1"}, {"source": "data:,2"}]}]}})),
-                v(json!({"storage": {"files": [{"path": "/a", "append": [{"source": "data:,1"}, {"source": "data:,1"}, {"source": "data:,2"}]}]}})),
+                v(
+                    json!({"storage": {"files": [{"path": "/a", "append": [{"source": "data:,1"}, {"source": "data:,2"}]}]}}),
+                ),
+                v(
+                    json!({"storage": {"files": [{"path": "/a", "append": [{"source": "data:,1"}, {"source": "data:,1"}, {"source": "data:,2"}]}]}}),
+                ),
             ),
             (
                 "ssh keys and kernel arguments are ordered set unions",
-                v(json!({"kernelArguments": {"shouldExist": ["a", "b"]}, "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["k1", "k2"]}]}})),
-                v(json!({"kernelArguments": {"shouldExist": ["c", "a"], "shouldNotExist": ["z"]}, "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["k3", "k1"]}]}})),
-                v(json!({"kernelArguments": {"shouldExist": ["a", "b", "c"], "shouldNotExist": ["z"]}, "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["k1", "k2", "k3"]}]}})),
+                v(
+                    json!({"kernelArguments": {"shouldExist": ["a", "b"]}, "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["k1", "k2"]}]}}),
+                ),
+                v(
+                    json!({"kernelArguments": {"shouldExist": ["c", "a"], "shouldNotExist": ["z"]}, "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["k3", "k1"]}]}}),
+                ),
+                v(
+                    json!({"kernelArguments": {"shouldExist": ["a", "b", "c"], "shouldNotExist": ["z"]}, "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["k1", "k2", "k3"]}]}}),
+                ),
             ),
             (
                 "units and dropins merge by name",
-                v(json!({"systemd": {"units": [{"name": "a.service", "enabled": true, "contents": "x", "dropins": [{"name": "1.conf", "contents": "p"}]}]}})),
-                v(json!({"systemd": {"units": [{"name": "a.service", "mask": true, "dropins": [{"name": "2.conf", "contents": "c"}, {"name": "1.conf", "contents": "q"}]}]}})),
-                v(json!({"systemd": {"units": [{"contents": "x", "dropins": [{"contents": "q", "name": "1.conf"}, {"contents": "c", "name": "2.conf"}], "enabled": true, "mask": true, "name": "a.service"}]}})),
+                v(
+                    json!({"systemd": {"units": [{"name": "a.service", "enabled": true, "contents": "x", "dropins": [{"name": "1.conf", "contents": "p"}]}]}}),
+                ),
+                v(
+                    json!({"systemd": {"units": [{"name": "a.service", "mask": true, "dropins": [{"name": "2.conf", "contents": "c"}, {"name": "1.conf", "contents": "q"}]}]}}),
+                ),
+                v(
+                    json!({"systemd": {"units": [{"contents": "x", "dropins": [{"contents": "q", "name": "1.conf"}, {"contents": "c", "name": "2.conf"}], "enabled": true, "mask": true, "name": "a.service"}]}}),
+                ),
             ),
             (
                 "a child header without a value removes the parent's",
-                v(json!({"storage": {"files": [{"path": "/a", "contents": {"source": "https://x", "httpHeaders": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}}]}})),
-                v(json!({"storage": {"files": [{"path": "/a", "contents": {"httpHeaders": [{"name": "A"}, {"name": "B", "value": "3"}]}}]}})),
-                v(json!({"storage": {"files": [{"path": "/a", "contents": {"httpHeaders": [{"name": "B", "value": "3"}], "source": "https://x"}}]}})),
+                v(
+                    json!({"storage": {"files": [{"path": "/a", "contents": {"source": "https://x", "httpHeaders": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}}]}}),
+                ),
+                v(
+                    json!({"storage": {"files": [{"path": "/a", "contents": {"httpHeaders": [{"name": "A"}, {"name": "B", "value": "3"}]}}]}}),
+                ),
+                v(
+                    json!({"storage": {"files": [{"path": "/a", "contents": {"httpHeaders": [{"name": "B", "value": "3"}], "source": "https://x"}}]}}),
+                ),
             ),
         ];
         for (name, parent, child, want) in cases {

@@ -166,10 +166,16 @@ mod tests {
     #[test]
     fn version_errors_read_like_the_original() {
         let cases = [
-            (json!({}), "parsing Ignition config failed: invalid version. Supported spec versions: 2.2,3.0,3.1,3.2,3.3,3.4,3.5"),
+            (
+                json!({}),
+                "parsing Ignition config failed: invalid version. Supported spec versions: 2.2,3.0,3.1,3.2,3.3,3.4,3.5",
+            ),
             (json!({"ignition": {"version": "x"}}), "parsing Ignition config failed: invalid version."),
             (json!({"ignition": {"version": 3}}), "parsing Ignition config failed: invalid version."),
-            (json!({"ignition": {"version": "4.0.0"}}), "parsing Ignition config failed: unknown version. Supported spec versions: 2.2,3.0,3.1,3.2,3.3,3.4,3.5"),
+            (
+                json!({"ignition": {"version": "4.0.0"}}),
+                "parsing Ignition config failed: unknown version. Supported spec versions: 2.2,3.0,3.1,3.2,3.3,3.4,3.5",
+            ),
             (json!({"ignition": {"version": "3.6.0"}}), "unknown version"),
             (json!({"ignition": {"version": "2.3.0"}}), "unknown version"),
             (json!({"ignition": {"version": "3.2.1"}}), "unknown version"),
@@ -209,7 +215,10 @@ mod tests {
     fn wrong_types_are_errors_naming_the_problem() {
         let cfg = json!({"ignition": {"version": "3.2.0"}, "storage": {"files": [{"path": "/a", "mode": "420"}]}});
         let e = err(cfg);
-        assert!(e.starts_with("parsing Ignition config spec v3 failed with error: invalid type: string \"420\""), "{e}");
+        assert!(
+            e.starts_with("parsing Ignition config spec v3 failed with error: invalid type: string \"420\""),
+            "{e}"
+        );
         let cfg = json!({"ignition": {"version": "2.2.0"}, "storage": {"files": [{"path": "/a", "mode": 4.5}]}});
         assert!(err(cfg).starts_with("parsing Ignition spec v2 failed with error: invalid type"));
     }

@@ -68,10 +68,8 @@ pub fn translate(config: &v2::Config, version: &str) -> Result<v3::Config, Spec2
     out.ignition.config.replace = ign.config.replace.as_ref().map(config_reference).unwrap_or_default();
     out.ignition.security.tls.certificate_authorities =
         ign.security.tls.certificate_authorities.iter().map(config_reference).collect();
-    out.ignition.timeouts = v3::Timeouts {
-        http_response_headers: ign.timeouts.http_response_headers,
-        http_total: ign.timeouts.http_total,
-    };
+    out.ignition.timeouts =
+        v3::Timeouts { http_response_headers: ign.timeouts.http_response_headers, http_total: ign.timeouts.http_total };
 
     out.passwd.users = config.passwd.users.iter().map(user).collect();
     out.passwd.groups = config
@@ -111,13 +109,7 @@ pub fn translate(config: &v2::Config, version: &str) -> Result<v3::Config, Spec2
         .iter()
         .map(|d| {
             let (group, overwrite, path, user) = node(&d.group, d.overwrite, &d.path, &d.user);
-            v3::Directory {
-                group,
-                overwrite,
-                path,
-                user,
-                mode: d.mode,
-            }
+            v3::Directory { group, overwrite, path, user, mode: d.mode }
         })
         .collect();
     out.storage.links = storage
@@ -125,14 +117,7 @@ pub fn translate(config: &v2::Config, version: &str) -> Result<v3::Config, Spec2
         .iter()
         .map(|l| {
             let (group, overwrite, path, user) = node(&l.group, l.overwrite, &l.path, &l.user);
-            v3::Link {
-                group,
-                overwrite,
-                path,
-                user,
-                hard: true_or_none(l.hard),
-                target: Some(l.target.clone()),
-            }
+            v3::Link { group, overwrite, path, user, hard: true_or_none(l.hard), target: Some(l.target.clone()) }
         })
         .collect();
     Ok(out)
@@ -149,7 +134,10 @@ fn check_translatable(config: &v2::Config) -> Result<(), Spec2Error> {
     }
     for fs in &config.storage.filesystems {
         if fs.name != "root" {
-            return fail(format!("Filesystem {:?} is not in the filesystem map; only \"root\" can be translated", fs.name));
+            return fail(format!(
+                "Filesystem {:?} is not in the filesystem map; only \"root\" can be translated",
+                fs.name
+            ));
         }
         if fs.mount.as_ref().is_some_and(|m| m.create.is_some()) {
             return fail("Invalid input config: storage.filesystems.mount.create is deprecated".into());
@@ -223,20 +211,13 @@ fn true_or_none(b: bool) -> Option<bool> {
 fn config_reference(r: &v2::ConfigReference) -> v3::Resource {
     v3::Resource {
         source: Some(r.source.clone()),
-        verification: v3::Verification {
-            hash: r.verification.hash.clone(),
-        },
+        verification: v3::Verification { hash: r.verification.hash.clone() },
         ..Default::default()
     }
 }
 
 fn owner(o: &Option<v2::NodeOwner>) -> v3::NodeOwner {
-    o.as_ref()
-        .map(|o| v3::NodeOwner {
-            id: o.id,
-            name: non_empty(&o.name),
-        })
-        .unwrap_or_default()
+    o.as_ref().map(|o| v3::NodeOwner { id: o.id, name: non_empty(&o.name) }).unwrap_or_default()
 }
 
 fn node(
@@ -255,21 +236,11 @@ fn file(f: &v2::File) -> v3::File {
     let contents = v3::Resource {
         compression: non_empty(&f.contents.compression),
         source: Some(f.contents.source.clone()),
-        verification: v3::Verification {
-            hash: f.contents.verification.hash.clone(),
-        },
+        verification: v3::Verification { hash: f.contents.verification.hash.clone() },
         ..Default::default()
     };
     let (append, contents) = if f.append { (vec![contents], v3::Resource::default()) } else { (vec![], contents) };
-    v3::File {
-        group,
-        overwrite,
-        path,
-        user,
-        append,
-        contents,
-        mode: f.mode,
-    }
+    v3::File { group, overwrite, path, user, append, contents, mode: f.mode }
 }
 
 fn user(u: &v2::PasswdUser) -> v3::PasswdUser {
@@ -303,10 +274,7 @@ fn unit(u: &v2::Unit) -> v3::Unit {
         dropins: u
             .dropins
             .iter()
-            .map(|d| v3::Dropin {
-                contents: non_empty(&d.contents),
-                name: d.name.clone(),
-            })
+            .map(|d| v3::Dropin { contents: non_empty(&d.contents), name: d.name.clone() })
             .collect(),
         enabled,
         mask: true_or_none(u.mask),
@@ -435,7 +403,9 @@ mod tests {
 
     #[test]
     fn clean_path_is_go_path_join() {
-        for (input, want) in [("/a/b", "/a/b"), ("a", "/a"), ("/a//b/", "/a/b"), ("/a/../b", "/b"), ("/../x", "/x"), ("", "/")] {
+        for (input, want) in
+            [("/a/b", "/a/b"), ("a", "/a"), ("/a//b/", "/a/b"), ("/a/../b", "/b"), ("/../x", "/x"), ("", "/")]
+        {
             assert_eq!(clean_path(input), want, "{input}");
         }
     }

@@ -30,13 +30,7 @@ go_struct! {
 impl Config {
     /// An empty config of the given version.
     pub fn new(version: &str) -> Self {
-        Config {
-            ignition: Ignition {
-                version: version.to_string(),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
+        Config { ignition: Ignition { version: version.to_string(), ..Default::default() }, ..Default::default() }
     }
 }
 

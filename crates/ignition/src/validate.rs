@@ -32,10 +32,7 @@ impl Report {
     }
 
     fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.0.push(Issue {
-            path: path.into(),
-            message: message.into(),
-        });
+        self.0.push(Issue { path: path.into(), message: message.into() });
     }
 }
 
@@ -63,10 +60,7 @@ pub fn validate_for_machine_config(config: &Config) -> Result<(), ValidationErro
         return Err(ValidationError::Ignition(report));
     }
     if let Some(f) = config.storage.files.iter().find(|f| f.mode.is_some_and(|m| m > 0o777)) {
-        return Err(ValidationError::ModeTooWide {
-            mode: f.mode.unwrap_or_default(),
-            path: f.path.clone(),
-        });
+        return Err(ValidationError::ModeTooWide { mode: f.mode.unwrap_or_default(), path: f.path.clone() });
     }
     Ok(())
 }
@@ -205,7 +199,8 @@ fn path_problem(path: &str) -> Option<&'static str> {
         Some("path not specified")
     } else if !path.starts_with('/') {
         Some("path not absolute")
-    } else if path != "/" && (path.ends_with('/') || path.split('/').skip(1).any(|c| c.is_empty() || c == "." || c == ".."))
+    } else if path != "/"
+        && (path.ends_with('/') || path.split('/').skip(1).any(|c| c.is_empty() || c == "." || c == ".."))
     {
         Some("path is not fully simplified")
     } else {
@@ -216,10 +211,9 @@ fn path_problem(path: &str) -> Option<&'static str> {
 fn mode(r: &mut Report, at: &str, mode: Option<i64>, minor: u64) {
     match mode {
         Some(m) if !(0..=0o7777).contains(&m) => r.add(format!("{at}.mode"), "illegal file mode"),
-        Some(m) if m > 0o777 && minor < 4 => r.add(
-            format!("{at}.mode"),
-            "setuid/setgid/sticky bits are not supported in spec versions older than 3.4.0",
-        ),
+        Some(m) if m > 0o777 && minor < 4 => {
+            r.add(format!("{at}.mode"), "setuid/setgid/sticky bits are not supported in spec versions older than 3.4.0")
+        }
         _ => {}
     }
 }
@@ -301,7 +295,18 @@ fn systemd_paths(config: &Config) -> HashSet<String> {
 }
 
 const UNIT_TYPES: &[&str] = &[
-    "service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer", "snapshot", "slice", "scope",
+    "service",
+    "socket",
+    "device",
+    "mount",
+    "automount",
+    "swap",
+    "target",
+    "path",
+    "timer",
+    "snapshot",
+    "slice",
+    "scope",
 ];
 
 fn systemd(r: &mut Report, config: &Config) {
@@ -407,28 +412,94 @@ mod tests {
         let cases: Vec<(Value, &str)> = vec![
             (json!({"storage": {"files": [{"path": "etc/a"}]}}), "error at $.storage.files.0.path: path not absolute"),
             (json!({"storage": {"files": [{"path": ""}]}}), "error at $.storage.files.0.path: path not specified"),
-            (json!({"storage": {"files": [{"path": "/etc//a"}]}}), "error at $.storage.files.0.path: path is not fully simplified"),
-            (json!({"storage": {"files": [{"path": "/a"}, {"path": "/a"}]}}), "error at $.storage.files.1.path: duplicate entry defined: \"/a\""),
-            (json!({"storage": {"files": [{"path": "/a"}], "directories": [{"path": "/a"}]}}), "error at $.storage.directories.0.path: duplicate entry defined: \"/a\""),
-            (json!({"storage": {"files": [{"path": "/a", "mode": 8192}]}}), "error at $.storage.files.0.mode: illegal file mode"),
-            (json!({"storage": {"files": [{"path": "/a", "overwrite": true}]}}), "error at $.storage.files.0.overwrite: overwrite must be false if source is unspecified"),
-            (json!({"storage": {"files": [{"path": "/a", "contents": {"source": "data:,%zz"}}]}}), "error at $.storage.files.0.contents.source: data URL has an invalid percent-escape"),
-            (json!({"storage": {"files": [{"path": "/a", "contents": {"source": "data:,notgzip", "compression": "gzip"}}]}}), "error at $.storage.files.0.contents.source: contents are not valid gzip data"),
-            (json!({"storage": {"files": [{"path": "/a", "contents": {"source": "data:,x", "compression": "xz"}}]}}), "error at $.storage.files.0.contents.compression: invalid compression method \"xz\""),
-            (json!({"storage": {"files": [{"path": "/a", "contents": {"source": "ftp://x/y"}}]}}), "error at $.storage.files.0.contents.source: invalid url scheme"),
-            (json!({"storage": {"files": [{"path": "/a", "contents": {"source": "data:,x", "verification": {"hash": "md5-abc"}}}]}}), "error at $.storage.files.0.contents.verification.hash: malformed hash specifier"),
-            (json!({"storage": {"files": [{"path": "/a", "user": {"id": 0, "name": "root"}}]}}), "error at $.storage.files.0.user: cannot set both id and name"),
-            (json!({"storage": {"links": [{"path": "/l"}]}}), "error at $.storage.links.0.target: link target is required"),
-            (json!({"storage": {"links": [{"path": "/l", "target": "/t"}], "files": [{"path": "/l/f"}]}}), "error at $.storage.files.0.path: path includes link /l defined in the config"),
-            (json!({"storage": {"files": [{"path": "/etc/systemd/system/a.service"}]}, "systemd": {"units": [{"name": "a.service", "contents": "[Unit]"}]}}), "error at $.storage.files.0.path: path conflicts with systemd unit or dropin"),
-            (json!({"systemd": {"units": [{"name": "a.bogus"}]}}), "error at $.systemd.units.0.name: invalid systemd unit extension \"bogus\""),
-            (json!({"systemd": {"units": [{"name": "a"}]}}), "error at $.systemd.units.0.name: no systemd unit extension"),
-            (json!({"systemd": {"units": [{"name": "a.service"}, {"name": "a.service"}]}}), "error at $.systemd.units.1: duplicate entry defined: \"a.service\""),
-            (json!({"systemd": {"units": [{"name": "a.service", "contents": "ExecStart=/bin/true"}]}}), "error at $.systemd.units.0.contents: invalid unit content: line 1: option \"ExecStart=/bin/true\" is outside a section"),
-            (json!({"systemd": {"units": [{"name": "a.service", "dropins": [{"name": "x.txt"}]}]}}), "error at $.systemd.units.0.dropins.0.name: invalid systemd drop-in extension"),
-            (json!({"passwd": {"users": [{"name": "core"}, {"name": "core"}]}}), "error at $.passwd.users.1: duplicate entry defined: \"core\""),
-            (json!({"kernelArguments": {"shouldExist": ["a"], "shouldNotExist": ["a"]}}), "error at $.kernelArguments.shouldNotExist.0: kernel argument \"a\" is in both shouldExist and shouldNotExist"),
-            (json!({"ignition": {"version": "3.5.0", "proxy": {"httpProxy": "socks5://x"}}}), "error at $.ignition.proxy.httpProxy: proxies must be http(s)"),
+            (
+                json!({"storage": {"files": [{"path": "/etc//a"}]}}),
+                "error at $.storage.files.0.path: path is not fully simplified",
+            ),
+            (
+                json!({"storage": {"files": [{"path": "/a"}, {"path": "/a"}]}}),
+                "error at $.storage.files.1.path: duplicate entry defined: \"/a\"",
+            ),
+            (
+                json!({"storage": {"files": [{"path": "/a"}], "directories": [{"path": "/a"}]}}),
+                "error at $.storage.directories.0.path: duplicate entry defined: \"/a\"",
+            ),
+            (
+                json!({"storage": {"files": [{"path": "/a", "mode": 8192}]}}),
+                "error at $.storage.files.0.mode: illegal file mode",
+            ),
+            (
+                json!({"storage": {"files": [{"path": "/a", "overwrite": true}]}}),
+                "error at $.storage.files.0.overwrite: overwrite must be false if source is unspecified",
+            ),
+            (
+                json!({"storage": {"files": [{"path": "/a", "contents": {"source": "data:,%zz"}}]}}),
+                "error at $.storage.files.0.contents.source: data URL has an invalid percent-escape",
+            ),
+            (
+                json!({"storage": {"files": [{"path": "/a", "contents": {"source": "data:,notgzip", "compression": "gzip"}}]}}),
+                "error at $.storage.files.0.contents.source: contents are not valid gzip data",
+            ),
+            (
+                json!({"storage": {"files": [{"path": "/a", "contents": {"source": "data:,x", "compression": "xz"}}]}}),
+                "error at $.storage.files.0.contents.compression: invalid compression method \"xz\"",
+            ),
+            (
+                json!({"storage": {"files": [{"path": "/a", "contents": {"source": "ftp://x/y"}}]}}),
+                "error at $.storage.files.0.contents.source: invalid url scheme",
+            ),
+            (
+                json!({"storage": {"files": [{"path": "/a", "contents": {"source": "data:,x", "verification": {"hash": "md5-abc"}}}]}}),
+                "error at $.storage.files.0.contents.verification.hash: malformed hash specifier",
+            ),
+            (
+                json!({"storage": {"files": [{"path": "/a", "user": {"id": 0, "name": "root"}}]}}),
+                "error at $.storage.files.0.user: cannot set both id and name",
+            ),
+            (
+                json!({"storage": {"links": [{"path": "/l"}]}}),
+                "error at $.storage.links.0.target: link target is required",
+            ),
+            (
+                json!({"storage": {"links": [{"path": "/l", "target": "/t"}], "files": [{"path": "/l/f"}]}}),
+                "error at $.storage.files.0.path: path includes link /l defined in the config",
+            ),
+            (
+                json!({"storage": {"files": [{"path": "/etc/systemd/system/a.service"}]}, "systemd": {"units": [{"name": "a.service", "contents": "[Unit]"}]}}),
+                "error at $.storage.files.0.path: path conflicts with systemd unit or dropin",
+            ),
+            (
+                json!({"systemd": {"units": [{"name": "a.bogus"}]}}),
+                "error at $.systemd.units.0.name: invalid systemd unit extension \"bogus\"",
+            ),
+            (
+                json!({"systemd": {"units": [{"name": "a"}]}}),
+                "error at $.systemd.units.0.name: no systemd unit extension",
+            ),
+            (
+                json!({"systemd": {"units": [{"name": "a.service"}, {"name": "a.service"}]}}),
+                "error at $.systemd.units.1: duplicate entry defined: \"a.service\"",
+            ),
+            (
+                json!({"systemd": {"units": [{"name": "a.service", "contents": "ExecStart=/bin/true"}]}}),
+                "error at $.systemd.units.0.contents: invalid unit content: line 1: option \"ExecStart=/bin/true\" is outside a section",
+            ),
+            (
+                json!({"systemd": {"units": [{"name": "a.service", "dropins": [{"name": "x.txt"}]}]}}),
+                "error at $.systemd.units.0.dropins.0.name: invalid systemd drop-in extension",
+            ),
+            (
+                json!({"passwd": {"users": [{"name": "core"}, {"name": "core"}]}}),
+                "error at $.passwd.users.1: duplicate entry defined: \"core\"",
+            ),
+            (
+                json!({"kernelArguments": {"shouldExist": ["a"], "shouldNotExist": ["a"]}}),
+                "error at $.kernelArguments.shouldNotExist.0: kernel argument \"a\" is in both shouldExist and shouldNotExist",
+            ),
+            (
+                json!({"ignition": {"version": "3.5.0", "proxy": {"httpProxy": "socks5://x"}}}),
+                "error at $.ignition.proxy.httpProxy: proxies must be http(s)",
+            ),
         ];
         for (input, want) in cases {
             let got = issues(input.clone());

@@ -1,0 +1,42 @@
+//! `machineconfiguration.openshift.io/v1`: the configuration a node runs and how it gets there.
+
+mod controllerconfig;
+mod layering;
+mod machineconfig;
+mod pool;
+
+pub use controllerconfig::{
+    ControllerCertificate, ControllerConfig, ControllerConfigSpec, ControllerConfigStatus,
+    ControllerConfigStatusCondition, ImageRegistryBundle, controller_config_condition,
+};
+pub use layering::{
+    ContainerfileArch, MachineOSBuild, MachineOSBuildSpec, MachineOSBuildStatus,
+    MachineOSBuilderReference, MachineOSConfig, MachineOSConfigSpec, MachineOSConfigStatus,
+    MachineOSContainerfile, MachineOSImageBuilder, MachineOSImageBuilderType, ObjectReference,
+    machine_os_build_condition,
+};
+pub use machineconfig::{MachineConfig, MachineConfigSpec};
+pub use pool::{
+    CertExpiry, MachineConfigPool, MachineConfigPoolCondition, MachineConfigPoolSpec,
+    MachineConfigPoolStatus, MachineConfigPoolStatusConfiguration, PoolSynchronizerStatus,
+    pool_condition,
+};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+// Upstream has one such type per use (`MachineConfigPoolReference`, `ImageSecretObjectReference`,
+// `PinnedImageSetRef`, `OSImageStreamReference`, ...); they are identical on the wire.
+/// A reference to an object by name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct NameReference {
+    /// Name of the referenced object.
+    pub name: String,
+}
+
+impl NameReference {
+    /// A reference to `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self { name: name.into() }
+    }
+}

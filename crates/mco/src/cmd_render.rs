@@ -1,0 +1,106 @@
+//! `mco render`: what the render controller would create for one pool.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use mco_api::constants::{CONTROLLER_CONFIG_NAME, GENERATED_BY_VERSION_ANNOTATION};
+use mco_api::{ControllerConfig, MachineConfig};
+use mco_render::{ControllerVersion, Inputs, StorageOverrides};
+
+use crate::Output;
+use crate::manifests::{self, Manifests};
+
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// Name of the MachineConfigPool to render.
+    #[arg(long)]
+    pool: String,
+    /// Files or directories with the pool, its MachineConfigs and optionally a ControllerConfig.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    #[arg(short, long, value_enum, default_value = "yaml")]
+    output: Output,
+    /// Render as the controller with this version hash would (`generated-by-controller-version`).
+    #[arg(long, value_name = "HASH")]
+    controller_version: Option<String>,
+    /// The raw version the ControllerConfig's `generated-by-version` annotation must equal.
+    #[arg(long, value_name = "RAW")]
+    controller_version_raw: Option<String>,
+}
+
+pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
+    let manifests = manifests::load(&args.paths)?;
+    if !manifests.problems.is_empty() {
+        for p in &manifests.problems {
+            eprintln!("{p}");
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    let this_build = ControllerVersion::this_build();
+    let version = ControllerVersion {
+        raw: args.controller_version_raw.clone().unwrap_or(this_build.raw),
+        hash: args.controller_version.clone().unwrap_or(this_build.hash),
+    };
+    match render(&manifests, &args.pool, &version) {
+        Ok(rendered) => {
+            for w in &rendered.warnings {
+                eprintln!("warning: {w}");
+            }
+            print!("{}", format_object(&rendered.machine_config, args.output)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// Renders `pool` from the manifests, or the message the controller would report.
+pub fn render(
+    manifests: &Manifests,
+    pool_name: &str,
+    version: &ControllerVersion,
+) -> Result<mco_render::Rendered, String> {
+    let pools = manifests.pools();
+    let pool = pools
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(pool_name))
+        .ok_or_else(|| format!("no MachineConfigPool named {pool_name:?} in the given manifests"))?;
+    let controller_config = match manifests.controller_configs().as_slice() {
+        [] => default_controller_config(version),
+        [one] => one.clone(),
+        _ => return Err("more than one ControllerConfig in the given manifests".to_string()),
+    };
+    let machine_configs = manifests.machine_configs();
+    let current_name = pool.spec.configuration.as_ref().and_then(|c| c.name.clone());
+    let current = machine_configs.iter().find(|mc| current_name.is_some() && mc.metadata.name == current_name);
+    let rendered = mco_render::render(Inputs {
+        pool,
+        machine_configs: &machine_configs,
+        controller_config: &controller_config,
+        version,
+        current,
+        storage_overrides: StorageOverrides::default(),
+    })
+    .map_err(|e| format!("MachineConfigPool {pool_name}: {e}"))?;
+    Ok(rendered)
+}
+
+/// Without a ControllerConfig there is no base OS image: rendered configs get an empty
+/// osImageURL unless a MachineConfig sets one.
+fn default_controller_config(version: &ControllerVersion) -> ControllerConfig {
+    let mut cc = ControllerConfig::new(CONTROLLER_CONFIG_NAME, Default::default());
+    cc.metadata.annotations =
+        Some(BTreeMap::from([(GENERATED_BY_VERSION_ANNOTATION.to_string(), version.raw.clone())]));
+    cc
+}
+
+fn format_object(mc: &MachineConfig, output: Output) -> anyhow::Result<String> {
+    Ok(match output {
+        Output::Yaml => serde_yaml::to_string(mc)?,
+        Output::Json => format!("{}\n", serde_json::to_string_pretty(mc)?),
+        Output::Name => format!("machineconfig/{}\n", mc.metadata.name.clone().unwrap_or_default()),
+    })
+}

@@ -1,0 +1,107 @@
+//! `mco validate`: every problem the API server, the render controller or a node would find in
+//! a set of manifests, one line each, naming the object and the field.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use mco_api::MachineConfig;
+use mco_api::constants::GENERATED_BY_VERSION_ANNOTATION;
+use mco_render::{ControllerVersion, RenderError, Selection, merge};
+
+use crate::manifests::{self, Manifests, Object};
+
+pub fn run(paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let manifests = manifests::load(paths)?;
+    let problems = problems(&manifests);
+    for p in &problems {
+        println!("{p}");
+    }
+    Ok(if problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// All problems, in manifest order.
+pub fn problems(manifests: &Manifests) -> Vec<String> {
+    let mut out: Vec<String> = manifests.problems.iter().map(ToString::to_string).collect();
+    let machine_configs = manifests.machine_configs();
+    for (origin, object) in &manifests.objects {
+        let found: Vec<String> = match object {
+            Object::MachineConfig(mc) => machine_config(mc),
+            Object::MachineConfigPool(pool) => {
+                let mut found: Vec<String> =
+                    mco_api::validate::machine_config_pool(pool).iter().map(ToString::to_string).collect();
+                found.extend(pool_selection(manifests, pool, &machine_configs));
+                found
+            }
+            Object::MachineConfiguration(m) => {
+                mco_api::validate::machine_configuration(m).iter().map(ToString::to_string).collect()
+            }
+            Object::MachineOSConfig(m) => {
+                mco_api::validate::machine_os_config(m).iter().map(ToString::to_string).collect()
+            }
+            Object::ControllerConfig(_) | Object::MachineOSBuild(_) | Object::MachineSet(_) => Vec::new(),
+        };
+        out.extend(found.into_iter().map(|f| format!("{origin}: {f}")));
+    }
+    out
+}
+
+fn machine_config(mc: &MachineConfig) -> Vec<String> {
+    let name = mc.metadata.name.clone().unwrap_or_default();
+    let mut found = Vec::new();
+    if mc.metadata.labels.as_ref().is_none_or(|l| l.is_empty()) {
+        found.push(format!(
+            "MachineConfig {name}: metadata.labels: no labels, so no pool selects it (the render controller refuses it: cannot find label in MachineConfig {name})"
+        ));
+    }
+    match merge::validate_machine_config(mc) {
+        Err(RenderError::InvalidMachineConfig { name, field, message }) => {
+            found.push(format!("MachineConfig {name}: {field}: {message}"))
+        }
+        Err(other) => found.push(format!("MachineConfig {name}: {other}")),
+        Ok(()) => {}
+    }
+    let kernel_type = mc.spec.kernel_type.as_str();
+    if matches!(kernel_type, "realtime" | "64k-pages")
+        && mc.spec.extensions.iter().flatten().any(|e| e == "kernel-devel")
+    {
+        found.push(format!(
+            "MachineConfig {name}: spec.extensions: installing kernel-devel extension is not supported with kernelType: {kernel_type}"
+        ));
+    }
+    found
+}
+
+/// What a pool's selector picks among the given MachineConfigs, and whether they render.
+fn pool_selection(manifests: &Manifests, pool: &mco_api::MachineConfigPool, mcs: &[MachineConfig]) -> Vec<String> {
+    let name = pool.metadata.name.clone().unwrap_or_default();
+    let field = "spec.machineConfigSelector";
+    let problem = |message: String| vec![format!("MachineConfigPool {name}: {field}: {message}")];
+    let selection = match Selection::new(pool.spec.machine_config_selector.as_ref()) {
+        Ok(s) => s,
+        Err(e) => return problem(e.to_string()),
+    };
+    match &selection {
+        Selection::Everything => {
+            return problem("{} selects every MachineConfig; a non-empty selector is required".into());
+        }
+        Selection::Nothing => return problem("not set, so the pool selects no MachineConfigs".into()),
+        Selection::Requirements(_) => {}
+    }
+    if !mcs.iter().any(|mc| selection.matches(mc.metadata.labels.as_ref())) {
+        return problem(format!("selects no MachineConfigs among the given manifests ({selection})"));
+    }
+    // Render with the version the ControllerConfig asks for: version skew is not what is checked here.
+    let raw = manifests
+        .controller_configs()
+        .first()
+        .and_then(|cc| cc.metadata.annotations.as_ref()?.get(GENERATED_BY_VERSION_ANNOTATION).cloned())
+        .unwrap_or_else(|| ControllerVersion::this_build().raw);
+    let version = ControllerVersion { raw, hash: ControllerVersion::this_build().hash };
+    match crate::cmd_render::render(manifests, &name, &version) {
+        // Per-MachineConfig problems are reported on the MachineConfig itself.
+        Err(e) if e.contains("could not generate rendered MachineConfig: MachineConfig ") => Vec::new(),
+        Err(e) if e.contains("Ignoring MC ") => Vec::new(),
+        Err(e) => vec![e],
+        Ok(_) => Vec::new(),
+    }
+}

@@ -1,0 +1,58 @@
+//! The `mco` command line: offline tools over the pure crates (render, validate, convert, diff,
+//! CRDs). Commands print results on stdout, problems on stderr, and exit 0 (ok), 1 (the input
+//! is invalid or would be refused) or 2 (the command itself failed).
+
+mod cmd_ignition;
+mod cmd_render;
+mod cmd_validate;
+pub mod manifests;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "mco", version, about = "Machine config for image-based Linux nodes on Kubernetes")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Render a pool's MachineConfigs into its rendered-<pool>-<hash> MachineConfig.
+    Render(cmd_render::RenderArgs),
+    /// Check manifests; print one line per problem (kind, name, field).
+    Validate {
+        /// Files or directories of manifests (YAML or JSON, multi-document).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Ignition config tools.
+    #[command(subcommand)]
+    Ignition(cmd_ignition::IgnitionCommand),
+    /// Print the CustomResourceDefinitions of the API types as YAML.
+    Crds,
+}
+
+/// Output formats for objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Yaml,
+    Json,
+    /// Only the object's name.
+    Name,
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Render(args) => cmd_render::run(&args),
+        Command::Validate { paths } => cmd_validate::run(&paths),
+        Command::Ignition(cmd) => cmd_ignition::run(cmd),
+        Command::Crds => {
+            print!("{}", mco_api::crds_yaml());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

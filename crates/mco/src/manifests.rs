@@ -1,0 +1,165 @@
+//! Reading Kubernetes manifests from files and directories: multi-document YAML or JSON, `List`
+//! objects, typed by `apiVersion`/`kind`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use mco_api::{
+    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
+    MachineSet,
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// One object read from a manifest.
+#[derive(Debug, Clone)]
+pub enum Object {
+    MachineConfig(Box<MachineConfig>),
+    MachineConfigPool(Box<MachineConfigPool>),
+    ControllerConfig(Box<ControllerConfig>),
+    MachineConfiguration(Box<MachineConfiguration>),
+    MachineOSConfig(Box<MachineOSConfig>),
+    MachineOSBuild(Box<MachineOSBuild>),
+    MachineSet(Box<MachineSet>),
+}
+
+/// Where an object came from, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub file: PathBuf,
+    /// 1-based document number within the file.
+    pub document: usize,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (document {})", self.file.display(), self.document)
+    }
+}
+
+/// A manifest that could not be read as an object we know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub origin: Origin,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.origin, self.message)
+    }
+}
+
+/// Everything read from a set of paths.
+#[derive(Debug, Clone, Default)]
+pub struct Manifests {
+    pub objects: Vec<(Origin, Object)>,
+    pub problems: Vec<Problem>,
+}
+
+impl Manifests {
+    pub fn machine_configs(&self) -> Vec<MachineConfig> {
+        self.objects
+            .iter()
+            .filter_map(|(_, o)| if let Object::MachineConfig(mc) = o { Some((**mc).clone()) } else { None })
+            .collect()
+    }
+
+    pub fn pools(&self) -> Vec<MachineConfigPool> {
+        self.objects
+            .iter()
+            .filter_map(|(_, o)| if let Object::MachineConfigPool(p) = o { Some((**p).clone()) } else { None })
+            .collect()
+    }
+
+    pub fn controller_configs(&self) -> Vec<ControllerConfig> {
+        self.objects
+            .iter()
+            .filter_map(|(_, o)| if let Object::ControllerConfig(c) = o { Some((**c).clone()) } else { None })
+            .collect()
+    }
+}
+
+/// Reads every `.yaml`, `.yml` and `.json` file under the given paths (directories recursively,
+/// in name order). Unreadable files are errors; unreadable documents become problems.
+pub fn load(paths: &[PathBuf]) -> anyhow::Result<Manifests> {
+    let mut files = Vec::new();
+    for path in paths {
+        collect_files(path, &mut files)?;
+    }
+    let mut manifests = Manifests::default();
+    for file in files {
+        let text = if file == Path::new("-") {
+            std::io::read_to_string(std::io::stdin())?
+        } else {
+            std::fs::read_to_string(&file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?
+        };
+        read_documents(&file, &text, &mut manifests);
+    }
+    Ok(manifests)
+}
+
+fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    if path == Path::new("-") || path.is_file() {
+        out.push(path.to_path_buf());
+        return Ok(());
+    }
+    let entries = std::fs::read_dir(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    let mut children: Vec<PathBuf> = entries.collect::<Result<Vec<_>, _>>()?.into_iter().map(|e| e.path()).collect();
+    children.sort();
+    for child in children {
+        let is_manifest = child.extension().is_some_and(|e| e == "yaml" || e == "yml" || e == "json");
+        if child.is_dir() {
+            collect_files(&child, out)?;
+        } else if is_manifest {
+            out.push(child);
+        }
+    }
+    Ok(())
+}
+
+/// Splits a file into documents (YAML is a superset of JSON, so one reader handles both).
+pub fn read_documents(file: &Path, text: &str, manifests: &mut Manifests) {
+    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let origin = Origin { file: file.to_path_buf(), document: index + 1 };
+        match Value::deserialize(document) {
+            Ok(Value::Null) => {}
+            Ok(value) => read_object(origin, value, manifests),
+            Err(e) => {
+                manifests.problems.push(Problem { origin, message: format!("invalid YAML: {e}") });
+                // The parser cannot resynchronise after a syntax error.
+                return;
+            }
+        }
+    }
+}
+
+fn read_object(origin: Origin, value: Value, manifests: &mut Manifests) {
+    let api_version = value.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+    let kind = value.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+    let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<unnamed>").to_string();
+    if kind == "List" || kind.ends_with("List") && value.get("items").is_some() {
+        for item in value.get("items").and_then(Value::as_array).cloned().unwrap_or_default() {
+            read_object(origin.clone(), item, manifests);
+        }
+        return;
+    }
+    fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Result<Box<T>, String> {
+        serde_path_to_error::deserialize(value).map(Box::new).map_err(|e| format!("{}: {}", e.path(), e.inner()))
+    }
+    let object = match (api_version.as_str(), kind.as_str()) {
+        ("machineconfiguration.openshift.io/v1", "MachineConfig") => typed(value).map(Object::MachineConfig),
+        ("machineconfiguration.openshift.io/v1", "MachineConfigPool") => typed(value).map(Object::MachineConfigPool),
+        ("machineconfiguration.openshift.io/v1", "ControllerConfig") => typed(value).map(Object::ControllerConfig),
+        ("machineconfiguration.openshift.io/v1", "MachineOSConfig") => typed(value).map(Object::MachineOSConfig),
+        ("machineconfiguration.openshift.io/v1", "MachineOSBuild") => typed(value).map(Object::MachineOSBuild),
+        ("operator.openshift.io/v1", "MachineConfiguration") => typed(value).map(Object::MachineConfiguration),
+        ("machine.openshift.io/v1beta1", "MachineSet") => typed(value).map(Object::MachineSet),
+        ("", _) | (_, "") => Err("not a Kubernetes object: apiVersion and kind are required".to_string()),
+        _ => Err(format!("unknown kind {kind} in apiVersion {api_version}")),
+    };
+    match object {
+        Ok(object) => manifests.objects.push((origin, object)),
+        Err(message) => manifests.problems.push(Problem { origin, message: format!("{kind} {name}: {message}") }),
+    }
+}

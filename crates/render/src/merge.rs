@@ -1,0 +1,179 @@
+//! Validating and merging a pool's MachineConfigs (the original's `ValidateMachineConfig` and
+//! `MergeMachineConfigs`).
+
+use mco_api::MachineConfig;
+use mco_api::constants::MACHINE_CONFIG_ROLE_LABEL;
+use mco_ignition::v3;
+
+use crate::RenderError;
+
+/// Kernel flavours a MachineConfig may ask for.
+pub const KERNEL_TYPES: [&str; 4] = ["", "default", "realtime", "64k-pages"];
+
+/// Extensions the original allows, and the packages each installs.
+pub const SUPPORTED_EXTENSIONS: [(&str, &[&str]); 7] = [
+    ("two-node-ha", &["pacemaker", "pcs", "fence-agents-all"]),
+    ("ipsec", &["NetworkManager-libreswan", "libreswan", "openvswitch3.5-ipsec"]),
+    ("usbguard", &["usbguard"]),
+    ("kerberos", &["krb5-workstation", "libkadm5"]),
+    ("kernel-devel", &["kernel-devel", "kernel-headers"]),
+    ("sandboxed-containers", &["kata-containers"]),
+    ("sysstat", &["sysstat"]),
+];
+
+/// The defaults a rendered config starts from (ControllerConfig's base images).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BaseImages {
+    pub os_image: String,
+    pub extensions_image: String,
+}
+
+/// The merged spec before it is named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Merged {
+    pub config: v3::Config,
+    pub os_image_url: String,
+    pub base_os_extensions_container_image: String,
+    pub kernel_arguments: Vec<String>,
+    pub extensions: Vec<String>,
+    pub fips: bool,
+    pub kernel_type: String,
+    /// Names of the inputs in the order they were applied.
+    pub order: Vec<String>,
+}
+
+/// Checks one MachineConfig as `ValidateMachineConfig` does: the kernel type, then the Ignition
+/// config (parse and validate), and only when there is a config, the extensions.
+pub fn validate_machine_config(mc: &MachineConfig) -> Result<(), RenderError> {
+    let name = mc_name(mc);
+    let fail = |field: &str, message: String| RenderError::InvalidMachineConfig {
+        name: name.clone(),
+        field: field.to_string(),
+        message,
+    };
+    let spec = &mc.spec;
+    if !KERNEL_TYPES.contains(&spec.kernel_type.as_str()) {
+        return Err(fail("spec.kernelType", format!("kernelType={} is invalid", spec.kernel_type)));
+    }
+    let Some(raw) = &spec.config else { return Ok(()) };
+    let parsed = mco_ignition::parse_value(raw).map_err(|e| fail("spec.config", e.to_string()))?;
+    mco_ignition::validate_any(&parsed.config).map_err(|e| fail("spec.config", e.to_string()))?;
+    let invalid: Vec<&str> = spec
+        .extensions
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .filter(|e| !SUPPORTED_EXTENSIONS.iter().any(|(name, _)| name == e))
+        .collect();
+    if !invalid.is_empty() {
+        return Err(fail("spec.extensions", format!("invalid extensions found: [{}]", invalid.join(" "))));
+    }
+    Ok(())
+}
+
+/// Merges MachineConfigs in the original's order: those labelled `role: worker` by name, then all
+/// others by name (so a custom pool's own configs always come after the worker ones).
+pub fn merge_machine_configs(configs: &[&MachineConfig], base: &BaseImages) -> Result<Merged, RenderError> {
+    for mc in configs {
+        if mc.metadata.labels.is_none() {
+            return Err(RenderError::Generate(format!("cannot find label in MachineConfig {}", mc_name(mc))));
+        }
+    }
+    let is_worker = |mc: &&&MachineConfig| {
+        mc.metadata.labels.as_ref().and_then(|l| l.get(MACHINE_CONFIG_ROLE_LABEL)).is_some_and(|r| r == "worker")
+    };
+    let mut workers: Vec<&MachineConfig> = configs.iter().filter(is_worker).copied().collect();
+    let mut others: Vec<&MachineConfig> = configs.iter().filter(|mc| !is_worker(mc)).copied().collect();
+    workers.sort_by_key(|mc| mc_name(mc));
+    others.sort_by_key(|mc| mc_name(mc));
+    let ordered: Vec<&MachineConfig> = workers.into_iter().chain(others).collect();
+
+    let mut config = None;
+    for mc in &ordered {
+        let parsed = match &mc.spec.config {
+            Some(raw) => Some(mco_ignition::parse_and_convert(raw).map_err(|e| RenderError::InvalidMachineConfig {
+                name: mc_name(mc),
+                field: "spec.config".into(),
+                message: e.to_string(),
+            })?),
+            None => None,
+        };
+        config = Some(match (config, parsed) {
+            (None, parsed) => parsed.unwrap_or_else(|| v3::Config::new(v3::MAX_VERSION)),
+            (Some(acc), None) => acc,
+            (Some(acc), Some(child)) => merge_child(acc, child),
+        });
+    }
+    let mut config = config.unwrap_or_else(|| v3::Config::new(v3::MAX_VERSION));
+    // The MCO always overwrites files; Ignition 3 defaults to not overwriting, which would make
+    // new nodes fail where updated ones succeed.
+    for f in &mut config.storage.files {
+        f.overwrite.get_or_insert(true);
+    }
+
+    let fips = ordered.iter().any(|mc| mc.spec.fips);
+    let kernel_type = ordered
+        .iter()
+        .filter(|mc| matches!(mc.spec.kernel_type.as_str(), "realtime" | "64k-pages"))
+        .next_back()
+        .map_or_else(|| "default".to_string(), |mc| mc.spec.kernel_type.clone());
+    let kernel_arguments: Vec<String> =
+        ordered.iter().flat_map(|mc| mc.spec.kernel_arguments.iter().flatten().cloned()).collect();
+    let extensions: Vec<String> = ordered.iter().flat_map(|mc| mc.spec.extensions.iter().flatten().cloned()).collect();
+    if kernel_type != "default" && extensions.iter().any(|e| e == "kernel-devel") {
+        return Err(RenderError::Generate(format!(
+            "installing kernel-devel extension is not supported with kernelType: {kernel_type}"
+        )));
+    }
+    // Controller-generated configs carry the defaults; only user configs may override them.
+    let user_configs = || ordered.iter().filter(|mc| !generated_by_controller(mc));
+    let os_image_url = user_configs()
+        .map(|mc| &mc.spec.os_image_url)
+        .filter(|u| !u.is_empty())
+        .next_back()
+        .unwrap_or(&base.os_image)
+        .clone();
+    let base_os_extensions_container_image = user_configs()
+        .map(|mc| &mc.spec.base_os_extensions_container_image)
+        .filter(|u| !u.is_empty())
+        .next_back()
+        .unwrap_or(&base.extensions_image)
+        .clone();
+    Ok(Merged {
+        config,
+        os_image_url,
+        base_os_extensions_container_image,
+        kernel_arguments,
+        extensions,
+        fips,
+        kernel_type,
+        order: ordered.iter().map(|mc| mc_name(mc)).collect(),
+    })
+}
+
+/// One merge step. A child file without a compression gets "" first so that it overrides the
+/// parent's compression (the contents changed, so the old compression no longer applies); ""
+/// goes back to "none" afterwards, as the original does.
+fn merge_child(parent: v3::Config, mut child: v3::Config) -> v3::Config {
+    for f in &mut child.storage.files {
+        f.contents.compression.get_or_insert_with(String::new);
+    }
+    let mut merged = mco_ignition::merge::merge(parent, child);
+    for f in &mut merged.storage.files {
+        if f.contents.compression.as_deref() == Some("") {
+            f.contents.compression = None;
+        }
+    }
+    merged
+}
+
+pub(crate) fn generated_by_controller(mc: &MachineConfig) -> bool {
+    mc.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(mco_api::constants::GENERATED_BY_CONTROLLER_VERSION_ANNOTATION))
+}
+
+pub(crate) fn mc_name(mc: &MachineConfig) -> String {
+    mc.metadata.name.clone().unwrap_or_default()
+}
