@@ -62,47 +62,37 @@ pub const POOL_LABEL_PREFIX: &str = "pools.operator.machineconfiguration.openshi
 /// Label marking the built-in pools.
 pub const MCO_BUILT_IN_LABEL: &str = "machineconfiguration.openshift.io/mco-built-in";
 /// Label on the master pool: the cluster upgrade waits for this pool.
-pub const REQUIRED_FOR_UPGRADE_LABEL: &str =
-    "operator.machineconfiguration.openshift.io/required-for-upgrade";
+pub const REQUIRED_FOR_UPGRADE_LABEL: &str = "operator.machineconfiguration.openshift.io/required-for-upgrade";
 /// Controller version hash on controller-generated and rendered MachineConfigs.
 pub const GENERATED_BY_CONTROLLER_VERSION_ANNOTATION: &str =
     "machineconfiguration.openshift.io/generated-by-controller-version";
 /// Release version on ControllerConfig, copied onto rendered MachineConfigs.
-pub const RELEASE_IMAGE_VERSION_ANNOTATION: &str =
-    "machineconfiguration.openshift.io/release-image-version";
+pub const RELEASE_IMAGE_VERSION_ANNOTATION: &str = "machineconfiguration.openshift.io/release-image-version";
 /// Set to `"true"` on a rendered MachineConfig whose osImageURL a user MachineConfig overrode.
-pub const OS_IMAGE_URL_OVERRIDDEN_ANNOTATION: &str =
-    "machineconfiguration.openshift.io/os-image-url-overridden";
+pub const OS_IMAGE_URL_OVERRIDDEN_ANNOTATION: &str = "machineconfiguration.openshift.io/os-image-url-overridden";
 /// Install-time pre-built layered image.
 pub const PRE_BUILT_IMAGE_ANNOTATION: &str = "machineconfiguration.openshift.io/pre-built-image";
 /// OS image of an on-cluster-layering build carried on a MachineConfig.
 pub const OCL_OS_IMAGE_URL_ANNOTATION: &str = "machineconfiguration.openshift.io/ocl-osimageurl";
 /// Controller version (raw) on ControllerConfig; rendering refuses a mismatch.
-pub const GENERATED_BY_VERSION_ANNOTATION: &str =
-    "machineconfiguration.openshift.io/generated-by-version";
+pub const GENERATED_BY_VERSION_ANNOTATION: &str = "machineconfiguration.openshift.io/generated-by-version";
 /// RFC 3339 time at which boot image updates were turned on by default (on MachineConfiguration).
 pub const BOOT_IMAGE_UPDATES_OPTED_IN_AT_ANNOTATION: &str =
     "machineconfiguration.openshift.io/boot-image-updates-opted-in-at";
 /// Ignition version a user-data secret's stub config was upgraded to.
-pub const STUB_IGNITION_UPGRADED_TO_ANNOTATION: &str =
-    "machineconfiguration.openshift.io/stub-ignition-upgraded-to";
+pub const STUB_IGNITION_UPGRADED_TO_ANNOTATION: &str = "machineconfiguration.openshift.io/stub-ignition-upgraded-to";
 /// OS stream label on MachineSets; boot images are only managed for [`BOOT_IMAGE_OS_STREAM`].
 pub const OS_STREAM_LABEL: &str = "machineconfiguration.openshift.io/osstream";
 /// Label on the MCO-managed user-data secrets.
-pub const MANAGED_CA_BUNDLE_LABEL: &str =
-    "machineconfiguration.openshift.io/managed-ca-bundle-derived-from-configmap";
+pub const MANAGED_CA_BUNDLE_LABEL: &str = "machineconfiguration.openshift.io/managed-ca-bundle-derived-from-configmap";
 /// Name of the current MachineOSBuild, on its MachineOSConfig.
-pub const CURRENT_MACHINE_OS_BUILD_ANNOTATION: &str =
-    "machineconfiguration.openshift.io/current-machine-os-build";
+pub const CURRENT_MACHINE_OS_BUILD_ANNOTATION: &str = "machineconfiguration.openshift.io/current-machine-os-build";
 /// Push secret used by a MachineOSBuild.
-pub const RENDERED_IMAGE_PUSH_SECRET_ANNOTATION: &str =
-    "machineconfiguration.openshift.io/rendered-image-push-secret";
+pub const RENDERED_IMAGE_PUSH_SECRET_ANNOTATION: &str = "machineconfiguration.openshift.io/rendered-image-push-secret";
 /// Pool a MachineOSBuild targets.
-pub const TARGET_MACHINE_CONFIG_POOL_LABEL: &str =
-    "machineconfiguration.openshift.io/target-machine-config-pool";
+pub const TARGET_MACHINE_CONFIG_POOL_LABEL: &str = "machineconfiguration.openshift.io/target-machine-config-pool";
 /// Rendered MachineConfig a MachineOSBuild builds.
-pub const RENDERED_MACHINE_CONFIG_LABEL: &str =
-    "machineconfiguration.openshift.io/rendered-machine-config";
+pub const RENDERED_MACHINE_CONFIG_LABEL: &str = "machineconfiguration.openshift.io/rendered-machine-config";
 /// MachineOSConfig a MachineOSBuild belongs to.
 pub const MACHINE_OS_CONFIG_LABEL: &str = "machineconfiguration.openshift.io/machine-os-config";
 /// Template label of a MachineSet naming the OS; `Windows` machine sets are never touched.
@@ -121,8 +111,7 @@ pub const CURRENT_CONFIG_ANNOTATION: &str = "machineconfiguration.openshift.io/c
 /// Rendered config the node must move to (written by the node controller).
 pub const DESIRED_CONFIG_ANNOTATION: &str = "machineconfiguration.openshift.io/desiredConfig";
 /// Rendered config the node booted into at first boot (MCS seed file).
-pub const FIRST_PIVOT_CONFIG_ANNOTATION: &str =
-    "machineconfiguration.openshift.io/firstPivotConfig";
+pub const FIRST_PIVOT_CONFIG_ANNOTATION: &str = "machineconfiguration.openshift.io/firstPivotConfig";
 /// Daemon state: one of the `STATE_*` values.
 pub const STATE_ANNOTATION: &str = "machineconfiguration.openshift.io/state";
 /// Human reason for Degraded/Unreconcilable, truncated to [`MAX_REASON_LEN`].
@@ -134,20 +123,16 @@ pub const DESIRED_IMAGE_ANNOTATION: &str = "machineconfiguration.openshift.io/de
 /// Drain request from the daemon: `drain-<config>` or `uncordon-<config>`.
 pub const DESIRED_DRAIN_ANNOTATION: &str = "machineconfiguration.openshift.io/desiredDrain";
 /// Copy of [`DESIRED_DRAIN_ANNOTATION`] written by the drain controller on success.
-pub const LAST_APPLIED_DRAIN_ANNOTATION: &str =
-    "machineconfiguration.openshift.io/lastAppliedDrain";
+pub const LAST_APPLIED_DRAIN_ANNOTATION: &str = "machineconfiguration.openshift.io/lastAppliedDrain";
 /// ControllerConfig `spec.infra.status.controlPlaneTopology`, copied by the node controller.
-pub const CONTROL_PLANE_TOPOLOGY_ANNOTATION: &str =
-    "machineconfiguration.openshift.io/controlPlaneTopology";
+pub const CONTROL_PLANE_TOPOLOGY_ANNOTATION: &str = "machineconfiguration.openshift.io/controlPlaneTopology";
 /// Set to [`STATE_REBOOTING`] right before a reboot, cleared after it.
-pub const POST_CONFIG_ACTION_ANNOTATION: &str =
-    "machineconfiguration.openshift.io/post-config-action";
+pub const POST_CONFIG_ACTION_ANNOTATION: &str = "machineconfiguration.openshift.io/post-config-action";
 /// Error text of `ostree-finalize-staged.service` from the previous boot.
 pub const OSTREE_FINALIZE_STAGED_FAILURE_ANNOTATION: &str =
     "machineconfiguration.openshift.io/ostree-finalize-staged-failure";
 /// Set after auto-labelling a node that booted into a custom pool.
-pub const CUSTOM_POOL_LABELS_APPLIED_ANNOTATION: &str =
-    "machineconfiguration.openshift.io/customPoolLabelsApplied";
+pub const CUSTOM_POOL_LABELS_APPLIED_ANNOTATION: &str = "machineconfiguration.openshift.io/customPoolLabelsApplied";
 /// Documented (value [`SSH_ACCESSED`]) but written by nothing upstream.
 pub const SSH_ANNOTATION: &str = "machineconfiguration.openshift.io/ssh";
 /// Value of [`SSH_ANNOTATION`].
@@ -259,16 +244,9 @@ pub fn default_pools() -> Vec<MachineConfigPool> {
                 ..Default::default()
             };
             MachineConfigPool {
-                metadata: ObjectMeta {
-                    name: Some(role.to_string()),
-                    labels: Some(labels),
-                    ..Default::default()
-                },
+                metadata: ObjectMeta { name: Some(role.to_string()), labels: Some(labels), ..Default::default() },
                 spec: MachineConfigPoolSpec {
-                    machine_config_selector: Some(selector(
-                        MACHINE_CONFIG_ROLE_LABEL.to_string(),
-                        role,
-                    )),
+                    machine_config_selector: Some(selector(MACHINE_CONFIG_ROLE_LABEL.to_string(), role)),
                     node_selector: Some(selector(format!("{NODE_ROLE_LABEL_PREFIX}{role}"), "")),
                     ..Default::default()
                 },

@@ -7,8 +7,8 @@ use kube::CustomResourceExt;
 use serde_json::Value;
 
 use crate::{
-    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild,
-    MachineOSConfig, MachineSet,
+    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
+    MachineSet,
 };
 
 /// The CRDs of every type of this crate, in a stable order.
@@ -58,10 +58,7 @@ fn tidy(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
 }
 
 fn root_schemas(crd: &mut CustomResourceDefinition) -> impl Iterator<Item = &mut JSONSchemaProps> {
-    crd.spec
-        .versions
-        .iter_mut()
-        .filter_map(|version| version.schema.as_mut()?.open_api_v3_schema.as_mut())
+    crd.spec.versions.iter_mut().filter_map(|version| version.schema.as_mut()?.open_api_v3_schema.as_mut())
 }
 
 /// Removes what schemars adds but upstream's CRDs do not have:

@@ -34,7 +34,6 @@ pub mod validate;
 pub use crd::{crds, crds_yaml};
 pub use machine::MachineSet;
 pub use machineconfiguration::{
-    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfigSpec, MachineOSBuild,
-    MachineOSConfig,
+    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfigSpec, MachineOSBuild, MachineOSConfig,
 };
 pub use operator::MachineConfiguration;

@@ -36,21 +36,13 @@ pub struct MachineConfigurationSpec {
 
     /// Unsupported overrides of the computed configuration.
     // `null` is common here (Go writes nil pointers and RawExtensions as `null`) and must survive.
-    #[serde(
-        default,
-        deserialize_with = "crate::null::keep_null",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "crate::null::keep_null", skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::nullable_preserve_unknown_object")]
     pub unsupported_config_overrides: Option<Value>,
 
     /// Sparse configuration observed from the cluster.
     // `null` is common here (Go writes nil pointers and RawExtensions as `null`) and must survive.
-    #[serde(
-        default,
-        deserialize_with = "crate::null::keep_null",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "crate::null::keep_null", skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::nullable_preserve_unknown_object")]
     pub observed_config: Option<Value>,
 
@@ -209,13 +201,11 @@ pub struct PartialSelector {
 /// User node disruption policies (spec).
 pub type NodeDisruptionPolicyConfig = NodeDisruptionPolicies<NodeDisruptionPolicySpecActionType>;
 /// Effective node disruption policies (status: defaults merged with the spec).
-pub type NodeDisruptionPolicyClusterStatus =
-    NodeDisruptionPolicies<NodeDisruptionPolicyStatusActionType>;
+pub type NodeDisruptionPolicyClusterStatus = NodeDisruptionPolicies<NodeDisruptionPolicyStatusActionType>;
 /// A spec action.
 pub type NodeDisruptionPolicySpecAction = NodeDisruptionPolicyAction<NodeDisruptionPolicySpecActionType>;
 /// A status action.
-pub type NodeDisruptionPolicyStatusAction =
-    NodeDisruptionPolicyAction<NodeDisruptionPolicyStatusActionType>;
+pub type NodeDisruptionPolicyStatusAction = NodeDisruptionPolicyAction<NodeDisruptionPolicyStatusActionType>;
 
 // Generic over the action type because spec and status differ only in that status may also
 // hold `Special` (upstream has a separate Go type for each). The `Option` fields carry no
@@ -243,11 +233,7 @@ pub struct NodeDisruptionPolicies<T> {
 // Written by hand: a derive would require `T: Default` although no `T` value is needed.
 impl<T> Default for NodeDisruptionPolicies<T> {
     fn default() -> Self {
-        Self {
-            files: None,
-            units: None,
-            sshkey: None,
-        }
+        Self { files: None, units: None, sshkey: None }
     }
 }
 
@@ -300,21 +286,13 @@ pub struct NodeDisruptionPolicyAction<T> {
 impl<T> NodeDisruptionPolicyAction<T> {
     /// An action without a service (`Reboot`, `Drain`, `DaemonReload`, `None`, `Special`).
     pub fn new(type_: T) -> Self {
-        Self {
-            type_,
-            reload: None,
-            restart: None,
-        }
+        Self { type_, reload: None, restart: None }
     }
 }
 
 impl From<NodeDisruptionPolicySpecAction> for NodeDisruptionPolicyStatusAction {
     fn from(action: NodeDisruptionPolicySpecAction) -> Self {
-        Self {
-            type_: action.type_.into(),
-            reload: action.reload,
-            restart: action.restart,
-        }
+        Self { type_: action.type_.into(), reload: action.reload, restart: action.restart }
     }
 }
 

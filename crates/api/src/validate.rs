@@ -14,10 +14,10 @@ use regex::Regex;
 use crate::constants::MACHINE_CONFIGURATION_NAME;
 use crate::machineconfiguration::{ContainerfileArch, MachineConfigPool, MachineOSConfig};
 use crate::operator::{
-    BootImageSkewEnforcementConfig, BootImageSkewEnforcementConfigMode,
-    BootImageSkewEnforcementModeStatus, ClusterBootImageManual, ClusterBootImageManualMode,
-    MachineConfiguration, MachineManager, MachineManagerResource, MachineManagerSelectorMode,
-    NodeDisruptionPolicyConfig, NodeDisruptionPolicySpecAction, NodeDisruptionPolicySpecActionType,
+    BootImageSkewEnforcementConfig, BootImageSkewEnforcementConfigMode, BootImageSkewEnforcementModeStatus,
+    ClusterBootImageManual, ClusterBootImageManualMode, MachineConfiguration, MachineManager, MachineManagerResource,
+    MachineManagerSelectorMode, NodeDisruptionPolicyConfig, NodeDisruptionPolicySpecAction,
+    NodeDisruptionPolicySpecActionType,
 };
 
 /// One rule an object breaks.
@@ -52,7 +52,8 @@ const RHCOS_VERSION_PATTERN: &str = r"^[0-9]+\.[0-9]+\.([0-9]{8}|[0-9]{12})-[0-9
 const SERVICE_NAME_PATTERN: &str = r"^[a-zA-Z0-9:._\\-]+\..";
 const SERVICE_SUFFIX_PATTERN: &str =
     r"\.(service|socket|device|mount|automount|swap|target|path|timer|snapshot|slice|scope)$";
-const PUSH_SPEC_PATTERN: &str = r"^([a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?(/[a-zA-Z0-9-_]{1,61})*/[a-zA-Z0-9-_.]+:[a-zA-Z0-9._-]+$";
+const PUSH_SPEC_PATTERN: &str =
+    r"^([a-zA-Z0-9-]+\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?(/[a-zA-Z0-9-_]{1,61})*/[a-zA-Z0-9-_.]+:[a-zA-Z0-9._-]+$";
 const PUSH_SPEC_SVC_PATTERN: &str = r"^[^.]+\.[^.]+\.svc:[0-9]+/[^/]+/[^/]+:[^/]+$";
 const PERCENT_PATTERN: &str = r"^[0-9]+%$";
 
@@ -86,11 +87,7 @@ struct Errors {
 
 impl Errors {
     fn new(kind: &'static str, name: Option<&String>) -> Self {
-        Self {
-            kind,
-            name: name.cloned().unwrap_or_default(),
-            errors: Vec::new(),
-        }
+        Self { kind, name: name.cloned().unwrap_or_default(), errors: Vec::new() }
     }
 
     fn add(&mut self, field: impl Into<String>, value: Option<&str>, message: impl Into<String>) {
@@ -255,10 +252,9 @@ fn actions(errors: &mut Errors, field: &str, actions: &[NodeDisruptionPolicySpec
     }
     for (i, action) in actions.iter().enumerate() {
         let item = format!("{field}[{i}]");
-        for (service, type_, when) in [
-            (&action.reload, A::Reload, "type is Reload"),
-            (&action.restart, A::Restart, "type is Restart"),
-        ] {
+        for (service, type_, when) in
+            [(&action.reload, A::Reload, "type is Reload"), (&action.restart, A::Restart, "type is Restart")]
+        {
             let key = if type_ == A::Reload { "reload" } else { "restart" };
             let service_field = format!("{item}.{key}");
             errors.required_iff(&service_field, service.is_some(), action.type_ == type_, when);
@@ -326,9 +322,7 @@ fn manual_boot_image(errors: &mut Errors, base: &str, manual: &ClusterBootImageM
 /// `Automatic`, the spec may not take away what automatic enforcement relies on.
 fn automatic_skew_rules(errors: &mut Errors, object: &MachineConfiguration) {
     let status = object.status.as_ref();
-    let automatic = status
-        .and_then(|s| s.boot_image_skew_enforcement_status.as_ref())
-        .and_then(|s| s.mode)
+    let automatic = status.and_then(|s| s.boot_image_skew_enforcement_status.as_ref()).and_then(|s| s.mode)
         == Some(BootImageSkewEnforcementModeStatus::Automatic);
     if !automatic {
         return;
@@ -381,11 +375,9 @@ pub fn machine_config_pool(pool: &MachineConfigPool) -> Vec<FieldError> {
         Some(IntOrString::Int(n)) if *n < 0 => {
             errors.add(field, Some(&n.to_string()), "must be greater than or equal to 0")
         }
-        Some(IntOrString::String(s)) if !PERCENT.is_match(s) => errors.add(
-            field,
-            Some(s),
-            "must be an integer or a percentage (e.g. \"10%\")",
-        ),
+        Some(IntOrString::String(s)) if !PERCENT.is_match(s) => {
+            errors.add(field, Some(s), "must be an integer or a percentage (e.g. \"10%\")")
+        }
         _ => {}
     }
     errors.errors

@@ -7,10 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 fn crd(kind: &str) -> CustomResourceDefinition {
-    crds()
-        .into_iter()
-        .find(|crd| crd.spec.names.kind == kind)
-        .unwrap_or_else(|| panic!("no CRD for {kind}"))
+    crds().into_iter().find(|crd| crd.spec.names.kind == kind).unwrap_or_else(|| panic!("no CRD for {kind}"))
 }
 
 #[test]
@@ -27,13 +24,76 @@ fn names_scopes_and_subresources_match_upstream() {
     }
     const MCFG: &str = "machineconfiguration.openshift.io";
     let table = [
-        Expected { kind: "MachineConfig", group: MCFG, version: "v1", plural: "machineconfigs", short_names: &["mc"], scope: "Cluster", status: false, scale: false },
-        Expected { kind: "MachineConfigPool", group: MCFG, version: "v1", plural: "machineconfigpools", short_names: &["mcp"], scope: "Cluster", status: true, scale: false },
-        Expected { kind: "ControllerConfig", group: MCFG, version: "v1", plural: "controllerconfigs", short_names: &[], scope: "Cluster", status: true, scale: false },
-        Expected { kind: "MachineOSConfig", group: MCFG, version: "v1", plural: "machineosconfigs", short_names: &[], scope: "Cluster", status: true, scale: false },
-        Expected { kind: "MachineOSBuild", group: MCFG, version: "v1", plural: "machineosbuilds", short_names: &[], scope: "Cluster", status: true, scale: false },
-        Expected { kind: "MachineConfiguration", group: "operator.openshift.io", version: "v1", plural: "machineconfigurations", short_names: &[], scope: "Cluster", status: true, scale: false },
-        Expected { kind: "MachineSet", group: "machine.openshift.io", version: "v1beta1", plural: "machinesets", short_names: &[], scope: "Namespaced", status: true, scale: true },
+        Expected {
+            kind: "MachineConfig",
+            group: MCFG,
+            version: "v1",
+            plural: "machineconfigs",
+            short_names: &["mc"],
+            scope: "Cluster",
+            status: false,
+            scale: false,
+        },
+        Expected {
+            kind: "MachineConfigPool",
+            group: MCFG,
+            version: "v1",
+            plural: "machineconfigpools",
+            short_names: &["mcp"],
+            scope: "Cluster",
+            status: true,
+            scale: false,
+        },
+        Expected {
+            kind: "ControllerConfig",
+            group: MCFG,
+            version: "v1",
+            plural: "controllerconfigs",
+            short_names: &[],
+            scope: "Cluster",
+            status: true,
+            scale: false,
+        },
+        Expected {
+            kind: "MachineOSConfig",
+            group: MCFG,
+            version: "v1",
+            plural: "machineosconfigs",
+            short_names: &[],
+            scope: "Cluster",
+            status: true,
+            scale: false,
+        },
+        Expected {
+            kind: "MachineOSBuild",
+            group: MCFG,
+            version: "v1",
+            plural: "machineosbuilds",
+            short_names: &[],
+            scope: "Cluster",
+            status: true,
+            scale: false,
+        },
+        Expected {
+            kind: "MachineConfiguration",
+            group: "operator.openshift.io",
+            version: "v1",
+            plural: "machineconfigurations",
+            short_names: &[],
+            scope: "Cluster",
+            status: true,
+            scale: false,
+        },
+        Expected {
+            kind: "MachineSet",
+            group: "machine.openshift.io",
+            version: "v1beta1",
+            plural: "machinesets",
+            short_names: &[],
+            scope: "Namespaced",
+            status: true,
+            scale: true,
+        },
     ];
     assert_eq!(crds().len(), table.len());
     for e in table {
@@ -187,9 +247,15 @@ fn structural_violations(path: &str, schema: &Value, out: &mut Vec<String>) {
         if node.get("x-kubernetes-list-type") == Some(&"map".into()) {
             let required = items["required"].as_array().cloned().unwrap_or_default();
             for key in node["x-kubernetes-list-map-keys"].as_array().unwrap() {
-                let has_default = items["properties"][key.as_str().unwrap()].get("default").is_some();
-                if !required.contains(key) && !has_default {
+                let property = &items["properties"][key.as_str().unwrap()];
+                if !required.contains(key) && property.get("default").is_none() {
                     out.push(format!("{path}: list-map key {key} neither required nor defaulted"));
+                }
+                if property.get("nullable") == Some(&Value::Bool(true)) {
+                    out.push(format!("{path}: list-map key {key} is nullable"));
+                }
+                if !matches!(property["type"].as_str(), Some("string" | "integer" | "boolean")) {
+                    out.push(format!("{path}: list-map key {key} is not a scalar"));
                 }
             }
         }
@@ -220,8 +286,7 @@ fn zero_value_defaults_are_not_in_the_schema() {
     }
     // Deliberate upstream default: a list-map key that is not required needs one.
     let mosc = schema("MachineOSConfig");
-    let arch = &mosc["properties"]["spec"]["properties"]["containerFile"]["items"]["properties"]
-        ["containerfileArch"];
+    let arch = &mosc["properties"]["spec"]["properties"]["containerFile"]["items"]["properties"]["containerfileArch"];
     assert_eq!(arch["default"], "NoArch");
 }
 

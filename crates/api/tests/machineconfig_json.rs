@@ -34,11 +34,7 @@ fn unset_fields_serialize_as_go_zero_values() {
 
 #[test]
 fn empty_lists_stay_distinct_from_nil() {
-    let spec = MachineConfigSpec {
-        kernel_arguments: Some(vec![]),
-        extensions: Some(vec![]),
-        ..Default::default()
-    };
+    let spec = MachineConfigSpec { kernel_arguments: Some(vec![]), extensions: Some(vec![]), ..Default::default() };
     let text = serde_json::to_string(&spec).unwrap();
     assert!(text.contains(r#""kernelArguments":[],"extensions":[]"#), "{text}");
 }

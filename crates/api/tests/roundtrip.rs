@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use mco_api::constants::default_pools;
 use mco_api::machine::provider::{aws, gcp, user_data_secret_name};
 use mco_api::{
-    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild,
-    MachineOSConfig, MachineSet,
+    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
+    MachineSet,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -32,8 +32,8 @@ fn assert_roundtrip<T: DeserializeOwned + Serialize>(name: &str) -> Vec<T> {
     docs.into_iter()
         .enumerate()
         .map(|(i, doc)| {
-            let typed: T = serde_json::from_value(doc.clone())
-                .unwrap_or_else(|e| panic!("{name}[{i}] does not deserialize: {e}"));
+            let typed: T =
+                serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{name}[{i}] does not deserialize: {e}"));
             let back = serde_json::to_value(&typed).unwrap();
             assert_eq!(back, doc, "{name}[{i}] changed in a round trip");
             typed
@@ -93,24 +93,20 @@ fn controller_config_roundtrips_with_unknown_fields_and_nulls() {
     let [cc]: [ControllerConfig; 1] = assert_roundtrip("controllerconfig.yaml").try_into().unwrap();
     assert_eq!(cc.spec.extra["futureSetting"], json!({"enabled": true}));
     assert_eq!(cc.spec.proxy, Some(Value::Null));
-    assert_eq!(
-        cc.spec.infra.unwrap()["status"]["controlPlaneTopology"],
-        "HighlyAvailable"
-    );
+    assert_eq!(cc.spec.infra.unwrap()["status"]["controlPlaneTopology"], "HighlyAvailable");
     assert_eq!(cc.status.unwrap().controller_certificates.unwrap().len(), 2);
 }
 
 #[test]
 fn controller_config_render_input_roundtrips() {
-    let [cc]: [ControllerConfig; 1] =
-        assert_roundtrip("controllerconfig-render-input.yaml").try_into().unwrap();
+    let [cc]: [ControllerConfig; 1] = assert_roundtrip("controllerconfig-render-input.yaml").try_into().unwrap();
     assert_eq!(cc.spec.os_image_url.as_deref(), Some(""));
 }
 
 #[test]
 fn machine_configurations_roundtrip() {
     let mcs: Vec<MachineConfiguration> = assert_roundtrip("machineconfigurations.yaml");
-    assert_eq!(mcs.len(), 4);
+    assert_eq!(mcs.len(), 5);
     // The legacy opt-out (an explicit empty list) stays distinct from "unset".
     let opt_out = mcs[3].spec.managed_boot_images.as_ref().unwrap();
     assert_eq!(opt_out.machine_managers.as_deref(), Some(&[][..]));
@@ -135,11 +131,7 @@ fn machinesets_roundtrip_with_unknown_keys() {
 
 /// Applies `edit` to the provider spec of the fixture and checks that the serialized MachineSet
 /// differs from the original only by `expected_change` applied to the original JSON.
-fn assert_provider_edit(
-    name: &str,
-    edit: impl FnOnce(&mut Value),
-    expected_change: impl FnOnce(&mut Value),
-) {
+fn assert_provider_edit(name: &str, edit: impl FnOnce(&mut Value), expected_change: impl FnOnce(&mut Value)) {
     let original = documents(name).remove(0);
     let mut machineset: MachineSet = serde_json::from_value(original.clone()).unwrap();
     edit(machineset.provider_spec_mut().unwrap());
@@ -169,10 +161,7 @@ fn gcp_boot_disk_images_are_read_and_written_in_place() {
     let doc = documents("machineset-gcp.yaml").remove(0);
     let ms: MachineSet = serde_json::from_value(doc).unwrap();
     let spec = ms.provider_spec().unwrap();
-    assert_eq!(
-        gcp::boot_disk_images(spec),
-        ["projects/rhcos-cloud/global/images/rhcos-9-6-20250402-0-gcp-x86-64"]
-    );
+    assert_eq!(gcp::boot_disk_images(spec), ["projects/rhcos-cloud/global/images/rhcos-9-6-20250402-0-gcp-x86-64"]);
     assert_eq!(user_data_secret_name(spec), Some("worker-user-data-managed"));
 
     let image = "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";
@@ -181,4 +170,29 @@ fn gcp_boot_disk_images_are_read_and_written_in_place() {
         |spec| assert_eq!(gcp::set_boot_disk_images(spec, image).unwrap(), 1),
         |value| value["disks"][0]["image"] = json!(image),
     );
+}
+
+#[test]
+fn missing_or_null_optional_specs_read_as_empty() {
+    // Upstream's MachineConfig and MachineSet specs are optional; one spec-less object must not
+    // make a whole list unreadable.
+    for spec in [None, Some(Value::Null)] {
+        let mut mc = json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig", "metadata": {"name": "empty"}});
+        let mut ms = json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet", "metadata": {"name": "empty", "namespace": "openshift-machine-api"}});
+        if let Some(spec) = &spec {
+            mc["spec"] = spec.clone();
+            ms["spec"] = spec.clone();
+        }
+        let mc: MachineConfig = serde_json::from_value(mc).unwrap();
+        assert_eq!(mc.spec, Default::default());
+        let ms: MachineSet = serde_json::from_value(ms).unwrap();
+        assert_eq!(ms.spec, Default::default());
+    }
+    let list = "items:\n- metadata: {name: a}\n- metadata: {name: b}\n  spec: {fips: true}\n";
+    #[derive(Deserialize)]
+    struct List {
+        items: Vec<MachineConfig>,
+    }
+    let list: List = serde_yaml::from_str(list).unwrap();
+    assert!(!list.items[0].spec.fips && list.items[1].spec.fips);
 }

@@ -109,8 +109,9 @@ fn analyze_scalar(value: &str) -> Analysis {
         let followed_by_whitespace = i == last || is_blank(chars[i + 1]);
         if i == 0 {
             match c {
-                '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\'' | '"' | '%' | '@'
-                | '`' => block_indicators = true,
+                '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\'' | '"' | '%' | '@' | '`' => {
+                    block_indicators = true
+                }
                 '?' | ':' | '-' if followed_by_whitespace => block_indicators = true,
                 _ => {}
             }
@@ -164,14 +165,8 @@ fn analyze_scalar(value: &str) -> Analysis {
 /// Writes a document the way yaml.v2's `Marshal` does.
 pub(crate) fn emit_document(root: &Node) -> String {
     // yaml_emitter_emit_stream_start.
-    let mut e = Emitter {
-        out: String::new(),
-        indent: -1,
-        indents: Vec::new(),
-        column: 0,
-        whitespace: true,
-        indention: true,
-    };
+    let mut e =
+        Emitter { out: String::new(), indent: -1, indents: Vec::new(), column: 0, whitespace: true, indention: true };
     // The first document is implicit: nothing is written for DOCUMENT-START.
     e.emit_node(root, false, false);
     // yaml_emitter_emit_document_end (implicit: no "...").
@@ -526,9 +521,7 @@ fn select_scalar_style(scalar: &Scalar, analysis: &Analysis, simple_key_context:
     if simple_key_context && analysis.multiline {
         style = Written::DoubleQuoted;
     }
-    if style == Written::Plain
-        && (!analysis.block_plain_allowed || scalar.value.is_empty() && simple_key_context)
-    {
+    if style == Written::Plain && (!analysis.block_plain_allowed || scalar.value.is_empty() && simple_key_context) {
         style = Written::SingleQuoted;
     }
     if style == Written::SingleQuoted && !analysis.single_quoted_allowed {

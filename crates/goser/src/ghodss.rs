@@ -117,7 +117,7 @@ fn number(n: &serde_json::Number) -> Scalar {
     } else if let Some(u) = n.as_u64() {
         u.to_string()
     } else {
-        // serde_json numbers are always finite.
+        // Neither i64 nor u64: serde_json holds an f64, and never a non-finite one.
         let f = n.as_f64().unwrap_or_default();
         let json = format_json_f64(f);
         // ParseInt, then ParseUint, of the integer-looking texts; FormatInt normalizes "-0".
@@ -133,8 +133,9 @@ fn number(n: &serde_json::Number) -> Scalar {
     Scalar { value: text, style: Style::Plain }
 }
 
-/// The characters Go's JSON encoder leaves raw and the YAML reader refuses (`yaml_parser_update_buffer`
-/// accepts TAB, LF, CR, 0x20..0x7E, NEL, U+00A0..U+D7FF, U+E000..U+FFFD and beyond U+FFFF).
+/// The characters Go's JSON encoder leaves raw and the YAML reader refuses
+/// (`yaml_parser_update_buffer` accepts TAB, LF, CR, 0x20..0x7E, NEL, U+00A0..U+D7FF,
+/// U+E000..U+FFFD and everything beyond U+FFFF).
 fn check_readable(s: &str) -> Result<(), GhodssError> {
     match s.chars().find(|&c| matches!(c, '\u{7F}'..='\u{9F}' | '\u{FFFE}' | '\u{FFFF}') && c != NEL) {
         Some(c) => Err(GhodssError::ControlCharacter(c)),

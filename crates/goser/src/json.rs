@@ -43,11 +43,11 @@ impl Formatter for GoFormatter {
                 '\u{2029}' => "\\u2029",
                 _ => continue,
             };
-            writer.write_all(fragment[start..i].as_bytes())?;
+            writer.write_all(&fragment.as_bytes()[start..i])?;
             writer.write_all(escape.as_bytes())?;
             start = i + c.len_utf8();
         }
-        writer.write_all(fragment[start..].as_bytes())
+        writer.write_all(&fragment.as_bytes()[start..])
     }
 
     fn write_char_escape<W>(&mut self, writer: &mut W, char_escape: CharEscape) -> io::Result<()>

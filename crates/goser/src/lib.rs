@@ -34,8 +34,7 @@ pub use json::Escaping;
 /// base64, and non-finite floats (Go fails; serde_json writes `null`).
 pub fn to_go_json<T: serde::Serialize + ?Sized>(value: &T, flavor: Escaping) -> serde_json::Result<Vec<u8>> {
     let mut out = Vec::new();
-    let mut serializer =
-        serde_json::Serializer::with_formatter(&mut out, json::GoFormatter { escaping: flavor });
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, json::GoFormatter { escaping: flavor });
     value.serialize(&mut serializer)?;
     Ok(out)
 }

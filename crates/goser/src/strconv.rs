@@ -87,13 +87,8 @@ impl Shortest {
             out.push('-');
         }
         let nd = self.nd();
-        let digit_at = |i: i32| -> char {
-            if (0..nd).contains(&i) {
-                char::from(self.digits[i as usize])
-            } else {
-                '0'
-            }
-        };
+        let digit_at =
+            |i: i32| -> char { if (0..nd).contains(&i) { char::from(self.digits[i as usize]) } else { '0' } };
         if self.dp > 0 {
             (0..self.dp).for_each(|i| out.push(digit_at(i)));
         } else {
@@ -110,7 +105,7 @@ impl Shortest {
     /// ("if precision was the shortest possible, use precision 6 for this decision").
     fn fmt_g(&self, out: &mut String) {
         let exp = self.dp - 1;
-        if exp < -4 || exp >= 6 {
+        if !(-4..6).contains(&exp) {
             self.fmt_e(out);
         } else {
             self.fmt_f(out);
@@ -236,7 +231,7 @@ fn underscore_ok(s: &str) -> bool {
     if s.len() >= 2 && s[0] == b'0' && matches!(s[1].to_ascii_lowercase(), b'b' | b'o' | b'x') {
         i = 2;
         saw = b'0';
-        hex = s[1].to_ascii_lowercase() == b'x';
+        hex = s[1].eq_ignore_ascii_case(&b'x');
     }
     for &c in &s[i..] {
         if c.is_ascii_digit() || hex && matches!(c.to_ascii_lowercase(), b'a'..=b'f') {
@@ -372,9 +367,9 @@ mod tests {
         }
         assert_eq!(format_json_f32(0.1), "0.1");
         // Exact ties between two shortest candidates go to the even digit, as in Go.
-        assert_eq!(format_json_f32(-1324404.25), "-1324404.2");
-        assert_eq!(format_json_f64(1125899906842624.25), "1125899906842624.2");
-        assert_eq!(format_json_f64(1125899906842624.75), "1125899906842624.8");
+        assert_eq!(format_json_f32(f32::from_bits(0xc9a1_aba2)), "-1324404.2"); // -1324404.25
+        assert_eq!(format_json_f64(f64::from_bits(0x4310_0000_0000_0001)), "1125899906842624.2"); // …624.25
+        assert_eq!(format_json_f64(f64::from_bits(0x4310_0000_0000_0003)), "1125899906842624.8"); // …624.75
         assert_eq!(format_json_f32(1e21), "1e+21");
         assert_eq!(format_json_f32(1e-7), "1e-7");
     }

@@ -12,16 +12,16 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use md5::{Digest, Md5};
 use mco_goser::{Escaping, ghodss_yaml, to_go_json};
+use md5::{Digest, Md5};
 use ordered::OrderedValue;
 
 /// The fixed salt prepended to the YAML before hashing (mco-behaviour.md §2.5).
 const SALT: [u8; 80] = [
-    16, 124, 206, 228, 139, 56, 175, 175, 79, 229, 134, 118, 157, 154, 211, 110, 25, 93, 47, 253, 172, 106, 37, 7,
-    174, 13, 160, 185, 110, 17, 87, 52, 219, 131, 12, 206, 218, 141, 116, 135, 188, 181, 192, 151, 233, 62, 126,
-    165, 64, 83, 179, 119, 15, 168, 208, 197, 146, 107, 58, 227, 133, 188, 238, 26, 33, 26, 235, 202, 32, 173, 31,
-    234, 41, 144, 148, 79, 6, 206, 23, 22,
+    16, 124, 206, 228, 139, 56, 175, 175, 79, 229, 134, 118, 157, 154, 211, 110, 25, 93, 47, 253, 172, 106, 37, 7, 174,
+    13, 160, 185, 110, 17, 87, 52, 219, 131, 12, 206, 218, 141, 116, 135, 188, 181, 192, 151, 233, 62, 126, 165, 64,
+    83, 179, 119, 15, 168, 208, 197, 146, 107, 58, 227, 133, 188, 238, 26, 33, 26, 235, 202, 32, 173, 31, 234, 41, 144,
+    148, 79, 6, 206, 23, 22,
 ];
 
 fn case_dirs() -> Vec<PathBuf> {
@@ -62,7 +62,11 @@ fn hash_input_file_is_what_was_hashed() {
         let yaml = read(&dir, "hash-input.yaml");
         assert_eq!(yaml.last(), Some(&b'\n'), "{}: the YAML ends with a newline", dir.display());
         let hash = md5_hex(&[&SALT[..], &yaml].concat());
-        assert!(name.starts_with("rendered-") && name.ends_with(&format!("-{hash}")), "{}: {name} vs {hash}", dir.display());
+        assert!(
+            name.starts_with("rendered-") && name.ends_with(&format!("-{hash}")),
+            "{}: {name} vs {hash}",
+            dir.display()
+        );
     }
 }
 

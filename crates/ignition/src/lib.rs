@@ -53,12 +53,20 @@ pub fn parse_and_convert(value: &serde_json::Value) -> Result<v3::Config, Error>
     Ok(to_internal(parse_value(value)?.config)?)
 }
 
-/// Checks a config as the original's `ValidateIgnition` does before it accepts a MachineConfig:
-/// Ignition's validation for its version, then no file mode above 0777.
-pub fn validate_any(config: &AnyConfig) -> Result<(), Error> {
-    let as_v3 = match config {
-        AnyConfig::V3(c) => c.clone(),
-        AnyConfig::V2(_) => to_internal(config.clone())?,
+/// Validates a parsed config as the original's `ValidateIgnition` does before it accepts a
+/// MachineConfig (Ignition's rules for the config's own version, then no file mode above 0777)
+/// and brings it to spec 3.5.0, in one pass.
+pub fn validate_and_convert(config: AnyConfig) -> Result<v3::Config, Error> {
+    let internal = match config {
+        AnyConfig::V3(c) => {
+            validate::validate_for_machine_config(&c)?;
+            to_internal(AnyConfig::V3(c))?
+        }
+        v2 @ AnyConfig::V2(_) => {
+            let internal = to_internal(v2)?;
+            validate::validate_for_machine_config(&internal)?;
+            internal
+        }
     };
-    Ok(validate::validate_for_machine_config(&as_v3)?)
+    Ok(internal)
 }

@@ -58,7 +58,7 @@ fn machine_config(mc: &MachineConfig) -> Vec<String> {
             found.push(format!("MachineConfig {name}: {field}: {message}"))
         }
         Err(other) => found.push(format!("MachineConfig {name}: {other}")),
-        Ok(()) => {}
+        Ok(_) => {}
     }
     let kernel_type = mc.spec.kernel_type.as_str();
     if matches!(kernel_type, "realtime" | "64k-pages")
@@ -87,8 +87,14 @@ fn pool_selection(manifests: &Manifests, pool: &mco_api::MachineConfigPool, mcs:
         Selection::Nothing => return problem("not set, so the pool selects no MachineConfigs".into()),
         Selection::Requirements(_) => {}
     }
-    if !mcs.iter().any(|mc| selection.matches(mc.metadata.labels.as_ref())) {
+    let selected: Vec<&MachineConfig> =
+        mcs.iter().filter(|mc| selection.matches(mc.metadata.labels.as_ref())).collect();
+    if selected.is_empty() {
         return problem(format!("selects no MachineConfigs among the given manifests ({selection})"));
+    }
+    // A broken MachineConfig is reported on itself; the pool's render would only repeat it.
+    if selected.iter().any(|mc| !machine_config(mc).is_empty()) {
+        return Vec::new();
     }
     // Render with the version the ControllerConfig asks for: version skew is not what is checked here.
     let raw = manifests
@@ -98,8 +104,7 @@ fn pool_selection(manifests: &Manifests, pool: &mco_api::MachineConfigPool, mcs:
         .unwrap_or_else(|| ControllerVersion::this_build().raw);
     let version = ControllerVersion { raw, hash: ControllerVersion::this_build().hash };
     match crate::cmd_render::render(manifests, &name, &version) {
-        // Per-MachineConfig problems are reported on the MachineConfig itself.
-        Err(e) if e.contains("could not generate rendered MachineConfig: MachineConfig ") => Vec::new(),
+        // Generated configs of another controller version are a cluster state, not a manifest problem.
         Err(e) if e.contains("Ignoring MC ") => Vec::new(),
         Err(e) => vec![e],
         Ok(_) => Vec::new(),

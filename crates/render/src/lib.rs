@@ -105,15 +105,16 @@ pub fn render(inputs: Inputs<'_>) -> Result<Rendered, RenderError> {
         return Err(RenderError::NoMachineConfigs(selection.to_string()));
     }
     check_versions(inputs.controller_config, &selected, inputs.version)?;
-    for mc in &selected {
-        merge::validate_machine_config(mc)?;
-    }
+    let validated = selected
+        .iter()
+        .map(|mc| Ok((*mc, merge::validate_machine_config(mc)?)))
+        .collect::<Result<Vec<_>, RenderError>>()?;
     let spec = &inputs.controller_config.spec;
     let base = BaseImages {
         os_image: spec.base_os_container_image.clone().unwrap_or_default(),
         extensions_image: spec.base_os_extensions_container_image.clone().unwrap_or_default(),
     };
-    let merged = merge::merge_machine_configs(&selected, &base)?;
+    let merged = merge::merge_machine_configs(validated, &base)?;
     let serialized = name::serialize(&merged).map_err(|e| RenderError::Generate(e.to_string()))?;
     let name = name::rendered_name(&pool_name, &serialized.hash_input);
 
@@ -171,6 +172,8 @@ pub fn render(inputs: Inputs<'_>) -> Result<Rendered, RenderError> {
             kernel_type: merged.kernel_type.clone(),
         },
     );
+    // `MachineConfig::new` adds the CRD's labels; the original's rendered configs carry none.
+    machine_config.metadata.labels = None;
     machine_config.metadata.annotations = Some(annotations);
     machine_config.metadata.owner_references = Some(vec![owner]);
     Ok(Rendered { machine_config, merge_order: merged.order, serialized, object_json, warnings })

@@ -43,8 +43,9 @@ pub struct Merged {
 }
 
 /// Checks one MachineConfig as `ValidateMachineConfig` does: the kernel type, then the Ignition
-/// config (parse and validate), and only when there is a config, the extensions.
-pub fn validate_machine_config(mc: &MachineConfig) -> Result<(), RenderError> {
+/// config (parse and validate), and only when there is a config, the extensions. Returns the
+/// config at spec 3.5, so it is parsed only once per render.
+pub fn validate_machine_config(mc: &MachineConfig) -> Result<Option<v3::Config>, RenderError> {
     let name = mc_name(mc);
     let fail = |field: &str, message: String| RenderError::InvalidMachineConfig {
         name: name.clone(),
@@ -55,9 +56,9 @@ pub fn validate_machine_config(mc: &MachineConfig) -> Result<(), RenderError> {
     if !KERNEL_TYPES.contains(&spec.kernel_type.as_str()) {
         return Err(fail("spec.kernelType", format!("kernelType={} is invalid", spec.kernel_type)));
     }
-    let Some(raw) = &spec.config else { return Ok(()) };
+    let Some(raw) = &spec.config else { return Ok(None) };
     let parsed = mco_ignition::parse_value(raw).map_err(|e| fail("spec.config", e.to_string()))?;
-    mco_ignition::validate_any(&parsed.config).map_err(|e| fail("spec.config", e.to_string()))?;
+    let internal = mco_ignition::validate_and_convert(parsed.config).map_err(|e| fail("spec.config", e.to_string()))?;
     let invalid: Vec<&str> = spec
         .extensions
         .iter()
@@ -68,36 +69,32 @@ pub fn validate_machine_config(mc: &MachineConfig) -> Result<(), RenderError> {
     if !invalid.is_empty() {
         return Err(fail("spec.extensions", format!("invalid extensions found: [{}]", invalid.join(" "))));
     }
-    Ok(())
+    Ok(Some(internal))
 }
 
-/// Merges MachineConfigs in the original's order: those labelled `role: worker` by name, then all
-/// others by name (so a custom pool's own configs always come after the worker ones).
-pub fn merge_machine_configs(configs: &[&MachineConfig], base: &BaseImages) -> Result<Merged, RenderError> {
-    for mc in configs {
+/// Merges validated MachineConfigs (each with its config at spec 3.5, see
+/// [`validate_machine_config`]) in the original's order: those labelled `role: worker` by name,
+/// then all others by name (so a custom pool's own configs always come after the worker ones).
+pub fn merge_machine_configs(
+    configs: Vec<(&MachineConfig, Option<v3::Config>)>,
+    base: &BaseImages,
+) -> Result<Merged, RenderError> {
+    for (mc, _) in &configs {
         if mc.metadata.labels.is_none() {
             return Err(RenderError::Generate(format!("cannot find label in MachineConfig {}", mc_name(mc))));
         }
     }
-    let is_worker = |mc: &&&MachineConfig| {
+    let is_worker = |mc: &MachineConfig| {
         mc.metadata.labels.as_ref().and_then(|l| l.get(MACHINE_CONFIG_ROLE_LABEL)).is_some_and(|r| r == "worker")
     };
-    let mut workers: Vec<&MachineConfig> = configs.iter().filter(is_worker).copied().collect();
-    let mut others: Vec<&MachineConfig> = configs.iter().filter(|mc| !is_worker(mc)).copied().collect();
-    workers.sort_by_key(|mc| mc_name(mc));
-    others.sort_by_key(|mc| mc_name(mc));
-    let ordered: Vec<&MachineConfig> = workers.into_iter().chain(others).collect();
+    let (mut workers, mut others): (Vec<_>, Vec<_>) = configs.into_iter().partition(|(mc, _)| is_worker(mc));
+    workers.sort_by_key(|(mc, _)| mc_name(mc));
+    others.sort_by_key(|(mc, _)| mc_name(mc));
+    let ordered_pairs: Vec<(&MachineConfig, Option<v3::Config>)> = workers.into_iter().chain(others).collect();
+    let ordered: Vec<&MachineConfig> = ordered_pairs.iter().map(|(mc, _)| *mc).collect();
 
     let mut config = None;
-    for mc in &ordered {
-        let parsed = match &mc.spec.config {
-            Some(raw) => Some(mco_ignition::parse_and_convert(raw).map_err(|e| RenderError::InvalidMachineConfig {
-                name: mc_name(mc),
-                field: "spec.config".into(),
-                message: e.to_string(),
-            })?),
-            None => None,
-        };
+    for (_, parsed) in ordered_pairs {
         config = Some(match (config, parsed) {
             (None, parsed) => parsed.unwrap_or_else(|| v3::Config::new(v3::MAX_VERSION)),
             (Some(acc), None) => acc,

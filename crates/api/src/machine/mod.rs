@@ -15,7 +15,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Keeps a number of machines of one template running.
+// Every print column repeats `type_ = ...`, which clippy takes for a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(remote = "Self")]
 #[kube(
     group = "machine.openshift.io",
     version = "v1beta1",
@@ -31,18 +34,8 @@ use serde_json::Value;
         status_replicas_path = ".status.replicas",
         label_selector_path = ".status.labelSelector"
     ),
-    printcolumn(
-        name = "Desired",
-        type_ = "integer",
-        json_path = ".spec.replicas",
-        description = "Desired Replicas"
-    ),
-    printcolumn(
-        name = "Current",
-        type_ = "integer",
-        json_path = ".status.replicas",
-        description = "Current Replicas"
-    ),
+    printcolumn(name = "Desired", type_ = "integer", json_path = ".spec.replicas", description = "Desired Replicas"),
+    printcolumn(name = "Current", type_ = "integer", json_path = ".status.replicas", description = "Current Replicas"),
     printcolumn(
         name = "Ready",
         type_ = "integer",
@@ -88,6 +81,9 @@ pub struct MachineSetSpec {
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
+
+// Upstream's spec is optional (`json:"spec,omitempty"`): a missing or `null` spec reads as empty.
+crate::null::optional_spec!(MachineSetSpec);
 
 /// Template of the machines of a MachineSet.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -177,40 +173,16 @@ pub struct MachineSetStatus {
 impl MachineSet {
     /// The provider spec value (`spec.template.spec.providerSpec.value`), if any.
     pub fn provider_spec(&self) -> Option<&Value> {
-        self.spec
-            .template
-            .as_ref()?
-            .spec
-            .as_ref()?
-            .provider_spec
-            .as_ref()?
-            .value
-            .as_ref()
+        self.spec.template.as_ref()?.spec.as_ref()?.provider_spec.as_ref()?.value.as_ref()
     }
 
     /// Mutable access to the provider spec value, to edit it in place with [`provider`].
     pub fn provider_spec_mut(&mut self) -> Option<&mut Value> {
-        self.spec
-            .template
-            .as_mut()?
-            .spec
-            .as_mut()?
-            .provider_spec
-            .as_mut()?
-            .value
-            .as_mut()
+        self.spec.template.as_mut()?.spec.as_mut()?.provider_spec.as_mut()?.value.as_mut()
     }
 
     /// A label of the machine template (e.g. [`crate::constants::MACHINE_OS_ID_LABEL`]).
     pub fn template_label(&self, key: &str) -> Option<&str> {
-        self.spec
-            .template
-            .as_ref()?
-            .metadata
-            .as_ref()?
-            .labels
-            .as_ref()?
-            .get(key)
-            .map(String::as_str)
+        self.spec.template.as_ref()?.metadata.as_ref()?.labels.as_ref()?.get(key).map(String::as_str)
     }
 }

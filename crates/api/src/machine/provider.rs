@@ -203,19 +203,12 @@ pub mod vsphere {
 
     /// `tagIDs`.
     pub fn tag_ids(spec: &Value) -> Vec<&str> {
-        spec.get("tagIDs")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect()
+        spec.get("tagIDs").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect()
     }
 }
 
 fn str_at<'a>(spec: &'a Value, path: &[&str]) -> Option<&'a str> {
-    path.iter()
-        .try_fold(spec, |value, key| value.get(key))?
-        .as_str()
+    path.iter().try_fold(spec, |value, key| value.get(key))?.as_str()
 }
 
 /// The object at `path`, creating missing (or null) objects on the way.
@@ -234,7 +227,5 @@ fn as_object<'a>(value: &'a mut Value, path: &str) -> Result<&'a mut Map<String,
     if value.is_null() {
         *value = Value::Object(Map::new());
     }
-    value.as_object_mut().ok_or_else(|| NotAnObject {
-        path: path.to_string(),
-    })
+    value.as_object_mut().ok_or_else(|| NotAnObject { path: path.to_string() })
 }

@@ -43,11 +43,7 @@ pub struct ControllerConfigSpec {
     pub etcd_discovery_domain: Option<String>,
 
     /// CA bundle kubelets use to trust the API server (rotated; the server injects the current one).
-    #[serde(
-        rename = "kubeAPIServerServingCAData",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "kubeAPIServerServingCAData", default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::nullable_bytes")]
     pub kube_api_server_serving_ca_data: Option<ByteString>,
 
@@ -90,19 +86,11 @@ pub struct ControllerConfigSpec {
     pub images: Option<BTreeMap<String, String>>,
 
     /// Default OS image of every rendered MachineConfig.
-    #[serde(
-        rename = "baseOSContainerImage",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "baseOSContainerImage", default, skip_serializing_if = "Option::is_none")]
     pub base_os_container_image: Option<String>,
 
     /// Extensions image matching `baseOSContainerImage`.
-    #[serde(
-        rename = "baseOSExtensionsContainerImage",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "baseOSExtensionsContainerImage", default, skip_serializing_if = "Option::is_none")]
     pub base_os_extensions_container_image: Option<String>,
 
     /// Legacy OS image; no longer used for rendering.
@@ -115,31 +103,19 @@ pub struct ControllerConfigSpec {
 
     /// Proxy configuration of the nodes (`config.openshift.io/v1` ProxyStatus).
     // `null` is common here (Go writes nil pointers and RawExtensions as `null`) and must survive.
-    #[serde(
-        default,
-        deserialize_with = "crate::null::keep_null",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "crate::null::keep_null", skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::nullable_preserve_unknown_object")]
     pub proxy: Option<Value>,
 
     /// The cluster Infrastructure object (platform, topology, API URLs).
     // `null` is common here (Go writes nil pointers and RawExtensions as `null`) and must survive.
-    #[serde(
-        default,
-        deserialize_with = "crate::null::keep_null",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "crate::null::keep_null", skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::nullable_embedded_resource")]
     pub infra: Option<Value>,
 
     /// The cluster DNS object.
     // `null` is common here (Go writes nil pointers and RawExtensions as `null`) and must survive.
-    #[serde(
-        default,
-        deserialize_with = "crate::null::keep_null",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "crate::null::keep_null", skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::nullable_embedded_resource")]
     pub dns: Option<Value>,
 
@@ -153,11 +129,7 @@ pub struct ControllerConfigSpec {
 
     /// Further network information (MTU migration).
     // `null` is common here (Go writes nil pointers and RawExtensions as `null`) and must survive.
-    #[serde(
-        default,
-        deserialize_with = "crate::null::keep_null",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "crate::null::keep_null", skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::nullable_preserve_unknown_object")]
     pub network: Option<Value>,
 

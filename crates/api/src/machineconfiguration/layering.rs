@@ -2,7 +2,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
-use schemars::JsonSchema;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 
 use super::NameReference;
@@ -71,13 +71,20 @@ pub enum MachineOSImageBuilderType {
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSContainerfile {
     /// Architecture; unset means `NoArch` (any).
-    // The API server needs a default for a list-map key that is not required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("default" = "NoArch"))]
+    #[schemars(schema_with = "containerfile_arch_schema")]
     pub containerfile_arch: Option<ContainerfileArch>,
 
     /// Containerfile content, at most 4096 characters.
     pub content: String,
+}
+
+/// The API server requires a list-map key that is not required to have a default and forbids it
+/// to be nullable, so the `Option`'s schema is the plain enum plus upstream's default.
+fn containerfile_arch_schema(generator: &mut SchemaGenerator) -> Schema {
+    let mut schema = generator.subschema_for::<ContainerfileArch>();
+    schema.insert("default".into(), "NoArch".into());
+    schema
 }
 
 /// Architectures of a containerfile.
@@ -122,6 +129,8 @@ pub struct MachineOSConfigStatus {
 }
 
 /// One image build of a rendered MachineConfig for a MachineOSConfig; the spec is immutable.
+// Every print column repeats `type_ = ...`, which clippy takes for a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "machineconfiguration.openshift.io",
@@ -133,16 +142,8 @@ pub struct MachineOSConfigStatus {
     derive = "Default",
     label("openshift.io/operator-managed", ""),
     doc = "MachineOSBuild describes a build process managed and deployed by the MCO.",
-    printcolumn(
-        name = "Prepared",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Prepared\")].status"
-    ),
-    printcolumn(
-        name = "Building",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Building\")].status"
-    ),
+    printcolumn(name = "Prepared", type_ = "string", json_path = ".status.conditions[?(@.type==\"Prepared\")].status"),
+    printcolumn(name = "Building", type_ = "string", json_path = ".status.conditions[?(@.type==\"Building\")].status"),
     printcolumn(
         name = "Succeeded",
         type_ = "string",
@@ -153,11 +154,7 @@ pub struct MachineOSConfigStatus {
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Interrupted\")].status"
     ),
-    printcolumn(
-        name = "Failed",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Failed\")].status"
-    ),
+    printcolumn(name = "Failed", type_ = "string", json_path = ".status.conditions[?(@.type==\"Failed\")].status"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]

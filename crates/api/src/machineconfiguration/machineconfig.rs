@@ -8,9 +8,12 @@ use serde_json::Value;
 // booleans always present (no `omitempty` in Go), `config` as `null` when unset (a
 // `runtime.RawExtension` is a struct, which `omitempty` never omits, and its `MarshalJSON` writes
 // `null` for nil), and `kernelArguments`/`extensions` as `null` when nil but `[]` when empty.
-// Missing fields deserialize to Go's zero values.
+// Missing fields deserialize to Go's zero values, and so does a missing or `null` spec.
 /// An Ignition config plus the OS-level settings Ignition cannot express.
+// Every print column repeats `type_ = ...`, which clippy takes for a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(remote = "Self")]
 #[kube(
     group = "machineconfiguration.openshift.io",
     version = "v1",
@@ -68,3 +71,5 @@ pub struct MachineConfigSpec {
     #[serde(rename = "kernelType", default)]
     pub kernel_type: String,
 }
+
+crate::null::optional_spec!(MachineConfigSpec);

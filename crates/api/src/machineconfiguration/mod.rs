@@ -10,16 +10,14 @@ pub use controllerconfig::{
     ControllerConfigStatusCondition, ImageRegistryBundle, controller_config_condition,
 };
 pub use layering::{
-    ContainerfileArch, MachineOSBuild, MachineOSBuildSpec, MachineOSBuildStatus,
-    MachineOSBuilderReference, MachineOSConfig, MachineOSConfigSpec, MachineOSConfigStatus,
-    MachineOSContainerfile, MachineOSImageBuilder, MachineOSImageBuilderType, ObjectReference,
-    machine_os_build_condition,
+    ContainerfileArch, MachineOSBuild, MachineOSBuildSpec, MachineOSBuildStatus, MachineOSBuilderReference,
+    MachineOSConfig, MachineOSConfigSpec, MachineOSConfigStatus, MachineOSContainerfile, MachineOSImageBuilder,
+    MachineOSImageBuilderType, ObjectReference, machine_os_build_condition,
 };
 pub use machineconfig::{MachineConfig, MachineConfigSpec};
 pub use pool::{
-    CertExpiry, MachineConfigPool, MachineConfigPoolCondition, MachineConfigPoolSpec,
-    MachineConfigPoolStatus, MachineConfigPoolStatusConfiguration, PoolSynchronizerStatus,
-    pool_condition,
+    CertExpiry, MachineConfigPool, MachineConfigPoolCondition, MachineConfigPoolSpec, MachineConfigPoolStatus,
+    MachineConfigPoolStatusConfiguration, PoolSynchronizerStatus, pool_condition,
 };
 
 use schemars::JsonSchema;

@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use super::NameReference;
 
 /// A set of nodes (`nodeSelector`) and the MachineConfigs they run (`machineConfigSelector`).
+// Every print column repeats `type_ = ...`, which clippy takes for a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "machineconfiguration.openshift.io",
