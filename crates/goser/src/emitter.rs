@@ -11,6 +11,8 @@
 //! never appear: yaml.v2 emits an implicit first document, and clears `open_ended` before the
 //! stream end, so no `...` is written either.
 
+use std::borrow::Cow;
+
 /// `best_width`: yaml.v2 leaves it 0, which the emitter turns into 80.
 const BEST_WIDTH: usize = 80;
 /// `best_indent`: yaml.v2 leaves it 0, which the emitter turns into 2.
@@ -26,17 +28,18 @@ pub(crate) enum Style {
 
 /// A scalar as yaml.v2's encoder emits it: its text and requested style.
 #[derive(Debug)]
-pub(crate) struct Scalar {
-    pub(crate) value: String,
+pub(crate) struct Scalar<'a> {
+    /// Borrowed from the input value wherever the round trip leaves the text unchanged.
+    pub(crate) value: Cow<'a, str>,
     pub(crate) style: Style,
 }
 
 /// A document node. Mapping keys are always scalars in JSON-shaped data.
 #[derive(Debug)]
-pub(crate) enum Node {
-    Scalar(Scalar),
-    Sequence(Vec<Node>),
-    Mapping(Vec<(Scalar, Node)>),
+pub(crate) enum Node<'a> {
+    Scalar(Scalar<'a>),
+    Sequence(Vec<Node<'a>>),
+    Mapping(Vec<(Scalar<'a>, Node<'a>)>),
 }
 
 /// The style the emitter finally writes (`yaml_emitter_select_scalar_style`).
@@ -79,6 +82,44 @@ struct Analysis {
     block_allowed: bool,
 }
 
+/// Printable ASCII other than space, `:` and `#`: the characters that change nothing in the
+/// analysis except ending runs of spaces and breaks (when not the first character).
+fn is_ordinary(b: u8) -> bool {
+    (b'!'..=b'~').contains(&b) && b != b':' && b != b'#'
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Whether some byte of `x` is below `n` (`n` ≤ 128; exact for existence).
+fn has_less(x: u64, n: u8) -> bool {
+    x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS != 0
+}
+
+/// Whether some byte of `x` equals `b`.
+pub(crate) fn has_byte(x: u64, b: u8) -> bool {
+    let y = x ^ (ONES * u64::from(b));
+    y.wrapping_sub(ONES) & !y & HIGHS != 0
+}
+
+/// The end of the run of [`is_ordinary`] bytes starting at `start`, eight bytes at a time.
+fn ordinary_run_end(bytes: &[u8], mut i: usize) -> usize {
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        // All bytes ASCII, none below `!`, none equal to DEL, `:` or `#`.
+        if x & HIGHS != 0 || has_less(x, b'!') || has_byte(x, 0x7F) || has_byte(x, b':') || has_byte(x, b'#') {
+            break;
+        }
+        i += 8;
+    }
+    while i < bytes.len() && is_ordinary(bytes[i]) {
+        i += 1;
+    }
+    i
+}
+
 /// `yaml_emitter_analyze_scalar` (with the unicode flag on, as yaml.v2 sets it).
 fn analyze_scalar(value: &str) -> Analysis {
     if value.is_empty() {
@@ -89,8 +130,7 @@ fn analyze_scalar(value: &str) -> Analysis {
             block_allowed: false,
         };
     }
-    let chars: Vec<char> = value.chars().collect();
-    let last = chars.len() - 1;
+    let bytes = value.as_bytes();
 
     let mut block_indicators = value.starts_with("---") || value.starts_with("...");
     let mut line_breaks = false;
@@ -105,8 +145,22 @@ fn analyze_scalar(value: &str) -> Analysis {
     let mut previous_space = false;
     let mut previous_break = false;
 
-    for (i, &c) in chars.iter().enumerate() {
-        let followed_by_whitespace = i == last || is_blank(chars[i + 1]);
+    // `i` is a byte offset: the first character is at 0 and the last one ends at `bytes.len()`.
+    // The character after `c` is blank exactly when its first byte is a space or tab.
+    let mut i = 0;
+    while let Some(c) = value[i..].chars().next() {
+        // Printable ASCII other than `:` and `#` after the first character only resets the
+        // run flags; skip whole runs of it.
+        if i != 0 && is_ordinary(bytes[i]) {
+            i = ordinary_run_end(bytes, i);
+            previous_space = false;
+            previous_break = false;
+            preceded_by_whitespace = false;
+            continue;
+        }
+        let next = i + c.len_utf8();
+        let is_last = next == bytes.len();
+        let followed_by_whitespace = is_last || matches!(bytes[next], b' ' | b'\t');
         if i == 0 {
             match c {
                 '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\'' | '"' | '%' | '@' | '`' => {
@@ -128,14 +182,14 @@ fn analyze_scalar(value: &str) -> Analysis {
         }
         if c == ' ' {
             leading_space |= i == 0;
-            trailing_space |= i == last;
+            trailing_space |= is_last;
             break_space |= previous_break;
             previous_space = true;
             previous_break = false;
         } else if is_break(c) {
             line_breaks = true;
             leading_break |= i == 0;
-            trailing_break |= i == last;
+            trailing_break |= is_last;
             space_break |= previous_space;
             previous_space = false;
             previous_break = true;
@@ -144,6 +198,7 @@ fn analyze_scalar(value: &str) -> Analysis {
             previous_break = false;
         }
         preceded_by_whitespace = is_blankz(c);
+        i = next;
     }
 
     let plain_allowed = !(leading_space
@@ -192,6 +247,12 @@ impl Emitter {
     fn put(&mut self, c: char) {
         self.out.push(c);
         self.column += 1;
+    }
+
+    /// `write` for each character of `s` (none of them a line break).
+    fn write_str(&mut self, s: &str) {
+        self.out.push_str(s);
+        self.column += s.chars().count();
     }
 
     fn put_break(&mut self) {
@@ -334,21 +395,26 @@ impl Emitter {
         if !self.whitespace {
             self.put(' ');
         }
-        let chars: Vec<char> = value.chars().collect();
+        let bytes = value.as_bytes();
         let mut spaces = false;
-        for (i, &c) in chars.iter().enumerate() {
-            if c == ' ' {
-                let next_is_space = chars.get(i + 1) == Some(&' ');
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b' ' {
+                let next_is_space = bytes.get(i + 1) == Some(&b' ');
                 if allow_breaks && !spaces && self.column > BEST_WIDTH && !next_is_space {
                     self.write_indent();
                 } else {
-                    self.write(c);
+                    self.write(' ');
                 }
                 spaces = true;
+                i += 1;
             } else {
-                self.write(c);
+                // A run of characters up to the next space, written one by one in Go.
+                let end = value[i..].find(' ').map_or(bytes.len(), |p| i + p);
+                self.write_str(&value[i..end]);
                 self.indention = false;
                 spaces = false;
+                i = end;
             }
         }
         self.whitespace = false;
@@ -359,14 +425,29 @@ impl Emitter {
     /// (indicators, leading/trailing spaces, "…: …", line separators U+2028/U+2029).
     fn write_single_quoted_scalar(&mut self, value: &str, allow_breaks: bool) {
         self.write_indicator("'", true, false, false);
-        let chars: Vec<char> = value.chars().collect();
-        let last = chars.len().saturating_sub(1);
+        let bytes = value.as_bytes();
         let mut spaces = false;
         let mut breaks = false;
-        for (i, &c) in chars.iter().enumerate() {
+        let mut i = 0;
+        while let Some(c) = value[i..].chars().next() {
+            if c != ' ' && c != '\'' && !is_break(c) {
+                // A run of ordinary characters, written one by one in Go.
+                let end = run_end(value, i, |c| c == ' ' || c == '\'' || is_break(c));
+                if breaks {
+                    self.write_indent();
+                }
+                self.write_str(&value[i..end]);
+                self.indention = false;
+                spaces = false;
+                breaks = false;
+                i = end;
+                continue;
+            }
+            let next = i + c.len_utf8();
             if c == ' ' {
-                let next_is_space = chars.get(i + 1) == Some(&' ');
-                if allow_breaks && !spaces && self.column > BEST_WIDTH && i != 0 && i != last && !next_is_space {
+                // Byte offsets: a space is the last character when it ends the value.
+                let next_is_space = bytes.get(next) == Some(&b' ');
+                if allow_breaks && !spaces && self.column > BEST_WIDTH && i != 0 && next != bytes.len() && !next_is_space {
                     self.write_indent();
                 } else {
                     self.write(c);
@@ -391,6 +472,7 @@ impl Emitter {
                 spaces = false;
                 breaks = false;
             }
+            i = next;
         }
         self.write_indicator("'", false, false, false);
         self.whitespace = false;
@@ -402,11 +484,21 @@ impl Emitter {
         // `is_bom(value, i)` looks at the start of the whole value, not at position i: a value
         // that starts with a BOM gets every character escaped.
         let starts_with_bom = value.starts_with('\u{FEFF}');
-        let chars: Vec<char> = value.chars().collect();
-        let last = chars.len().saturating_sub(1);
+        let bytes = value.as_bytes();
         let mut spaces = false;
         self.write_indicator("\"", true, false, false);
-        for (i, &c) in chars.iter().enumerate() {
+        let plain_char = |c: char| is_printable(c) && !starts_with_bom && !is_break(c) && c != '"' && c != '\\' && c != ' ';
+        let mut i = 0;
+        while let Some(c) = value[i..].chars().next() {
+            if plain_char(c) {
+                // A run of characters written as they are, one by one in Go.
+                let end = run_end(value, i, |c| !plain_char(c));
+                self.write_str(&value[i..end]);
+                spaces = false;
+                i = end;
+                continue;
+            }
+            let next = i + c.len_utf8();
             if !is_printable(c) || starts_with_bom || is_break(c) || c == '"' || c == '\\' {
                 self.put('\\');
                 match c {
@@ -439,10 +531,10 @@ impl Emitter {
                 }
                 spaces = false;
             } else if c == ' ' {
-                if allow_breaks && !spaces && self.column > BEST_WIDTH && i != 0 && i != last {
+                if allow_breaks && !spaces && self.column > BEST_WIDTH && i != 0 && next != bytes.len() {
                     self.write_indent();
                     // A space that starts the next line would be eaten as indentation: escape it.
-                    if chars.get(i + 1) == Some(&' ') {
+                    if bytes.get(next) == Some(&b' ') {
                         self.put('\\');
                     }
                 } else {
@@ -453,6 +545,7 @@ impl Emitter {
                 self.write(c);
                 spaces = false;
             }
+            i = next;
         }
         self.write_indicator("\"", false, false, false);
         self.whitespace = false;
@@ -489,21 +582,32 @@ impl Emitter {
         self.indention = true;
         self.whitespace = true;
         let mut breaks = true;
-        for c in value.chars() {
+        let mut i = 0;
+        while let Some(c) = value[i..].chars().next() {
             if is_break(c) {
                 self.write_break(c);
                 self.indention = true;
                 breaks = true;
+                i += c.len_utf8();
             } else {
+                // A line (or what is left of it), written one character at a time in Go.
+                let end = run_end(value, i, is_break);
                 if breaks {
                     self.write_indent();
                 }
-                self.write(c);
+                self.write_str(&value[i..end]);
                 self.indention = false;
                 breaks = false;
+                i = end;
             }
         }
     }
+}
+
+/// The byte offset of the first character at or after `start` for which `stop` holds, or the
+/// length of `value`.
+fn run_end(value: &str, start: usize, stop: impl Fn(char) -> bool) -> usize {
+    value[start..].char_indices().find(|&(_, c)| stop(c)).map_or(value.len(), |(j, _)| start + j)
 }
 
 /// yaml_emitter_check_simple_key for a scalar key: single line and at most 128 bytes.

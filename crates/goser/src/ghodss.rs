@@ -12,6 +12,8 @@
 //! This module performs that round trip on a `serde_json::Value` and builds the node tree
 //! yaml.v2's encoder would emit (`encode.go`: sorted keys, `stringv`'s style choice, `floatv`).
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::emitter::{Node, Scalar, Style};
@@ -48,7 +50,7 @@ const MAX_SIMPLE_KEY_CHARS: usize = 1024;
 const NEL: char = '\u{85}';
 
 /// Builds the node tree yaml.v2 emits for the JSON form of `value`.
-pub(crate) fn to_node(value: &Value) -> Result<Node, GhodssError> {
+pub(crate) fn to_node(value: &Value) -> Result<Node<'_>, GhodssError> {
     check_depth(value)?;
     convert(value)
 }
@@ -71,7 +73,7 @@ fn check_depth(value: &Value) -> Result<(), GhodssError> {
     Ok(())
 }
 
-fn convert(value: &Value) -> Result<Node, GhodssError> {
+fn convert(value: &Value) -> Result<Node<'_>, GhodssError> {
     Ok(match value {
         Value::Null => plain("null"),
         Value::Bool(b) => plain(if *b { "true" } else { "false" }),
@@ -89,13 +91,13 @@ fn convert(value: &Value) -> Result<Node, GhodssError> {
     })
 }
 
-fn plain(text: &str) -> Node {
-    Node::Scalar(Scalar { value: text.to_owned(), style: Style::Plain })
+fn plain(text: &'static str) -> Node<'static> {
+    Node::Scalar(Scalar { value: Cow::Borrowed(text), style: Style::Plain })
 }
 
 /// `encoder.stringv`: literal style for anything with a line feed, plain when the text would
 /// read back as the same string, double quotes otherwise.
-fn string_scalar(s: String) -> Scalar {
+fn string_scalar(s: Cow<'_, str>) -> Scalar<'_> {
     let style = if s.contains('\n') {
         Style::Literal
     } else if plain_is_string(&s) {
@@ -111,7 +113,7 @@ fn string_scalar(s: String) -> Scalar {
 /// Integers (serde_json's i64/u64, or Go's float text without fraction or exponent when it fits)
 /// become yaml.v2 ints, printed in decimal. Everything else is a float64 printed with `'g'`
 /// (so 1e3 as a float prints `1000`, 1e6 prints `1e+06`, 0.000001 prints `1e-06`).
-fn number(n: &serde_json::Number) -> Scalar {
+fn number(n: &serde_json::Number) -> Scalar<'static> {
     let text = if let Some(i) = n.as_i64() {
         i.to_string()
     } else if let Some(u) = n.as_u64() {
@@ -130,13 +132,17 @@ fn number(n: &serde_json::Number) -> Scalar {
             format_float_g(f)
         }
     };
-    Scalar { value: text, style: Style::Plain }
+    Scalar { value: Cow::Owned(text), style: Style::Plain }
 }
 
 /// The characters Go's JSON encoder leaves raw and the YAML reader refuses
 /// (`yaml_parser_update_buffer` accepts TAB, LF, CR, 0x20..0x7E, NEL, U+00A0..U+D7FF,
 /// U+E000..U+FFFD and everything beyond U+FFFF).
 fn check_readable(s: &str) -> Result<(), GhodssError> {
+    // Every refused character is encoded with bytes >= 0x7F.
+    if s.is_ascii() && !s.as_bytes().contains(&0x7F) {
+        return Ok(());
+    }
     match s.chars().find(|&c| matches!(c, '\u{7F}'..='\u{9F}' | '\u{FFFE}' | '\u{FFFF}') && c != NEL) {
         Some(c) => Err(GhodssError::ControlCharacter(c)),
         None => Ok(()),
@@ -157,12 +163,12 @@ fn json_escaped_chars(s: &str) -> usize {
 
 /// A map key after the round trip. Keys are simple keys of a flow mapping, so they must fit on
 /// one line and end within 1024 characters of their start; otherwise the parse fails.
-fn read_back_key(key: &str) -> Result<String, GhodssError> {
+fn read_back_key(key: &str) -> Result<Cow<'_, str>, GhodssError> {
     check_readable(key)?;
     if key.contains(NEL) || json_escaped_chars(key) + 2 > MAX_SIMPLE_KEY_CHARS {
         return Err(GhodssError::UnreadableKey);
     }
-    Ok(key.to_owned())
+    Ok(Cow::Borrowed(key))
 }
 
 /// A string value after the round trip: `yaml_parser_scan_flow_scalar` on Go's JSON text.
@@ -172,10 +178,10 @@ fn read_back_key(key: &str) -> Result<String, GhodssError> {
 /// dropped, spaces after one are indentation, one line break folds into a space and n > 1 breaks
 /// into n - 1 newlines. At the start of a line (right after a NEL) `---` or `...` followed by a
 /// blank is a document marker, which is an error.
-fn read_back_string(s: &str) -> Result<String, GhodssError> {
+fn read_back_string(s: &str) -> Result<Cow<'_, str>, GhodssError> {
     check_readable(s)?;
     if !s.contains(NEL) {
-        return Ok(s.to_owned());
+        return Ok(Cow::Borrowed(s));
     }
     let chars: Vec<char> = s.chars().collect();
     let mut out = String::with_capacity(s.len());
@@ -194,7 +200,7 @@ fn read_back_string(s: &str) -> Result<String, GhodssError> {
             i += 1;
         }
         if i == chars.len() {
-            return Ok(out);
+            return Ok(Cow::Owned(out));
         }
         let mut whitespaces = String::new();
         let mut leading_break = false;

@@ -10,6 +10,7 @@ use std::io;
 
 use serde_json::ser::{CharEscape, Formatter};
 
+use crate::emitter::has_byte;
 use crate::strconv;
 
 /// Which Go JSON encoder to reproduce; they differ only in how `\b` and `\f` are written.
@@ -33,21 +34,39 @@ impl Formatter for GoFormatter {
     where
         W: ?Sized + io::Write,
     {
+        // Only `<`, `>`, `&` and the UTF-8 forms of U+2028/U+2029 (E2 80 A8, E2 80 A9) need an
+        // escape here; everything between them is written in one piece.
+        let bytes = fragment.as_bytes();
         let mut start = 0;
-        for (i, c) in fragment.char_indices() {
-            let escape = match c {
-                '<' => "\\u003c",
-                '>' => "\\u003e",
-                '&' => "\\u0026",
-                '\u{2028}' => "\\u2028",
-                '\u{2029}' => "\\u2029",
-                _ => continue,
+        let mut i = 0;
+        while i < bytes.len() {
+            // Skip eight bytes at a time while none of them can start an escape.
+            if let Some(chunk) = bytes.get(i..i + 8) {
+                let mut word = [0; 8];
+                word.copy_from_slice(chunk);
+                let x = u64::from_le_bytes(word);
+                if !(has_byte(x, b'<') || has_byte(x, b'>') || has_byte(x, b'&') || has_byte(x, 0xE2)) {
+                    i += 8;
+                    continue;
+                }
+            }
+            let (escape, len): (&[u8], usize) = match bytes[i] {
+                b'<' => (b"\\u003c", 1),
+                b'>' => (b"\\u003e", 1),
+                b'&' => (b"\\u0026", 1),
+                0xE2 if bytes.get(i + 1) == Some(&0x80) && bytes.get(i + 2) == Some(&0xA8) => (b"\\u2028", 3),
+                0xE2 if bytes.get(i + 1) == Some(&0x80) && bytes.get(i + 2) == Some(&0xA9) => (b"\\u2029", 3),
+                _ => {
+                    i += 1;
+                    continue;
+                }
             };
-            writer.write_all(&fragment.as_bytes()[start..i])?;
-            writer.write_all(escape.as_bytes())?;
-            start = i + c.len_utf8();
+            writer.write_all(&bytes[start..i])?;
+            writer.write_all(escape)?;
+            i += len;
+            start = i;
         }
-        writer.write_all(&fragment.as_bytes()[start..])
+        writer.write_all(&bytes[start..])
     }
 
     fn write_char_escape<W>(&mut self, writer: &mut W, char_escape: CharEscape) -> io::Result<()>

@@ -299,7 +299,7 @@ pub(crate) fn key_less(a: &str, b: &str) -> bool {
 /// Go sorts with `sort.Sort` over the keys in random map order, so when `Less` is a strict total
 /// order (any set of keys without a 20+ digit run, whose value wraps around) every correct sort
 /// gives Go's result. A merge sort is used because it never panics, whatever the comparator does.
-pub(crate) fn sort_entries<T>(entries: Vec<(String, T)>) -> Vec<(String, T)> {
+pub(crate) fn sort_entries<K: AsRef<str>, T>(entries: Vec<(K, T)>) -> Vec<(K, T)> {
     if entries.len() <= 1 {
         return entries;
     }
@@ -311,7 +311,7 @@ pub(crate) fn sort_entries<T>(entries: Vec<(String, T)>) -> Vec<(String, T)> {
     let mut right = right.into_iter().peekable();
     loop {
         let take_right = match (left.peek(), right.peek()) {
-            (Some(l), Some(r)) => key_less(&r.0, &l.0),
+            (Some(l), Some(r)) => key_less(r.0.as_ref(), l.0.as_ref()),
             (Some(_), None) => false,
             (None, Some(_)) => true,
             (None, None) => break,

@@ -111,8 +111,7 @@ pub fn merge_machine_configs(
     let fips = ordered.iter().any(|mc| mc.spec.fips);
     let kernel_type = ordered
         .iter()
-        .filter(|mc| matches!(mc.spec.kernel_type.as_str(), "realtime" | "64k-pages"))
-        .next_back()
+        .rfind(|mc| matches!(mc.spec.kernel_type.as_str(), "realtime" | "64k-pages"))
         .map_or_else(|| "default".to_string(), |mc| mc.spec.kernel_type.clone());
     let kernel_arguments: Vec<String> =
         ordered.iter().flat_map(|mc| mc.spec.kernel_arguments.iter().flatten().cloned()).collect();
@@ -126,14 +125,12 @@ pub fn merge_machine_configs(
     let user_configs = || ordered.iter().filter(|mc| !generated_by_controller(mc));
     let os_image_url = user_configs()
         .map(|mc| &mc.spec.os_image_url)
-        .filter(|u| !u.is_empty())
-        .next_back()
+        .rfind(|u| !u.is_empty())
         .unwrap_or(&base.os_image)
         .clone();
     let base_os_extensions_container_image = user_configs()
         .map(|mc| &mc.spec.base_os_extensions_container_image)
-        .filter(|u| !u.is_empty())
-        .next_back()
+        .rfind(|u| !u.is_empty())
         .unwrap_or(&base.extensions_image)
         .clone();
     Ok(Merged {

@@ -130,7 +130,9 @@ mod tests {
 
     #[test]
     fn matching_and_printing() {
-        let cases: &[(&str, &[(&str, &str)], bool, &str)] = &[
+        // (selector, labels, matches, printed form)
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], bool, &'a str);
+        let cases: &[Case] = &[
             ("matchLabels: {role: worker}", &[("role", "worker")], true, "role=worker"),
             ("matchLabels: {role: worker}", &[("role", "master")], false, "role=worker"),
             ("matchLabels: {role: worker}", &[], false, "role=worker"),
