@@ -447,7 +447,13 @@ impl Emitter {
             if c == ' ' {
                 // Byte offsets: a space is the last character when it ends the value.
                 let next_is_space = bytes.get(next) == Some(&b' ');
-                if allow_breaks && !spaces && self.column > BEST_WIDTH && i != 0 && next != bytes.len() && !next_is_space {
+                if allow_breaks
+                    && !spaces
+                    && self.column > BEST_WIDTH
+                    && i != 0
+                    && next != bytes.len()
+                    && !next_is_space
+                {
                     self.write_indent();
                 } else {
                     self.write(c);
@@ -487,7 +493,8 @@ impl Emitter {
         let bytes = value.as_bytes();
         let mut spaces = false;
         self.write_indicator("\"", true, false, false);
-        let plain_char = |c: char| is_printable(c) && !starts_with_bom && !is_break(c) && c != '"' && c != '\\' && c != ' ';
+        let plain_char =
+            |c: char| is_printable(c) && !starts_with_bom && !is_break(c) && c != '"' && c != '\\' && c != ' ';
         let mut i = 0;
         while let Some(c) = value[i..].chars().next() {
             if plain_char(c) {

@@ -123,11 +123,8 @@ pub fn merge_machine_configs(
     }
     // Controller-generated configs carry the defaults; only user configs may override them.
     let user_configs = || ordered.iter().filter(|mc| !generated_by_controller(mc));
-    let os_image_url = user_configs()
-        .map(|mc| &mc.spec.os_image_url)
-        .rfind(|u| !u.is_empty())
-        .unwrap_or(&base.os_image)
-        .clone();
+    let os_image_url =
+        user_configs().map(|mc| &mc.spec.os_image_url).rfind(|u| !u.is_empty()).unwrap_or(&base.os_image).clone();
     let base_os_extensions_container_image = user_configs()
         .map(|mc| &mc.spec.base_os_extensions_container_image)
         .rfind(|u| !u.is_empty())
