@@ -56,6 +56,34 @@ pub fn decode(url: &str) -> Result<DataUrl, DataUrlError> {
     Ok(DataUrl { media_type, data })
 }
 
+/// Why a file's inline contents cannot be produced.
+#[derive(Debug, thiserror::Error)]
+pub enum ContentsError {
+    #[error(transparent)]
+    DataUrl(#[from] DataUrlError),
+    #[error("contents are not valid gzip data: {0}")]
+    Gzip(std::io::Error),
+    #[error("unsupported compression {0:?}")]
+    Compression(String),
+}
+
+/// The bytes a file resource writes: its data URL decoded and, for `compression: gzip`,
+/// inflated. A resource without a source is an empty file.
+pub fn decode_contents(resource: &crate::v3::Resource) -> Result<Vec<u8>, ContentsError> {
+    let Some(source) = resource.source.as_deref() else { return Ok(Vec::new()) };
+    let data = decode(source)?.data;
+    match resource.compression.as_deref() {
+        None | Some("") => Ok(data),
+        Some("gzip") => {
+            let mut inflated = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(data.as_slice()), &mut inflated)
+                .map_err(ContentsError::Gzip)?;
+            Ok(inflated)
+        }
+        Some(other) => Err(ContentsError::Compression(other.to_string())),
+    }
+}
+
 fn percent_decode(s: &str) -> Result<Vec<u8>, DataUrlError> {
     // Reject malformed escapes: Go's url.PathUnescape does, percent-encoding would pass them through.
     let bytes = s.as_bytes();
