@@ -1,5 +1,7 @@
 //! RFC 2397 `data:` URLs, the inline form file contents take in MachineConfigs.
 
+use std::borrow::Cow;
+
 use base64::Engine;
 
 /// A decoded data URL.
@@ -47,12 +49,7 @@ pub fn decode(url: &str) -> Result<DataUrl, DataUrlError> {
         media.to_string()
     };
     let unescaped = percent_decode(payload)?;
-    let data = if is_base64 {
-        let compact: Vec<u8> = unescaped.into_iter().filter(|b| !b.is_ascii_whitespace()).collect();
-        base64::engine::general_purpose::STANDARD.decode(compact).map_err(|e| DataUrlError::BadBase64(e.to_string()))?
-    } else {
-        unescaped
-    };
+    let data = if is_base64 { decode_base64(&unescaped)? } else { unescaped.into_owned() };
     Ok(DataUrl { media_type, data })
 }
 
@@ -70,32 +67,71 @@ pub enum ContentsError {
 /// The bytes a file resource writes: its data URL decoded and, for `compression: gzip`,
 /// inflated. A resource without a source is an empty file.
 pub fn decode_contents(resource: &crate::v3::Resource) -> Result<Vec<u8>, ContentsError> {
-    let Some(source) = resource.source.as_deref() else { return Ok(Vec::new()) };
-    let data = decode(source)?.data;
-    match resource.compression.as_deref() {
-        None | Some("") => Ok(data),
-        Some("gzip") => {
-            let mut inflated = Vec::new();
-            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(data.as_slice()), &mut inflated)
-                .map_err(ContentsError::Gzip)?;
-            Ok(inflated)
-        }
-        Some(other) => Err(ContentsError::Compression(other.to_string())),
+    let mut inflated = Vec::new();
+    match decode_resource(resource)? {
+        (data, false) => Ok(data),
+        (data, true) => inflate(&data, &mut inflated).map(|()| inflated),
     }
 }
 
-fn percent_decode(s: &str) -> Result<Vec<u8>, DataUrlError> {
-    // Reject malformed escapes: Go's url.PathUnescape does, percent-encoding would pass them through.
-    let bytes = s.as_bytes();
-    for (i, b) in bytes.iter().enumerate() {
-        if *b == b'%' {
-            let hex = bytes.get(i + 1..i + 3).ok_or(DataUrlError::BadEscape)?;
-            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                return Err(DataUrlError::BadEscape);
-            }
+/// Whether [`decode_contents`] would succeed, without keeping the inflated bytes.
+pub fn check_contents(resource: &crate::v3::Resource) -> Result<(), ContentsError> {
+    match decode_resource(resource)? {
+        (_, false) => Ok(()),
+        (data, true) => inflate(&data, &mut std::io::sink()),
+    }
+}
+
+/// The decoded data URL and whether it is gzip-compressed.
+fn decode_resource(resource: &crate::v3::Resource) -> Result<(Vec<u8>, bool), ContentsError> {
+    let Some(source) = resource.source.as_deref() else { return Ok((Vec::new(), false)) };
+    let gzip = match resource.compression.as_deref() {
+        None | Some("") => false,
+        Some("gzip") => true,
+        Some(other) => return Err(ContentsError::Compression(other.to_string())),
+    };
+    Ok((decode(source)?.data, gzip))
+}
+
+fn inflate(data: &[u8], out: &mut impl std::io::Write) -> Result<(), ContentsError> {
+    std::io::copy(&mut flate2::read::GzDecoder::new(data), out).map(|_| ()).map_err(ContentsError::Gzip)
+}
+
+/// Base64 as Go's decoder in Ignition reads it: line breaks and spaces are ignored. Whitespace is
+/// rare, so it is only filtered out when a first strict attempt fails.
+fn decode_base64(text: &[u8]) -> Result<Vec<u8>, DataUrlError> {
+    let engine = &base64::engine::general_purpose::STANDARD;
+    engine.decode(text).or_else(|first| {
+        if !text.iter().any(u8::is_ascii_whitespace) {
+            return Err(DataUrlError::BadBase64(first.to_string()));
+        }
+        let compact: Vec<u8> = text.iter().copied().filter(|b| !b.is_ascii_whitespace()).collect();
+        engine.decode(compact).map_err(|e| DataUrlError::BadBase64(e.to_string()))
+    })
+}
+
+/// Unescapes `%XX`; rejects malformed escapes as Go's `url.PathUnescape` does (the
+/// percent-encoding crate would pass them through). Borrows when there is nothing to unescape,
+/// the common case for base64 data.
+fn percent_decode(s: &str) -> Result<Cow<'_, [u8]>, DataUrlError> {
+    // `str::find` with a char uses memchr; escapes are ASCII, so every split is a char boundary.
+    let Some(first) = s.find('%') else { return Ok(Cow::Borrowed(s.as_bytes())) };
+    let mut out = Vec::with_capacity(s.len());
+    out.extend_from_slice(&s.as_bytes()[..first]);
+    let mut rest = &s[first..];
+    while !rest.is_empty() {
+        if let Some(escaped) = rest.strip_prefix('%') {
+            let hex = escaped.get(..2).filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+            let hex = hex.ok_or(DataUrlError::BadEscape)?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| DataUrlError::BadEscape)?);
+            rest = &escaped[2..];
+        } else {
+            let run = rest.find('%').unwrap_or(rest.len());
+            out.extend_from_slice(&rest.as_bytes()[..run]);
+            rest = &rest[run..];
         }
     }
-    Ok(percent_encoding::percent_decode(bytes).collect())
+    Ok(Cow::Owned(out))
 }
 
 #[cfg(test)]
@@ -111,6 +147,9 @@ mod tests {
             ("data:application/octet-stream;base64,", "application/octet-stream", b""),
             ("data:,", "text/plain;charset=US-ASCII", b""),
             ("DATA:,x", "text/plain;charset=US-ASCII", b"x"),
+            ("data:,%41b%42%43d%e2%9c%93", "text/plain;charset=US-ASCII", "AbBCd\u{2713}".as_bytes()),
+            ("data:;base64,a%47k=", "text/plain;charset=US-ASCII", b"hi"),
+            ("data:;base64,a G\nk=", "text/plain;charset=US-ASCII", b"hi"),
         ];
         for (url, media, data) in cases {
             let d = decode(url).unwrap();
@@ -125,11 +164,34 @@ mod tests {
             ("data:text/plain", DataUrlError::NoComma),
             ("data:,bad%zz", DataUrlError::BadEscape),
             ("data:,bad%2", DataUrlError::BadEscape),
+            ("data:,bad%", DataUrlError::BadEscape),
+            ("data:,%+1", DataUrlError::BadEscape),
             ("data:notamediatype,x", DataUrlError::BadMediaType("notamediatype".into())),
         ];
         for (url, want) in cases {
             assert_eq!(decode(url).unwrap_err(), want, "{url}");
         }
         assert!(matches!(decode("data:;base64,a!b="), Err(DataUrlError::BadBase64(_))));
+    }
+
+    #[test]
+    fn contents_inflate_gzip() {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(b"inflated").unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap());
+        let resource = |source: &str, compression: Option<&str>| crate::v3::Resource {
+            source: Some(source.to_string()),
+            compression: compression.map(str::to_string),
+            ..Default::default()
+        };
+        let gzip = resource(&format!("data:;base64,{b64}"), Some("gzip"));
+        assert_eq!(decode_contents(&gzip).unwrap(), b"inflated");
+        assert!(check_contents(&gzip).is_ok());
+        let not_gzip = resource("data:,plain", Some("gzip"));
+        assert!(matches!(decode_contents(&not_gzip), Err(ContentsError::Gzip(_))));
+        assert!(matches!(check_contents(&not_gzip), Err(ContentsError::Gzip(_))));
+        assert!(matches!(decode_contents(&resource("data:,x", Some("xz"))), Err(ContentsError::Compression(_))));
+        assert_eq!(decode_contents(&crate::v3::Resource::default()).unwrap(), b"");
     }
 }

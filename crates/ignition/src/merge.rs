@@ -6,7 +6,7 @@
 //! path), so a parent entry replaced by the child in a *different* one of those lists is dropped;
 //! string lists are keyed by value (an ordered set union); `append`-like lists are concatenated.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::v3::*;
 
@@ -57,21 +57,13 @@ fn ignition(p: Ignition, c: Ignition) -> Ignition {
 }
 
 fn storage(p: Storage, c: Storage) -> Storage {
-    let child_paths = NodeKeys::of(&c);
-    let parent_paths = NodeKeys::of(&p);
+    let child_paths = NodeKinds::of(&c);
     Storage {
-        directories: nodes(
-            p.directories,
-            c.directories,
-            &child_paths,
-            Kind::Directory,
-            &parent_paths.directories,
-            directory,
-        ),
+        directories: nodes(p.directories, c.directories, &child_paths, Kind::Directory, directory),
         disks: keyed(p.disks, c.disks, |d| d.device.clone(), disk),
-        files: nodes(p.files, c.files, &child_paths, Kind::File, &parent_paths.files, file),
+        files: nodes(p.files, c.files, &child_paths, Kind::File, file),
         filesystems: keyed(p.filesystems, c.filesystems, |f| f.device.clone(), filesystem),
-        links: nodes(p.links, c.links, &child_paths, Kind::Link, &parent_paths.links, link),
+        links: nodes(p.links, c.links, &child_paths, Kind::Link, link),
         luks: keyed(p.luks, c.luks, |l| l.name.clone(), luks),
         raid: keyed(p.raid, c.raid, |r| r.name.clone(), raid),
     }
@@ -104,59 +96,57 @@ impl HasPath for Link {
     }
 }
 
-/// The paths of each node list of one config.
-struct NodeKeys {
-    files: HashSet<String>,
-    directories: HashSet<String>,
-    links: HashSet<String>,
-}
+/// Which node list of the child holds each path. Files, directories and links share one key
+/// space; when a path is in several lists, Go's lookup keeps the last list it saw: links, then
+/// files, then directories.
+struct NodeKinds(HashMap<String, Kind>);
 
-impl NodeKeys {
+impl NodeKinds {
     fn of(s: &Storage) -> Self {
-        fn paths<T: HasPath>(items: &[T]) -> HashSet<String> {
-            items.iter().map(|i| i.path().to_string()).collect()
-        }
-        NodeKeys { files: paths(&s.files), directories: paths(&s.directories), links: paths(&s.links) }
+        let directories = s.directories.iter().map(|d| (d.path.clone(), Kind::Directory));
+        let files = s.files.iter().map(|f| (f.path.clone(), Kind::File));
+        let links = s.links.iter().map(|l| (l.path.clone(), Kind::Link));
+        NodeKinds(directories.chain(files).chain(links).collect())
     }
 
-    /// Which list holds `path`, if any (Go's lookup keeps the last list seen: links).
     fn kind_of(&self, path: &str) -> Option<Kind> {
-        if self.links.contains(path) {
-            Some(Kind::Link)
-        } else if self.files.contains(path) {
-            Some(Kind::File)
-        } else if self.directories.contains(path) {
-            Some(Kind::Directory)
-        } else {
-            None
-        }
+        self.0.get(path).copied()
     }
 }
 
-/// A node list merged across the shared path key space.
+/// A node list merged across the shared path key space: a parent node whose path the child has in
+/// the same list merges with it, one the child has in another list is dropped, and child nodes
+/// whose path the parent had are not appended again.
 fn nodes<T: HasPath>(
     parent: Vec<T>,
     child: Vec<T>,
-    child_paths: &NodeKeys,
+    child_paths: &NodeKinds,
     kind: Kind,
-    parent_same_list: &HashSet<String>,
     merge_item: fn(T, T) -> T,
 ) -> Vec<T> {
+    if child_paths.0.is_empty() {
+        return parent;
+    }
     let mut child: Vec<Option<T>> = child.into_iter().map(Some).collect();
     let mut out = Vec::with_capacity(parent.len() + child.len());
+    // Parent paths the child also has (in any list): the only ones that can hold back a child
+    // node, and few, so they are collected instead of indexing the whole parent.
+    let mut in_parent: HashSet<String> = HashSet::new();
     for p in parent {
         match child_paths.kind_of(p.path()) {
-            Some(k) if k == kind => {
-                let slot = child.iter().rposition(|c| c.as_ref().is_some_and(|c| c.path() == p.path()));
-                let c = slot.and_then(|i| child[i].take()).expect("child path indexed above");
-                out.push(merge_item(p, c));
+            Some(k) => {
+                in_parent.insert(p.path().to_string());
+                if k == kind {
+                    let slot = child.iter().rposition(|c| c.as_ref().is_some_and(|c| c.path() == p.path()));
+                    let c = slot.and_then(|i| child[i].take()).expect("child path indexed above");
+                    out.push(merge_item(p, c));
+                }
+                // Replaced by a different kind of node in the child: dropped.
             }
-            // Replaced by a different kind of node in the child: dropped.
-            Some(_) => {}
             None => out.push(p),
         }
     }
-    out.extend(child.into_iter().flatten().filter(|c| !parent_same_list.contains(c.path())));
+    out.extend(child.into_iter().flatten().filter(|c| !in_parent.contains(c.path())));
     out
 }
 

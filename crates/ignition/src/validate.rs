@@ -262,7 +262,7 @@ fn resource(r: &mut Report, at: &str, res: &Resource, source_required: bool) {
 /// Inline contents must decode, and gzip contents must inflate: otherwise the node fails
 /// half-way through an update. (An unknown compression is reported on its own field.)
 fn data_contents(r: &mut Report, at: &str, res: &Resource) {
-    match dataurl::decode_contents(res) {
+    match dataurl::check_contents(res) {
         Err(dataurl::ContentsError::Compression(_)) | Ok(_) => {}
         Err(e) => r.add(format!("{at}.source"), e.to_string()),
     }

@@ -2,12 +2,9 @@
 //! CRDs). Commands print results on stdout, problems on stderr, and exit 0 (ok), 1 (the input
 //! is invalid or would be refused) or 2 (the command itself failed).
 
-mod cmd_bootimage;
-mod cmd_daemon;
 mod cmd_diff;
 mod cmd_ignition;
 mod cmd_render;
-mod cmd_skew;
 mod cmd_validate;
 pub mod manifests;
 
@@ -36,18 +33,9 @@ enum Command {
     /// What moving a node from one rendered config to another changes and what the node must do
     /// (reboot, drain, reload, restart or nothing).
     Diff(cmd_diff::DiffArgs),
-    /// The node agent: apply a rendered config to a node root, validate a node against a config.
-    #[command(subcommand)]
-    Daemon(cmd_daemon::DaemonCommand),
     /// Ignition config tools.
     #[command(subcommand)]
     Ignition(cmd_ignition::IgnitionCommand),
-    /// Boot images: plan MachineSet updates from CoreOS stream metadata.
-    #[command(subcommand)]
-    Bootimage(cmd_bootimage::BootImageCommand),
-    /// Boot image skew enforcement: the mode in effect and whether it blocks upgrades.
-    #[command(subcommand)]
-    Skew(cmd_skew::SkewCommand),
     /// Print the CustomResourceDefinitions of the API types as YAML.
     Crds,
 }
@@ -66,10 +54,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Render(args) => cmd_render::run(&args),
         Command::Validate { paths } => cmd_validate::run(&paths),
         Command::Diff(args) => cmd_diff::run(&args),
-        Command::Daemon(cmd) => cmd_daemon::run(cmd),
         Command::Ignition(cmd) => cmd_ignition::run(cmd),
-        Command::Bootimage(cmd) => cmd_bootimage::run(cmd),
-        Command::Skew(cmd) => cmd_skew::run(cmd),
         Command::Crds => {
             print!("{}", mco_api::crds_yaml());
             Ok(ExitCode::SUCCESS)

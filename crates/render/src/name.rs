@@ -21,14 +21,15 @@ const SALT: [u8; 80] = [
     148, 79, 6, 206, 23, 22,
 ];
 
-/// `MachineConfigSpec` in Go field order with the config embedded as pre-serialized bytes.
+/// `MachineConfigSpec` in Go field order; the config is either pre-serialized bytes or the typed
+/// config (same fields, since both go through the config's `Serialize`).
 #[derive(Serialize)]
-struct GoSpec<'a> {
+struct GoSpec<'a, C: Serialize + ?Sized> {
     #[serde(rename = "osImageURL")]
     os_image_url: &'a str,
     #[serde(rename = "baseOSExtensionsContainerImage")]
     base_os_extensions_container_image: &'a str,
-    config: &'a RawValue,
+    config: &'a C,
     #[serde(rename = "kernelArguments")]
     kernel_arguments: &'a [String],
     extensions: &'a [String],
@@ -52,19 +53,24 @@ pub struct Serialized {
 pub fn serialize(merged: &Merged) -> Result<Serialized, mco_goser::GhodssError> {
     let config_json = to_string(&merged.config, Escaping::Legacy);
     let raw = RawValue::from_string(config_json.clone()).expect("the Go JSON writer emits valid JSON");
-    let spec = GoSpec {
+    let spec_json = to_string(&go_spec(merged, &*raw), Escaping::Modern);
+    // The value ghodss converts is the JSON read back; building it from the typed config is the
+    // same value without parsing megabytes of JSON again.
+    let value = serde_json::to_value(go_spec(merged, &merged.config)).expect("plain data types always serialize");
+    let hash_input = mco_goser::ghodss_yaml(&value)?;
+    Ok(Serialized { config_json, spec_json, hash_input })
+}
+
+fn go_spec<'a, C: Serialize + ?Sized>(merged: &'a Merged, config: &'a C) -> GoSpec<'a, C> {
+    GoSpec {
         os_image_url: &merged.os_image_url,
         base_os_extensions_container_image: &merged.base_os_extensions_container_image,
-        config: &raw,
+        config,
         kernel_arguments: &merged.kernel_arguments,
         extensions: &merged.extensions,
         fips: merged.fips,
         kernel_type: &merged.kernel_type,
-    };
-    let spec_json = to_string(&spec, Escaping::Modern);
-    let value: serde_json::Value = serde_json::from_str(&spec_json).expect("the Go JSON writer emits valid JSON");
-    let hash_input = mco_goser::ghodss_yaml(&value)?;
-    Ok(Serialized { config_json, spec_json, hash_input })
+    }
 }
 
 /// `rendered-<pool>-<hex md5>`.
