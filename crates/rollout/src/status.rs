@@ -1,0 +1,233 @@
+//! A pool's status from its nodes (`calculateStatus`, non-layered pools): counts, the
+//! Updated/Updating/NodeDegraded/Degraded conditions, and `status.configuration` once every node
+//! runs the target.
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use mco_api::MachineConfigPool;
+use mco_api::constants::{REASON_ANNOTATION, STATE_ANNOTATION, STATE_DEGRADED, STATE_UNRECONCILABLE};
+use mco_api::machineconfiguration::{MachineConfigPoolCondition, MachineConfigPoolStatus};
+
+use crate::node::{self, annotation};
+
+pub const UPDATED: &str = "Updated";
+pub const UPDATING: &str = "Updating";
+pub const NODE_DEGRADED: &str = "NodeDegraded";
+pub const RENDER_DEGRADED: &str = "RenderDegraded";
+pub const DEGRADED: &str = "Degraded";
+
+/// The status a pool should have; `now` stamps conditions whose status changes. Conditions
+/// set by others (RenderDegraded) are kept.
+pub fn calculate_status(pool: &MachineConfigPool, nodes: &[&Node], now: &Time) -> MachineConfigPoolStatus {
+    let old = pool.status.clone().unwrap_or_default();
+    let target = pool.spec.configuration.as_ref().and_then(|c| c.name.clone()).unwrap_or_default();
+    let total = nodes.len();
+    let updated = nodes.iter().filter(|n| node::is_done(n, &target)).count();
+    let ready = nodes.iter().filter(|n| node::is_done(n, &target) && node::is_ready(n)).count();
+    let unavailable = nodes.iter().filter(|n| node::unavailable_for_update(n)).count();
+    let degraded: Vec<&&Node> = nodes
+        .iter()
+        .filter(|n| matches!(annotation(n, STATE_ANNOTATION), Some(STATE_DEGRADED | STATE_UNRECONCILABLE)))
+        .collect();
+
+    let mut status = MachineConfigPoolStatus {
+        observed_generation: pool.metadata.generation,
+        configuration: old.configuration.clone(),
+        machine_count: Some(total as i32),
+        updated_machine_count: Some(updated as i32),
+        ready_machine_count: Some(ready as i32),
+        unavailable_machine_count: Some(unavailable as i32),
+        degraded_machine_count: Some(degraded.len() as i32),
+        conditions: old.conditions.clone(),
+        ..old
+    };
+    let mut conditions = status.conditions.take().unwrap_or_default();
+    let all_updated = updated == total && ready == total && unavailable == 0;
+    if all_updated {
+        set(&mut conditions, now, UPDATED, true, "", &format!("All nodes are updated with MachineConfig {target}"));
+        set(&mut conditions, now, UPDATING, false, "", "");
+        status.configuration = pool.spec.configuration.clone();
+    } else {
+        set(&mut conditions, now, UPDATED, false, "", "");
+        if pool.spec.paused == Some(true) {
+            set(
+                &mut conditions,
+                now,
+                UPDATING,
+                false,
+                "",
+                &format!("Pool is paused; will not update to MachineConfig {target}"),
+            );
+        } else {
+            set(&mut conditions, now, UPDATING, true, "", &format!("All nodes are updating to MachineConfig {target}"));
+        }
+    }
+    let node_message = degraded
+        .iter()
+        .map(|n| {
+            format!("Node {} is reporting: {:?}", node::name(n), annotation(n, REASON_ANNOTATION).unwrap_or_default())
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    if degraded.is_empty() {
+        set(&mut conditions, now, NODE_DEGRADED, false, "", "");
+    } else {
+        let reason = format!("{} nodes are reporting degraded status on sync", degraded.len());
+        set(&mut conditions, now, NODE_DEGRADED, true, &reason, &node_message);
+    }
+    let render_degraded = conditions.iter().any(|c| c.type_ == RENDER_DEGRADED && c.status == "True");
+    if !degraded.is_empty() || render_degraded {
+        let message = if degraded.is_empty() {
+            conditions.iter().find(|c| c.type_ == RENDER_DEGRADED).and_then(|c| c.message.clone()).unwrap_or_default()
+        } else {
+            node_message
+        };
+        set(&mut conditions, now, DEGRADED, true, "", &message);
+    } else {
+        set(&mut conditions, now, DEGRADED, false, "", "");
+    }
+    status.conditions = Some(conditions);
+    status
+}
+
+/// Sets a condition, keeping its transition time when the status does not change.
+pub fn set(
+    conditions: &mut Vec<MachineConfigPoolCondition>,
+    now: &Time,
+    kind: &str,
+    on: bool,
+    reason: &str,
+    message: &str,
+) {
+    let status = if on { "True" } else { "False" }.to_string();
+    let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    let new = MachineConfigPoolCondition {
+        type_: kind.to_string(),
+        status,
+        last_transition_time: Some(now.clone()),
+        reason: non_empty(reason),
+        message: non_empty(message),
+    };
+    match conditions.iter_mut().find(|c| c.type_ == kind) {
+        Some(existing) if existing.status == new.status => {
+            existing.reason = new.reason;
+            existing.message = new.message;
+        }
+        Some(existing) => *existing = new,
+        None => conditions.push(new),
+    }
+}
+
+/// The status of a condition, if present.
+pub fn condition<'a>(status: &'a MachineConfigPoolStatus, kind: &str) -> Option<&'a MachineConfigPoolCondition> {
+    status.conditions.as_ref()?.iter().find(|c| c.type_ == kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::node::tests::node;
+
+    fn pool(paused: bool) -> MachineConfigPool {
+        serde_json::from_value(json!({
+            "metadata": {"name": "worker", "generation": 7},
+            "spec": {"paused": paused, "configuration": {"name": "new", "source": [{"kind": "MachineConfig", "name": "00-worker"}]}},
+            "status": {"configuration": {"name": "old"}, "conditions": [
+                {"type": "RenderDegraded", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                {"type": "Updated", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        }))
+        .unwrap()
+    }
+
+    fn now() -> Time {
+        serde_json::from_value(json!("2026-11-21T12:00:00Z")).unwrap()
+    }
+
+    fn counts(s: &MachineConfigPoolStatus) -> [i32; 5] {
+        [
+            s.machine_count,
+            s.updated_machine_count,
+            s.ready_machine_count,
+            s.unavailable_machine_count,
+            s.degraded_machine_count,
+        ]
+        .map(Option::unwrap)
+    }
+
+    fn cond(s: &MachineConfigPoolStatus, kind: &str) -> (String, String) {
+        let c = condition(s, kind).unwrap();
+        (c.status.clone(), c.message.clone().unwrap_or_default())
+    }
+
+    #[test]
+    fn rolling_out() {
+        let nodes = [
+            node("a", "new", "new", "Done", true),
+            node("b", "old", "new", "Working", true),
+            node("c", "old", "old", "Done", true),
+        ];
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let s = calculate_status(&pool(false), &refs, &now());
+        assert_eq!(counts(&s), [3, 1, 1, 1, 0]);
+        assert_eq!(cond(&s, UPDATING), ("True".into(), "All nodes are updating to MachineConfig new".into()));
+        assert_eq!(cond(&s, UPDATED).0, "False");
+        assert_eq!(
+            condition(&s, UPDATED).unwrap().last_transition_time,
+            pool(false).status.unwrap().conditions.unwrap()[1].last_transition_time,
+            "unchanged status keeps its time"
+        );
+        assert_eq!(
+            s.configuration.unwrap().name.as_deref(),
+            Some("old"),
+            "status.configuration moves only when all are updated"
+        );
+        assert_eq!(s.observed_generation, Some(7));
+        let paused = calculate_status(&pool(true), &refs, &now());
+        assert_eq!(
+            cond(&paused, UPDATING),
+            ("False".into(), "Pool is paused; will not update to MachineConfig new".into())
+        );
+    }
+
+    #[test]
+    fn all_updated() {
+        let nodes = [node("a", "new", "new", "Done", true), node("b", "new", "new", "Done", true)];
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let s = calculate_status(&pool(false), &refs, &now());
+        assert_eq!(counts(&s), [2, 2, 2, 0, 0]);
+        assert_eq!(cond(&s, UPDATED), ("True".into(), "All nodes are updated with MachineConfig new".into()));
+        assert_eq!(condition(&s, UPDATED).unwrap().last_transition_time, Some(now()));
+        assert_eq!(s.configuration, pool(false).spec.configuration);
+        assert_eq!(cond(&s, DEGRADED).0, "False");
+    }
+
+    #[test]
+    fn degraded_nodes() {
+        let mut bad = node("b", "old", "new", "Degraded", true);
+        bad.metadata.annotations.as_mut().unwrap().insert(REASON_ANNOTATION.into(), "failed to write /etc/x".into());
+        let nodes = [node("a", "new", "new", "Done", true), bad];
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let s = calculate_status(&pool(false), &refs, &now());
+        assert_eq!(counts(&s), [2, 1, 1, 0, 1]);
+        let nd = condition(&s, NODE_DEGRADED).unwrap();
+        assert_eq!(nd.reason.as_deref(), Some("1 nodes are reporting degraded status on sync"));
+        assert_eq!(nd.message.as_deref(), Some("Node b is reporting: \"failed to write /etc/x\""));
+        assert_eq!(cond(&s, DEGRADED), ("True".into(), "Node b is reporting: \"failed to write /etc/x\"".into()));
+    }
+
+    #[test]
+    fn render_degraded_degrades_the_pool() {
+        let mut p = pool(false);
+        let conditions = p.status.as_mut().unwrap().conditions.as_mut().unwrap();
+        conditions[0].status = "True".into();
+        conditions[0].message = Some("Failed to render configuration for pool worker: bad MC".into());
+        let s = calculate_status(&p, &[], &now());
+        assert_eq!(
+            cond(&s, DEGRADED),
+            ("True".into(), "Failed to render configuration for pool worker: bad MC".into())
+        );
+        assert_eq!(cond(&s, RENDER_DEGRADED).0, "True", "kept as the render controller set it");
+    }
+}
