@@ -141,7 +141,8 @@ fn storage(r: &mut Report, config: &Config, minor: u64) {
             r.add(format!("{at}.path"), "path conflicts with systemd unit or dropin");
         }
         for (field, owner) in [("user", user), ("group", group)] {
-            if owner.id.is_some() && owner.name.is_some() {
+            // An empty name counts as unset, as in Ignition.
+            if owner.id.is_some() && owner.name.as_deref().is_some_and(|n| !n.is_empty()) {
                 r.add(format!("{at}.{field}"), "cannot set both id and name");
             }
         }
@@ -386,6 +387,7 @@ mod tests {
             "storage": {
                 "files": [
                     {"path": "/etc/a", "mode": 420, "overwrite": true, "contents": {"source": "data:,x"}},
+                    {"path": "/etc/e", "user": {"id": 0, "name": ""}, "group": {"id": 0, "name": ""}},
                     {"path": "/etc/b.gz", "contents": {"source": gzip_data_url(b"hello"), "compression": "gzip"}},
                     {"path": "/etc/c", "contents": {"source": "https://example.com/c", "httpHeaders": [{"name": "A", "value": "b"}],
                         "verification": {"hash": format!("sha256-{}", "a".repeat(64))}}}
