@@ -1,9 +1,11 @@
 //! The node controller's decisions, as pure functions over the objects it reads (§3 of the
 //! behaviour spec): [`membership`] (which pool owns a node), [`node`] (state predicates from the
 //! daemon's annotations and the node's conditions), [`plan`] (maxUnavailable and which nodes to
-//! target next), [`status`] (pool counts and conditions). The controller fetches, calls these,
+//! target next), [`status`] (pool counts and conditions), [`drain`] (drain requests and retries).
+//! The controller fetches, calls these,
 //! and writes what they return.
 
+pub mod drain;
 pub mod membership;
 pub mod node;
 pub mod plan;
