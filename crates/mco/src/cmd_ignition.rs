@@ -16,6 +16,9 @@ pub enum IgnitionCommand {
         /// The config file, or - for standard input.
         file: PathBuf,
     },
+    /// Upgrade a stub Ignition config (or a *-user-data Secret) from spec 2.2 to spec 3, keeping
+    /// every customisation; check its CA and, given one, the server certificate.
+    UpgradeStub(crate::cmd_bootimage::UpgradeStubArgs),
 }
 
 pub fn run(cmd: IgnitionCommand) -> anyhow::Result<ExitCode> {
@@ -37,6 +40,7 @@ pub fn run(cmd: IgnitionCommand) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        IgnitionCommand::UpgradeStub(args) => crate::cmd_bootimage::upgrade_stub(&args),
     }
 }
 

@@ -2,9 +2,11 @@
 //! CRDs). Commands print results on stdout, problems on stderr, and exit 0 (ok), 1 (the input
 //! is invalid or would be refused) or 2 (the command itself failed).
 
+mod cmd_bootimage;
 mod cmd_diff;
 mod cmd_ignition;
 mod cmd_render;
+mod cmd_skew;
 mod cmd_validate;
 pub mod manifests;
 
@@ -36,6 +38,12 @@ enum Command {
     /// Ignition config tools.
     #[command(subcommand)]
     Ignition(cmd_ignition::IgnitionCommand),
+    /// Boot images: plan MachineSet updates from CoreOS stream metadata.
+    #[command(subcommand)]
+    Bootimage(cmd_bootimage::BootImageCommand),
+    /// Boot image skew enforcement: the mode in effect and whether it blocks upgrades.
+    #[command(subcommand)]
+    Skew(cmd_skew::SkewCommand),
     /// Print the CustomResourceDefinitions of the API types as YAML.
     Crds,
 }
@@ -55,6 +63,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Validate { paths } => cmd_validate::run(&paths),
         Command::Diff(args) => cmd_diff::run(&args),
         Command::Ignition(cmd) => cmd_ignition::run(cmd),
+        Command::Bootimage(cmd) => cmd_bootimage::run(cmd),
+        Command::Skew(cmd) => cmd_skew::run(cmd),
         Command::Crds => {
             print!("{}", mco_api::crds_yaml());
             Ok(ExitCode::SUCCESS)

@@ -2,8 +2,7 @@
 //! behaviour spec): [`membership`] (which pool owns a node), [`node`] (state predicates from the
 //! daemon's annotations and the node's conditions), [`plan`] (maxUnavailable and which nodes to
 //! target next), [`status`] (pool counts and conditions), [`drain`] (drain requests and retries).
-//! The controller fetches, calls these,
-//! and writes what they return.
+//! The controller fetches, calls these, and writes what they return.
 
 pub mod drain;
 pub mod membership;
