@@ -3,6 +3,7 @@
 //! is invalid or would be refused) or 2 (the command itself failed).
 
 mod cmd_bootimage;
+mod cmd_daemon;
 mod cmd_diff;
 mod cmd_ignition;
 mod cmd_render;
@@ -35,6 +36,9 @@ enum Command {
     /// What moving a node from one rendered config to another changes and what the node must do
     /// (reboot, drain, reload, restart or nothing).
     Diff(cmd_diff::DiffArgs),
+    /// The node agent: apply a rendered config to a node root, validate a node against a config.
+    #[command(subcommand)]
+    Daemon(cmd_daemon::DaemonCommand),
     /// Ignition config tools.
     #[command(subcommand)]
     Ignition(cmd_ignition::IgnitionCommand),
@@ -62,6 +66,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Render(args) => cmd_render::run(&args),
         Command::Validate { paths } => cmd_validate::run(&paths),
         Command::Diff(args) => cmd_diff::run(&args),
+        Command::Daemon(cmd) => cmd_daemon::run(cmd),
         Command::Ignition(cmd) => cmd_ignition::run(cmd),
         Command::Bootimage(cmd) => cmd_bootimage::run(cmd),
         Command::Skew(cmd) => cmd_skew::run(cmd),

@@ -1,0 +1,307 @@
+//! The apply engine: plan → validate the current state → journal everything the plan touches →
+//! run the steps → record the new config → drop the journal. Any failure rolls back in reverse and
+//! leaves the node on the old config; a crash leaves the journal, and the next run rolls back
+//! first and then applies again, so it converges.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use mco_api::MachineConfig;
+use mco_api::constants::{MAX_REASON_LEN, STATE_DEGRADED, STATE_UNRECONCILABLE};
+
+use crate::failpoint::Failpoints;
+use crate::files::{Originals, noorig_path, orig_path, remove_stale, write_file};
+use crate::fsutil::{Fs, Ids};
+use crate::journal::{self, Recorder};
+use crate::os::OsBackend;
+use crate::plan::{self, LEGACY_SSH_KEY_PATH, Plan, PlanError, Side, Step, dropin_path, unit_path};
+use crate::runner::{Cmd, Runner};
+use crate::ssh::{SSH_DIR, write_ssh_keys};
+use crate::state::{self, CURRENT_CONFIG, FORCE_FILE};
+use crate::units::{Systemd, remove_unit, write_unit};
+use crate::validate;
+
+/// Restarts the node.
+pub trait Reboot: Send + Sync {
+    fn reboot(&self, rationale: &str) -> anyhow::Result<()>;
+}
+
+/// `systemd-run` the reboot as upstream does (§5.9), after the staged deployment is finalized.
+pub struct SystemdRunReboot {
+    pub runner: Arc<dyn Runner>,
+}
+
+pub fn reboot_command(rationale: &str) -> Cmd {
+    Cmd::new(
+        "systemd-run",
+        [
+            "--unit",
+            "machine-config-daemon-reboot",
+            "--description",
+            &format!("machine-config-daemon: {rationale}"),
+            "-p",
+            "Requires=ostree-finalize-staged.service",
+            "-p",
+            "After=ostree-finalize-staged.service",
+            "/bin/sh",
+            "-c",
+            "systemctl reboot",
+        ],
+    )
+}
+
+impl Reboot for SystemdRunReboot {
+    fn reboot(&self, rationale: &str) -> anyhow::Result<()> {
+        self.runner
+            .run(&reboot_command(rationale))
+            .map(drop)
+            .context("reboot command failed, something is seriously wrong")
+    }
+}
+
+/// A directory root cannot reboot: the request is written to `ROOT/run/mco-reboot-requested`
+/// (the rationale) for whoever runs the root (the lab restarts the node from it).
+pub struct RequestFileReboot {
+    pub root: PathBuf,
+}
+
+pub const REBOOT_REQUEST: &str = "/run/mco-reboot-requested";
+
+impl Reboot for RequestFileReboot {
+    fn reboot(&self, rationale: &str) -> anyhow::Result<()> {
+        let fp = Failpoints::default();
+        let fs = Fs::new(&self.root, &fp);
+        fs.write_atomic(&fs.host(REBOOT_REQUEST), format!("{rationale}\n").as_bytes(), 0o644, None)?;
+        fs.sync_dirs()
+    }
+}
+
+/// What to do once the update is written (the disruption-policy decision is made elsewhere).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostAction {
+    None,
+    Reboot,
+}
+
+/// The node the engine acts on.
+pub struct Node {
+    pub root: PathBuf,
+    pub systemd: Box<dyn Systemd>,
+    pub os: Option<Box<dyn OsBackend>>,
+    pub originals: Originals,
+    pub reboot: Box<dyn Reboot>,
+}
+
+/// Why an update did not happen; the node is on the old config. Maps to the node's `state` and
+/// `reason` annotations.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("{0}")]
+    Unreconcilable(String),
+    #[error("{0}")]
+    Degraded(String),
+}
+
+impl ApplyError {
+    fn degraded(e: anyhow::Error) -> Self {
+        ApplyError::Degraded(format!("{e:#}"))
+    }
+
+    /// The `state` annotation value.
+    pub fn state(&self) -> &'static str {
+        match self {
+            ApplyError::Unreconcilable(_) => STATE_UNRECONCILABLE,
+            ApplyError::Degraded(_) => STATE_DEGRADED,
+        }
+    }
+
+    /// The `reason` annotation value (truncated as upstream does).
+    pub fn reason(&self) -> String {
+        let (ApplyError::Unreconcilable(s) | ApplyError::Degraded(s)) = self;
+        s.chars().take(MAX_REASON_LEN).collect()
+    }
+}
+
+impl From<PlanError> for ApplyError {
+    fn from(e: PlanError) -> Self {
+        match e {
+            PlanError::Unreconcilable { .. } => ApplyError::Unreconcilable(e.to_string()),
+            PlanError::Invalid(_) => ApplyError::Degraded(e.to_string()),
+        }
+    }
+}
+
+/// A completed update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub steps: usize,
+    /// An interrupted update was rolled back first.
+    pub recovered: bool,
+    pub rebooted: bool,
+}
+
+fn name_of(mc: &MachineConfig) -> &str {
+    mc.metadata.name.as_deref().unwrap_or("")
+}
+
+/// Rolls back an update a crash interrupted; true if there was one. Callers that read the
+/// on-disk current config must recover first: the interrupted update may have recorded its config.
+pub fn recover(node: &Node) -> anyhow::Result<bool> {
+    let failpoints = Failpoints::default();
+    let fs = &Fs::new(&node.root, &failpoints);
+    let Some(journal) = journal::load(&node.root)? else {
+        // A journal that was never committed never took effect.
+        journal::finish(&node.root)?;
+        return Ok(false);
+    };
+    tracing::warn!(from = %journal.from, to = %journal.to, "rolling back an interrupted update");
+    journal::rollback(fs, &journal, node.systemd.as_ref(), node.os.as_deref())?;
+    journal::finish(&node.root)?;
+    Ok(true)
+}
+
+/// Updates the node from `old` to `new`.
+pub fn apply(
+    node: &Node,
+    old: &MachineConfig,
+    new: &MachineConfig,
+    post: PostAction,
+    failpoints: &Failpoints,
+) -> Result<Applied, ApplyError> {
+    let fs = Fs::new(&node.root, failpoints);
+    let recovered = recover(node).map_err(ApplyError::degraded)?;
+    let force = state::force_file_present(&node.root);
+    let (old_name, new_name) = (name_of(old), name_of(new));
+    let old_ign = plan::ignition_of(old_name, &old.spec)?;
+    let new_ign = plan::ignition_of(new_name, &new.spec)?;
+    let plan = plan::plan(
+        Side { name: old_name, spec: &old.spec, ignition: &old_ign },
+        Side { name: new_name, spec: &new.spec, ignition: &new_ign },
+        force,
+    )?;
+    let os_step = plan.steps.iter().find_map(|s| if let Step::Os(c) = s { Some(c) } else { None });
+    if let (Some(changes), None) = (os_step, &node.os) {
+        return Err(ApplyError::Degraded(format!(
+            "config {new_name} changes the OS ({changes:?}) but no OS backend is configured (give a sysroot)"
+        )));
+    }
+    if !force {
+        validate::validate(&node.root, node.systemd.as_ref(), node.os.as_deref(), &old.spec, &old_ign).map_err(
+            |problems| {
+                ApplyError::Degraded(format!(
+                    "unexpected on-disk state validating against {old_name}: {}",
+                    problems.join("; ")
+                ))
+            },
+        )?;
+    }
+    let ids = Ids::load(&node.root).map_err(ApplyError::degraded)?;
+    let journal = record(node, &plan, old_name, new_name).map_err(ApplyError::degraded)?;
+    tracing::info!(from = old_name, to = new_name, steps = plan.steps.len(), "applying");
+    let result = run(node, &fs, &ids, &plan, new);
+    if let Err(e) = result {
+        tracing::error!("update failed, rolling back: {e:#}");
+        let rolled_back = journal::rollback(&fs, &journal, node.systemd.as_ref(), node.os.as_deref())
+            .and_then(|()| journal::finish(&node.root));
+        return Err(match rolled_back {
+            Ok(()) => ApplyError::degraded(e),
+            Err(r) => ApplyError::Degraded(format!("{e:#}; rolling back also failed (retried on the next run): {r:#}")),
+        });
+    }
+    let rebooted = post == PostAction::Reboot;
+    if rebooted {
+        node.reboot.reboot(&format!("Node will reboot into config {new_name}")).map_err(ApplyError::degraded)?;
+    }
+    Ok(Applied { steps: plan.steps.len(), recovered, rebooted })
+}
+
+/// Journals every path and unit state the plan may touch, plus the state files.
+fn record(node: &Node, plan: &Plan, from: &str, to: &str) -> anyhow::Result<journal::Journal> {
+    let mut rec = Recorder::begin(&node.root)?;
+    let mut units: Vec<String> = Vec::new();
+    let mut os = false;
+    let with_backups = |rec: &mut Recorder, path: &str| -> anyhow::Result<()> {
+        for p in [path.to_string(), orig_path(path), noorig_path(path)] {
+            rec.path(&p)?;
+        }
+        Ok(())
+    };
+    for step in &plan.steps {
+        match step {
+            Step::WriteFile(f) => with_backups(&mut rec, &f.path)?,
+            Step::WriteUnit(u) => {
+                for d in &u.dropins {
+                    with_backups(&mut rec, &dropin_path(&u.name, &d.name))?;
+                }
+                with_backups(&mut rec, &unit_path(&u.name))?;
+                units.push(u.name.clone());
+            }
+            Step::EnableUnits(list) | Step::DisableUnits(list) | Step::PresetUnits(list) => units.extend(list.clone()),
+            Step::RemoveFile(p) | Step::RemoveDropin(p) => with_backups(&mut rec, p)?,
+            Step::RemoveUnit(name) => {
+                with_backups(&mut rec, &unit_path(name))?;
+                units.push(name.clone());
+            }
+            Step::WriteSshKeys(_) => {
+                rec.path(SSH_DIR)?;
+                rec.path(LEGACY_SSH_KEY_PATH)?;
+            }
+            Step::Os(_) => os = true,
+        }
+    }
+    rec.path(CURRENT_CONFIG)?;
+    rec.path(FORCE_FILE)?;
+    units.sort();
+    units.dedup();
+    let states =
+        units.into_iter().map(|u| node.systemd.is_enabled(&u).map(|s| (u, s))).collect::<anyhow::Result<Vec<_>>>()?;
+    rec.commit(from, to, states, os)
+}
+
+fn run(node: &Node, fs: &Fs<'_>, ids: &Ids, plan: &Plan, new: &MachineConfig) -> anyhow::Result<()> {
+    fs.failpoints.hit("journal committed")?;
+    let new_dropins = plan::dropin_paths(&plan::ignition_of(name_of(new), &new.spec)?);
+    let systemd = node.systemd.as_ref();
+    for step in &plan.steps {
+        match step {
+            Step::WriteFile(f) => write_file(fs, ids, &node.originals, f)?,
+            Step::WriteUnit(u) => write_unit(fs, systemd, u)?,
+            Step::EnableUnits(units) => systemd.enable(units)?,
+            Step::DisableUnits(units) => systemd.disable(units)?,
+            Step::PresetUnits(units) => {
+                for u in units {
+                    // A unit may be only drop-ins for a unit that does not exist (upstream ignores this too).
+                    if let Err(e) = systemd.preset(u) {
+                        tracing::info!("Could not reset unit preset for {u}, skipping: {e:#}");
+                    }
+                }
+            }
+            Step::RemoveFile(p) => remove_stale(fs, &node.originals, p, true, new_dropins.contains(p))?,
+            Step::RemoveDropin(p) => remove_stale(fs, &node.originals, p, false, false)?,
+            Step::RemoveUnit(name) => remove_unit(fs, systemd, &node.originals, name)?,
+            Step::WriteSshKeys(keys) => write_ssh_keys(fs, ids, keys)?,
+            Step::Os(changes) => node.os.as_ref().context("no OS backend")?.apply(changes)?,
+        }
+        fs.failpoints.hit(&format!("after {}", step_name(step)))?;
+    }
+    state::write_current_config(fs, new)?;
+    fs.remove(&fs.host(FORCE_FILE))?;
+    fs.sync_dirs()?;
+    fs.failpoints.hit("before journal removal")?;
+    journal::finish(&node.root)
+}
+
+fn step_name(step: &Step) -> String {
+    match step {
+        Step::WriteFile(f) => format!("write {}", f.path),
+        Step::WriteUnit(u) => format!("write unit {}", u.name),
+        Step::EnableUnits(u) => format!("enable {u:?}"),
+        Step::DisableUnits(u) => format!("disable {u:?}"),
+        Step::PresetUnits(u) => format!("preset {u:?}"),
+        Step::RemoveFile(p) | Step::RemoveDropin(p) => format!("remove {p}"),
+        Step::RemoveUnit(u) => format!("remove unit {u}"),
+        Step::WriteSshKeys(_) => "write SSH keys".into(),
+        Step::Os(_) => "OS changes".into(),
+    }
+}

@@ -1,0 +1,24 @@
+//! The node agent's apply engine (`mco daemon`): moves a node from one rendered MachineConfig to
+//! another the way the original machine-config-daemon does (§5 of the behaviour spec), with every
+//! step idempotent and journaled so that a failure or a crash leaves the node on the old config.
+//!
+//! * [`plan`]: pure — the ordered steps of an update, every input problem found before writing.
+//! * [`files`], [`units`], [`ssh`]: the writers (atomic, with OS originals kept and restored).
+//! * [`os`]: the [`os::OsBackend`] trait; rpm-ostree and bootc command lines.
+//! * [`journal`], [`apply`]: snapshot → write → roll back on error or after a crash → record.
+//! * [`state`]: the on-disk state files; [`validate`]: on-disk drift checks.
+
+pub mod apply;
+pub mod failpoint;
+pub mod files;
+pub mod fsutil;
+pub mod journal;
+pub mod os;
+pub mod plan;
+pub mod runner;
+pub mod ssh;
+pub mod state;
+pub mod units;
+pub mod validate;
+
+pub use apply::{Applied, ApplyError, Node, PostAction, apply};

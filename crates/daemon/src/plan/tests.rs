@@ -1,0 +1,251 @@
+use mco_api::MachineConfigSpec;
+use serde_json::json;
+
+use super::*;
+
+fn spec(config: serde_json::Value) -> MachineConfigSpec {
+    MachineConfigSpec { config: Some(config), ..Default::default() }
+}
+
+fn ign(files: serde_json::Value, units: serde_json::Value) -> serde_json::Value {
+    json!({"ignition": {"version": "3.5.0"}, "storage": {"files": files}, "systemd": {"units": units}})
+}
+
+fn file(path: &str, text: &str) -> serde_json::Value {
+    json!({"path": path, "mode": 420, "contents": {"source": format!("data:,{text}")}})
+}
+
+fn plan_of(old: &MachineConfigSpec, new: &MachineConfigSpec, force: bool) -> Result<Plan, PlanError> {
+    let (o, n) = (ignition_of("old", old)?, ignition_of("new", new)?);
+    plan(Side { name: "old", spec: old, ignition: &o }, Side { name: "new", spec: new, ignition: &n }, force)
+}
+
+fn planned(path: &str, text: &str) -> Step {
+    Step::WriteFile(PlannedFile { path: path.into(), contents: text.into(), mode: 0o644, user: None, group: None })
+}
+
+fn unit(value: serde_json::Value) -> v3::Unit {
+    serde_json::from_value(value).unwrap()
+}
+
+#[test]
+fn steps_of_updates() {
+    let a = file("/etc/a", "1");
+    let b = file("/etc/b", "1");
+    let a2 = file("/etc/a", "2");
+    let kubelet_ca = file("/etc/kubernetes/kubelet-ca.crt", "ca");
+    let svc = json!({"name": "x.service", "enabled": true, "contents": "[Service]\n"});
+    let svc_off = json!({"name": "x.service", "enabled": false, "contents": "[Service]\n"});
+    let drop = json!({"name": "y.service", "dropins": [{"name": "10-a.conf", "contents": "[Unit]\n"}]});
+    let cases: Vec<(&str, MachineConfigSpec, MachineConfigSpec, bool, Vec<Step>)> = vec![
+        ("nothing changes", spec(ign(json!([a]), json!([svc]))), spec(ign(json!([a]), json!([svc]))), false, vec![]),
+        (
+            "one file changes, one is added",
+            spec(ign(json!([a]), json!([]))),
+            spec(ign(json!([a2, b]), json!([]))),
+            false,
+            vec![planned("/etc/a", "2"), planned("/etc/b", "1")],
+        ),
+        (
+            "force rewrites unchanged files and units",
+            spec(ign(json!([a]), json!([svc]))),
+            spec(ign(json!([a]), json!([svc]))),
+            true,
+            vec![
+                planned("/etc/a", "1"),
+                Step::WriteUnit(unit(svc.clone())),
+                Step::EnableUnits(vec!["x.service".into()]),
+            ],
+        ),
+        (
+            "files removed; kubelet CA kept",
+            spec(ign(json!([a, b, kubelet_ca]), json!([]))),
+            spec(ign(json!([b]), json!([]))),
+            false,
+            vec![Step::RemoveFile("/etc/a".into())],
+        ),
+        (
+            "unit disabled; dropin-only unit presets",
+            spec(ign(json!([]), json!([svc]))),
+            spec(ign(json!([]), json!([svc_off, drop]))),
+            false,
+            vec![
+                Step::WriteUnit(unit(svc_off.clone())),
+                Step::WriteUnit(unit(drop.clone())),
+                Step::DisableUnits(vec!["x.service".into()]),
+                Step::PresetUnits(vec!["y.service".into()]),
+            ],
+        ),
+        (
+            "unit and dropin removed",
+            spec(ign(json!([]), json!([svc, drop]))),
+            spec(ign(json!([]), json!([]))),
+            false,
+            vec![
+                Step::RemoveUnit("x.service".into()),
+                Step::RemoveDropin("/etc/systemd/system/y.service.d/10-a.conf".into()),
+                Step::RemoveUnit("y.service".into()),
+            ],
+        ),
+    ];
+    for (name, old, new, force, want) in cases {
+        assert_eq!(plan_of(&old, &new, force).unwrap().steps, want, "{name}");
+    }
+}
+
+#[test]
+fn ssh_keys_are_written_when_passwd_changes() {
+    let users = |keys: serde_json::Value| {
+        spec(
+            json!({"ignition": {"version": "3.5.0"}, "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": keys}]}}),
+        )
+    };
+    let p = plan_of(&users(json!(["ssh-ed25519 A"])), &users(json!(["ssh-ed25519 A", "ssh-rsa B"])), false).unwrap();
+    assert_eq!(p.steps, vec![Step::WriteSshKeys("ssh-ed25519 A\nssh-rsa B\n".into())]);
+    let same = plan_of(&users(json!(["k"])), &users(json!(["k"])), false).unwrap();
+    assert_eq!(same.steps, vec![]);
+}
+
+#[test]
+fn os_changes_follow_upstream_diff() {
+    let mk = |img: &str, kargs: Option<Vec<&str>>, kt: &str, ext: Option<Vec<&str>>| MachineConfigSpec {
+        os_image_url: img.into(),
+        kernel_arguments: kargs.map(|k| k.into_iter().map(String::from).collect()),
+        kernel_type: kt.into(),
+        extensions: ext.map(|e| e.into_iter().map(String::from).collect()),
+        ..Default::default()
+    };
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let cases = vec![
+        (
+            "no change",
+            mk("i@1", None, "", None),
+            mk("i@1", Some(vec![]), "default", Some(vec![])),
+            false,
+            OsChanges::default(),
+        ),
+        (
+            "image change switches the kernel too",
+            mk("i@1", None, "", None),
+            mk("i@2", None, "", None),
+            false,
+            OsChanges { image: Some("i@2".into()), kernel: Some(KernelType::Default), ..Default::default() },
+        ),
+        (
+            "force re-applies the image",
+            mk("i@1", None, "", None),
+            mk("i@1", None, "", None),
+            true,
+            OsChanges { image: Some("i@1".into()), kernel: Some(KernelType::Default), ..Default::default() },
+        ),
+        (
+            "kargs: delete all old, append all new (upstream TestKernelAguments)",
+            mk("i@1", Some(vec!["foo", "bar=1 hello=world", "baz"]), "", None),
+            mk("i@1", Some(vec!["foo", "bar=1", "hello=world"]), "", None),
+            false,
+            OsChanges {
+                kargs: Some(KargsChange {
+                    delete: s(&["foo", "bar=1", "hello=world", "baz"]),
+                    append: s(&["foo", "bar=1", "hello=world"]),
+                }),
+                ..Default::default()
+            },
+        ),
+        (
+            "kernel type only",
+            mk("i@1", None, "", None),
+            mk("i@1", None, "realtime", None),
+            false,
+            OsChanges { kernel: Some(KernelType::Realtime), ..Default::default() },
+        ),
+        (
+            "extensions changed",
+            mk("i@1", None, "", Some(vec!["usbguard"])),
+            mk("i@1", None, "", Some(vec![])),
+            false,
+            OsChanges { extensions: Some(vec![]), ..Default::default() },
+        ),
+        (
+            "same extensions re-applied on an image change",
+            mk("i@1", None, "", Some(vec!["usbguard"])),
+            mk("i@2", None, "", Some(vec!["usbguard"])),
+            false,
+            OsChanges {
+                image: Some("i@2".into()),
+                kernel: Some(KernelType::Default),
+                extensions: Some(s(&["usbguard"])),
+                ..Default::default()
+            },
+        ),
+    ];
+    for (name, old, new, force, want) in cases {
+        assert_eq!(os_changes(&old, &new, force).unwrap(), want, "{name}");
+    }
+}
+
+#[test]
+fn kargs_split_on_whitespace_outside_quotes() {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let cases: Vec<(Vec<String>, Vec<String>)> = vec![
+        (s(&["a b  c"]), s(&["a", "b", "c"])),
+        (s(&["foo=\"bar baz\" x"]), s(&["foo=\"bar baz\"", "x"])),
+        (s(&["  ", "\tz\n"]), s(&["z"])),
+        (s(&["a", "a"]), s(&["a", "a"])),
+    ];
+    for (input, want) in cases {
+        assert_eq!(split_kargs(&input), want, "{input:?}");
+    }
+}
+
+#[test]
+fn bad_files_are_refused_before_anything_is_written() {
+    let gz = {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(b"zipped\n").unwrap();
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, e.finish().unwrap())
+    };
+    let ok = decode_file(
+        &serde_json::from_value(json!({"path": "/etc/z", "mode": 384, "user": {"name": "core"}, "group": {"id": 5},
+            "contents": {"compression": "gzip", "source": format!("data:;base64,{gz}")}}))
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        ok,
+        PlannedFile {
+            path: "/etc/z".into(),
+            contents: b"zipped\n".to_vec(),
+            mode: 0o600,
+            user: Some(Owner::Name("core".into())),
+            group: Some(Owner::Id(5)),
+        }
+    );
+    let cases = [
+        (json!({"path": "/etc/x", "contents": {"source": "https://example.com/x"}}), "only data URLs are supported"),
+        (json!({"path": "/etc/x", "contents": {"compression": "xz", "source": "data:,x"}}), "\"xz\" is not supported"),
+        (json!({"path": "/etc/x", "contents": {"compression": "gzip", "source": "data:,notgzip"}}), "gzip"),
+        (json!({"path": "/etc/x", "append": [{"source": "data:,x"}]}), "append is not supported"),
+        (json!({"path": "/etc/../x"}), "is not clean"),
+        (json!({"path": "/etc/x", "mode": 70000}), "mode 70000"),
+    ];
+    for (f, want) in cases {
+        let err = decode_file(&serde_json::from_value(f.clone()).unwrap()).unwrap_err().to_string();
+        assert!(err.contains(want), "{f}: {err}");
+    }
+}
+
+#[test]
+fn unreconcilable_changes_are_refused() {
+    let old = spec(json!({"ignition": {"version": "3.5.0"}}));
+    let new = spec(json!({"ignition": {"version": "3.5.0"}, "storage": {"directories": [{"path": "/etc/d"}]}}));
+    let err = plan_of(&old, &new, false).unwrap_err();
+    assert_eq!(
+        err,
+        PlanError::Unreconcilable {
+            from: "old".into(),
+            to: "new".into(),
+            reason: "ignition directories section contains changes".into()
+        }
+    );
+}

@@ -1,0 +1,33 @@
+//! The core user's SSH keys (§5.7): all keys of the config, one per line, in the fragment
+//! `/home/core/.ssh/authorized_keys.d/ignition` (directories 0700, file 0600, owned by core).
+
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+
+use anyhow::Context;
+use fn_error_context::context;
+
+use crate::fsutil::{Fs, Ids};
+use crate::plan::{LEGACY_SSH_KEY_PATH, SSH_KEY_PATH};
+
+pub const SSH_DIR: &str = "/home/core/.ssh";
+
+#[context("Writing SSH keys to {SSH_KEY_PATH}")]
+pub fn write_ssh_keys(fs: &Fs<'_>, ids: &Ids, keys: &str) -> anyhow::Result<()> {
+    let uid = ids.uid("core").context("the core user must exist")?;
+    let gid = ids.gid("core").context("the core group must exist")?;
+    let ssh_dir = fs.host(SSH_DIR);
+    // A root-owned ~/.ssh (made by an earlier tool) would stop sshd from reading the keys.
+    if fs::symlink_metadata(&ssh_dir).is_ok_and(|m| m.uid() == 0 && uid != 0) {
+        fs.remove(&ssh_dir)?;
+    }
+    fs.remove(&fs.host(LEGACY_SSH_KEY_PATH))?;
+    let key_dir = fs.host(SSH_KEY_PATH).parent().context("key path has a parent")?.to_path_buf();
+    for dir in [ssh_dir.as_path(), key_dir.as_path()] {
+        if !dir.is_dir() {
+            fs::DirBuilder::new().mode(0o700).create(dir).with_context(|| format!("creating {}", dir.display()))?;
+            std::os::unix::fs::chown(dir, Some(uid), Some(gid))?;
+        }
+    }
+    fs.write_atomic(&fs.host(SSH_KEY_PATH), keys.as_bytes(), 0o600, Some((uid, gid)))
+}

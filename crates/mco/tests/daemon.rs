@@ -1,0 +1,359 @@
+//! `mco daemon apply` and `mco daemon validate` on directory roots: real files, real symlinks,
+//! real owners (the tests run as root), the real binary killed at failpoints.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::{Value, json};
+
+fn mco() -> Command {
+    Command::cargo_bin("mco").unwrap()
+}
+
+/// A node root: users, an OS-shipped `/etc/chrony.conf` (with its `/usr/etc` copy), a vendor unit.
+fn node_root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    for d in ["etc", "usr/etc", "usr/lib/systemd/system", "home/core", "run"] {
+        fs::create_dir_all(r.join(d)).unwrap();
+    }
+    fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\ncore:x:1000:1000::/home/core:/bin/sh\n").unwrap();
+    fs::write(r.join("etc/group"), "root:x:0:\ncore:x:1000:\nwheel:x:10:core\n").unwrap();
+    std::os::unix::fs::chown(r.join("home/core"), Some(1000), Some(1000)).unwrap();
+    fs::write(r.join("usr/etc/chrony.conf"), "pool 2.rhel.pool.ntp.org iburst\n").unwrap();
+    fs::write(r.join("etc/chrony.conf"), "pool 2.rhel.pool.ntp.org iburst\n").unwrap();
+    fs::write(
+        r.join("usr/lib/systemd/system/vendor.service"),
+        "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n",
+    )
+    .unwrap();
+    dir
+}
+
+fn data(text: &str) -> String {
+    let escaped: String = text
+        .bytes()
+        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect();
+    format!("data:,{escaped}")
+}
+
+/// Gzipped and base64-encoded by the system's gzip and base64.
+fn gz_data(text: &str) -> String {
+    let out = std::process::Command::new("sh")
+        .args(["-c", "printf %s \"$0\" | gzip -c | base64 -w0", text])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    format!("data:;base64,{}", String::from_utf8(out.stdout).unwrap())
+}
+
+fn mc(name: &str, config: Value, extra: Value) -> Value {
+    let mut spec = json!({"config": config});
+    spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+           "metadata": {"name": name}, "spec": spec})
+}
+
+/// Config A: files (plain, gzip, mode+owner by name and id, an OS-owned file), units (enabled,
+/// masked, drop-in), the core user's keys.
+fn config_a() -> Value {
+    mc(
+        "rendered-worker-a",
+        json!({
+            "ignition": {"version": "3.5.0"},
+            "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAAA a@x"]}]},
+            "storage": {"files": [
+                {"path": "/etc/mco/plain.conf", "mode": 420, "overwrite": true, "contents": {"source": data("plain a\n")}},
+                {"path": "/etc/mco/zipped.conf", "mode": 420, "contents": {"compression": "gzip", "source": gz_data("zipped a\n")}},
+                {"path": "/usr/local/bin/tool", "mode": 488, "user": {"name": "core"}, "group": {"id": 10},
+                 "contents": {"source": data("#!/bin/sh\necho a\n")}},
+                {"path": "/etc/chrony.conf", "mode": 420, "contents": {"source": data("server a iburst\n")}}
+            ]},
+            "systemd": {"units": [
+                {"name": "mco-a.service", "enabled": true,
+                 "contents": "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"},
+                {"name": "masked.service", "mask": true},
+                {"name": "vendor.service", "dropins": [{"name": "10-mco.conf", "contents": "[Service]\nEnvironment=A=1\n"}]}
+            ]}
+        }),
+        json!({}),
+    )
+}
+
+/// Config B: a changed file, a removed OS-owned file, a disabled unit, a removed drop-in, new keys.
+fn config_b() -> Value {
+    mc(
+        "rendered-worker-b",
+        json!({
+            "ignition": {"version": "3.5.0"},
+            "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAAA a@x", "ssh-rsa BBBB b@x"]}]},
+            "storage": {"files": [
+                {"path": "/etc/mco/plain.conf", "mode": 384, "overwrite": true, "contents": {"source": data("plain b\n")}},
+                {"path": "/etc/mco/zipped.conf", "mode": 420, "contents": {"compression": "gzip", "source": gz_data("zipped a\n")}},
+                {"path": "/usr/local/bin/tool", "mode": 488, "user": {"name": "core"}, "group": {"id": 10},
+                 "contents": {"source": data("#!/bin/sh\necho b\n")}},
+                {"path": "/etc/mco/new.conf", "contents": {"source": data("new\n")}}
+            ]},
+            "systemd": {"units": [
+                {"name": "mco-a.service", "enabled": false,
+                 "contents": "[Service]\nExecStart=/bin/false\n[Install]\nWantedBy=multi-user.target\n"},
+                {"name": "masked.service", "mask": true}
+            ]}
+        }),
+        json!({}),
+    )
+}
+
+fn write_mc(dir: &Path, mc: &Value) -> PathBuf {
+    let path = dir.join(format!("{}.yaml", mc["metadata"]["name"].as_str().unwrap()));
+    fs::write(&path, serde_json::to_string_pretty(mc).unwrap()).unwrap();
+    path
+}
+
+fn apply(root: &Path, current: Option<&Path>, desired: &Path) -> Command {
+    let mut cmd = mco();
+    cmd.args(["daemon", "apply", "--root"]).arg(root).arg("--desired").arg(desired);
+    if let Some(c) = current {
+        cmd.arg("--current").arg(c);
+    }
+    cmd
+}
+
+fn validate(root: &Path, config: &Path) -> assert_cmd::assert::Assert {
+    mco().args(["daemon", "validate", "--root"]).arg(root).arg("--config").arg(config).assert()
+}
+
+/// Everything under a root: kind, mode, owner and contents (or link target) of every entry.
+fn tree(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let m = fs::symlink_metadata(&p).unwrap();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            let owner = format!("{:o} {}:{}", m.permissions().mode() & 0o7777, m.uid(), m.gid());
+            let what = if m.file_type().is_symlink() {
+                format!("link -> {}", fs::read_link(&p).unwrap().display())
+            } else if m.is_dir() {
+                stack.push(p.clone());
+                format!("dir {owner}")
+            } else {
+                format!("file {owner} {:?}", String::from_utf8_lossy(&fs::read(&p).unwrap()))
+            };
+            out.insert(rel, what);
+        }
+    }
+    out
+}
+
+fn read(root: &Path, p: &str) -> String {
+    fs::read_to_string(root.join(p.trim_start_matches('/'))).unwrap_or_else(|e| panic!("{p}: {e}"))
+}
+
+fn meta(root: &Path, p: &str) -> (u32, u32, u32) {
+    let m = fs::symlink_metadata(root.join(p.trim_start_matches('/'))).unwrap();
+    (m.permissions().mode() & 0o7777, m.uid(), m.gid())
+}
+
+fn exists(root: &Path, p: &str) -> bool {
+    fs::symlink_metadata(root.join(p.trim_start_matches('/'))).is_ok()
+}
+
+#[test]
+fn applies_a_config_and_then_an_update() {
+    let node = node_root();
+    let r = node.path();
+    let cfg = tempfile::tempdir().unwrap();
+    let (a, b) = (write_mc(cfg.path(), &config_a()), write_mc(cfg.path(), &config_b()));
+
+    apply(r, None, &a).assert().success().stdout("applied mco-empty-mc -> rendered-worker-a (10 steps)\n");
+    assert_eq!(read(r, "/etc/mco/plain.conf"), "plain a\n");
+    assert_eq!(read(r, "/etc/mco/zipped.conf"), "zipped a\n", "gzip contents are inflated");
+    assert_eq!(meta(r, "/usr/local/bin/tool"), (0o750, 1000, 10), "mode 488, owner by name, group by id");
+    assert_eq!(meta(r, "/etc/mco/plain.conf"), (0o644, 0, 0));
+    assert_eq!(read(r, "/etc/machine-config-daemon/orig/etc/chrony.conf.mcdorig"), "pool 2.rhel.pool.ntp.org iburst\n");
+    assert_eq!(read(r, "/etc/machine-config-daemon/noorig/etc/mco/plain.conf.mcdnoorig"), "");
+    assert_eq!(
+        fs::read_link(r.join("etc/systemd/system/multi-user.target.wants/mco-a.service")).unwrap(),
+        Path::new("/etc/systemd/system/mco-a.service")
+    );
+    assert_eq!(fs::read_link(r.join("etc/systemd/system/masked.service")).unwrap(), Path::new("/dev/null"));
+    assert_eq!(read(r, "/etc/systemd/system/vendor.service.d/10-mco.conf"), "[Service]\nEnvironment=A=1\n");
+    assert_eq!(
+        fs::read_link(r.join("etc/systemd/system/multi-user.target.wants/vendor.service")).unwrap(),
+        Path::new("/usr/lib/systemd/system/vendor.service"),
+        "a unit without `enabled` gets its preset (default: enable)"
+    );
+    assert_eq!(read(r, "/home/core/.ssh/authorized_keys.d/ignition"), "ssh-ed25519 AAAA a@x\n");
+    assert_eq!(meta(r, "/home/core/.ssh/authorized_keys.d/ignition"), (0o600, 1000, 1000));
+    assert_eq!(meta(r, "/home/core/.ssh"), (0o700, 1000, 1000));
+    let recorded: Value = serde_json::from_str(&read(r, "/etc/machine-config-daemon/currentconfig")).unwrap();
+    assert_eq!(recorded["metadata"]["name"], "rendered-worker-a");
+    assert!(!exists(r, "/var/lib/machine-config-daemon/txn"), "the journal is gone after success");
+    validate(r, &a).success().stdout("node matches rendered-worker-a\n");
+
+    apply(r, Some(&a), &b).assert().success();
+    assert_eq!(read(r, "/etc/mco/plain.conf"), "plain b\n");
+    assert_eq!(meta(r, "/etc/mco/plain.conf"), (0o600, 0, 0));
+    assert_eq!(read(r, "/usr/local/bin/tool"), "#!/bin/sh\necho b\n");
+    assert_eq!(read(r, "/etc/chrony.conf"), "pool 2.rhel.pool.ntp.org iburst\n", "the OS original is restored");
+    assert!(!exists(r, "/etc/machine-config-daemon/orig/etc/chrony.conf.mcdorig"));
+    assert!(!exists(r, "/etc/systemd/system/multi-user.target.wants/mco-a.service"), "disabled");
+    assert!(!exists(r, "/etc/systemd/system/vendor.service.d/10-mco.conf"), "removed drop-in");
+    assert_eq!(read(r, "/home/core/.ssh/authorized_keys.d/ignition"), "ssh-ed25519 AAAA a@x\nssh-rsa BBBB b@x\n");
+    validate(r, &b).success();
+    let drift = validate(r, &a).failure();
+    let out = String::from_utf8(drift.get_output().stdout.clone()).unwrap();
+    assert!(
+        out.contains("mode mismatch for file: \"/etc/mco/plain.conf\"; expected: -rw-r--r--; received: -rw-------"),
+        "{out}"
+    );
+    assert!(out.contains("content mismatch for file \"/usr/local/bin/tool\""), "{out}");
+
+    // Dropping every file and unit leaves only what the OS shipped.
+    let empty =
+        write_mc(cfg.path(), &mc("rendered-worker-empty", json!({"ignition": {"version": "3.5.0"}}), json!({})));
+    apply(r, None, &empty).assert().success();
+    for gone in ["/etc/mco/plain.conf", "/etc/mco/new.conf", "/usr/local/bin/tool", "/etc/systemd/system/mco-a.service"]
+    {
+        assert!(!exists(r, gone), "{gone}");
+    }
+    assert!(!exists(r, "/etc/machine-config-daemon/noorig/etc/mco/plain.conf.mcdnoorig"));
+}
+
+#[test]
+fn drift_is_refused_until_the_force_file_exists() {
+    let node = node_root();
+    let r = node.path();
+    let cfg = tempfile::tempdir().unwrap();
+    let (a, b) = (write_mc(cfg.path(), &config_a()), write_mc(cfg.path(), &config_b()));
+    apply(r, None, &a).assert().success();
+    fs::write(r.join("etc/mco/zipped.conf"), "edited by hand\n").unwrap();
+    let before = tree(r);
+    let refused = apply(r, Some(&a), &b).assert().code(1);
+    let err = String::from_utf8(refused.get_output().stderr.clone()).unwrap();
+    assert!(
+        err.contains("state: Degraded\nreason: unexpected on-disk state validating against rendered-worker-a: content mismatch for file \"/etc/mco/zipped.conf\""),
+        "{err}"
+    );
+    assert_eq!(tree(r), before, "nothing written");
+    fs::write(r.join("run/machine-config-daemon-force"), "").unwrap();
+    apply(r, Some(&a), &b).assert().success();
+    assert_eq!(read(r, "/etc/mco/zipped.conf"), "zipped a\n", "force rewrites unchanged files");
+    assert!(!exists(r, "/run/machine-config-daemon-force"), "the force file is consumed");
+    validate(r, &b).success();
+}
+
+#[test]
+fn refusals_name_the_problem_and_write_nothing() {
+    let node = node_root();
+    let r = node.path();
+    let cfg = tempfile::tempdir().unwrap();
+    let a = write_mc(cfg.path(), &config_a());
+    apply(r, None, &a).assert().success();
+    let before = tree(r);
+    let cases = [
+        (
+            mc("os", config_a()["spec"]["config"].clone(), json!({"osImageURL": "quay.io/os@sha256:2"})),
+            "state: Degraded\nreason: config os changes the OS",
+        ),
+        (
+            mc(
+                "dirs",
+                json!({"ignition": {"version": "3.5.0"}, "storage": {"directories": [{"path": "/etc/d"}]}}),
+                json!({}),
+            ),
+            "state: Unreconcilable\nreason: can't reconcile config rendered-worker-a with dirs: ignition directories section contains changes",
+        ),
+        (
+            mc(
+                "http",
+                json!({"ignition": {"version": "3.5.0"}, "storage": {"files": [
+                {"path": "/etc/x", "contents": {"source": "https://example.com/x"}}]}}),
+                json!({}),
+            ),
+            "reason: file \"/etc/x\": contents.source: only data URLs are supported",
+        ),
+        (
+            mc(
+                "nouser",
+                json!({"ignition": {"version": "3.5.0"}, "storage": {"files": [
+                {"path": "/etc/x", "user": {"name": "nobody-here"}, "contents": {"source": "data:,x"}}]}}),
+                json!({}),
+            ),
+            "user \"nobody-here\" not found in /etc/passwd",
+        ),
+    ];
+    for (desired, want) in cases {
+        let path = write_mc(cfg.path(), &desired);
+        let out = apply(r, None, &path).assert().code(1);
+        let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+        assert!(err.contains(want), "{err}");
+        assert_eq!(tree(r), before, "{want}");
+    }
+}
+
+/// Runs A then B with the n-th failpoint armed; returns whether the point was reached.
+fn run_with_failpoint(r: &Path, a: &Path, b: &Path, n: usize, action: &str) -> bool {
+    let out = apply(r, Some(a), b).env("MCO_FAILPOINT", format!("{n}:{action}")).output().unwrap();
+    if out.status.success() {
+        return false;
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("failpoint {n} (")), "{n}:{action}: {err}");
+    true
+}
+
+#[test]
+fn a_failure_at_any_point_rolls_back_to_the_identical_old_state() {
+    let cfg = tempfile::tempdir().unwrap();
+    let (a, b) = (write_mc(cfg.path(), &config_a()), write_mc(cfg.path(), &config_b()));
+    let mut points = 0;
+    for n in 1.. {
+        let node = node_root();
+        let r = node.path();
+        apply(r, None, &a).assert().success();
+        let before = tree(r);
+        if !run_with_failpoint(r, &a, &b, n, "error") {
+            break;
+        }
+        assert_eq!(tree(r), before, "failpoint {n}");
+        validate(r, &a).success();
+        points = n;
+    }
+    assert!(points >= 10, "only {points} failpoints");
+}
+
+#[test]
+fn a_crash_at_any_point_converges_on_the_next_run() {
+    let cfg = tempfile::tempdir().unwrap();
+    let (a, b) = (write_mc(cfg.path(), &config_a()), write_mc(cfg.path(), &config_b()));
+    let clean = node_root();
+    apply(clean.path(), None, &a).assert().success();
+    apply(clean.path(), Some(&a), &b).assert().success();
+    let want = tree(clean.path());
+    let mut points = 0;
+    for n in 1.. {
+        let node = node_root();
+        let r = node.path();
+        apply(r, None, &a).assert().success();
+        if !run_with_failpoint(r, &a, &b, n, "crash") {
+            break;
+        }
+        assert!(exists(r, "/var/lib/machine-config-daemon/txn"), "failpoint {n}: the crash left its journal");
+        let rerun = apply(r, Some(&a), &b).assert().success();
+        let err = String::from_utf8(rerun.get_output().stderr.clone()).unwrap();
+        assert!(err.contains("rolled back an interrupted update first"), "failpoint {n}: {err}");
+        let got = tree(r);
+        let temps: Vec<&String> = got.keys().filter(|k| k.ends_with(".mcotmp")).collect();
+        assert!(temps.is_empty(), "failpoint {n}: half-written files {temps:?}");
+        assert_eq!(got, want, "failpoint {n}");
+        points = n;
+    }
+    assert!(points >= 10, "only {points} failpoints");
+}
