@@ -5,10 +5,11 @@
 use std::time::{Duration, Instant};
 
 use mco_api::{MachineConfig, MachineConfigSpec};
-use mco_daemon::apply::{Node, PostAction, RequestFileReboot, apply};
+use mco_daemon::apply::{Disruption, Node, RequestFileReboot, apply};
 use mco_daemon::failpoint::Failpoints;
 use mco_daemon::files::Originals;
 use mco_daemon::units::DirSystemd;
+use mco_disruption::default_cluster_policies;
 use serde_json::json;
 
 const FILES: usize = 100;
@@ -41,14 +42,16 @@ fn main() {
         reboot: Box::new(RequestFileReboot { root: root.clone() }),
     };
     let fp = Failpoints::default();
+    // Files under /etc/bench have no policy: every update reboots (a request file in this root).
+    let disruption = Disruption::Cluster { policies: default_cluster_policies(), skip_registry_drain: false };
     let empty = MachineConfig::new("empty", MachineConfigSpec::default());
     let configs = [config("rendered-a", 1), config("rendered-b", 2)];
-    apply(&node, &empty, &configs[0], PostAction::None, &fp).unwrap();
+    apply(&node, &empty, &configs[0], &disruption, &fp).unwrap();
     let mut times: Vec<Duration> = Vec::new();
     for i in 0..40 {
         let (old, new) = (&configs[i % 2], &configs[(i + 1) % 2]);
         let start = Instant::now();
-        let done = apply(&node, old, new, PostAction::None, &fp).unwrap();
+        let done = apply(&node, old, new, &disruption, &fp).unwrap();
         times.push(start.elapsed());
         assert_eq!(done.steps, FILES);
     }

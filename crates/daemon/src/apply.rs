@@ -9,7 +9,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use mco_api::MachineConfig;
 use mco_api::constants::{MAX_REASON_LEN, STATE_DEGRADED, STATE_UNRECONCILABLE};
+use mco_api::operator::NodeDisruptionPolicyClusterStatus;
+use mco_disruption::ConfigDiff;
 
+use crate::actions;
 use crate::failpoint::Failpoints;
 use crate::files::{Originals, noorig_path, orig_path, remove_stale, write_file};
 use crate::fsutil::{Fs, Ids};
@@ -77,11 +80,25 @@ impl Reboot for RequestFileReboot {
     }
 }
 
-/// What to do once the update is written (the disruption-policy decision is made elsewhere).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PostAction {
-    None,
-    Reboot,
+/// Which rules pick the post-update actions (§5.5).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Disruption {
+    /// The cluster's node disruption policies (`status.nodeDisruptionPolicyStatus.clusterPolicies`).
+    /// `skip_registry_drain`: the `image-registry-override-drain` ConfigMap exists.
+    Cluster { policies: NodeDisruptionPolicyClusterStatus, skip_registry_drain: bool },
+    /// The fixed rules of a node's first boot (units reboot).
+    Firstboot { skip_registry_drain: bool },
+}
+
+impl Disruption {
+    fn plan(&self, diff: &ConfigDiff) -> Result<mco_disruption::Plan, mco_disruption::registries::RegistriesError> {
+        match self {
+            Disruption::Cluster { policies, skip_registry_drain } => {
+                mco_disruption::cluster_plan(diff, policies, *skip_registry_drain)
+            }
+            Disruption::Firstboot { skip_registry_drain } => mco_disruption::firstboot_plan(diff, *skip_registry_drain),
+        }
+    }
 }
 
 /// The node the engine acts on.
@@ -133,32 +150,56 @@ impl From<PlanError> for ApplyError {
 }
 
 /// A completed update.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Applied {
     pub steps: usize,
-    /// An interrupted update was rolled back first.
-    pub recovered: bool,
-    pub rebooted: bool,
+    pub recovered: Recovered,
+    /// The post-update actions that ran and the drain decision (a one-shot apply does not drain).
+    pub disruption: mco_disruption::Plan,
+}
+
+/// What [`recover`] found of an interrupted update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovered {
+    Nothing,
+    /// It was rolled back.
+    RolledBack,
+    /// It was complete but its reboot may not have been requested: it was requested again.
+    RebootRequested,
+    /// It was complete and the node has rebooted since.
+    Completed,
 }
 
 fn name_of(mc: &MachineConfig) -> &str {
     mc.metadata.name.as_deref().unwrap_or("")
 }
 
-/// Rolls back an update a crash interrupted; true if there was one. Callers that read the
-/// on-disk current config must recover first: the interrupted update may have recorded its config.
-pub fn recover(node: &Node) -> anyhow::Result<bool> {
+/// Rolls back an update a crash interrupted, or completes one that was sealed for its reboot.
+/// Callers that read the on-disk current config must recover first: the interrupted update may
+/// have recorded its config.
+pub fn recover(node: &Node) -> anyhow::Result<Recovered> {
     let failpoints = Failpoints::default();
     let fs = &Fs::new(&node.root, &failpoints);
     let Some(journal) = journal::load(&node.root)? else {
         // A journal that was never committed never took effect.
         journal::finish(&node.root)?;
-        return Ok(false);
+        return Ok(Recovered::Nothing);
     };
+    if let Some(seal) = journal::sealed(&node.root)? {
+        let recovered = if seal.boot_id == journal::boot_id()? {
+            tracing::warn!(to = %journal.to, "an update completed without its reboot; requesting it");
+            node.reboot.reboot(&seal.rationale)?;
+            Recovered::RebootRequested
+        } else {
+            Recovered::Completed
+        };
+        journal::finish(&node.root)?;
+        return Ok(recovered);
+    }
     tracing::warn!(from = %journal.from, to = %journal.to, "rolling back an interrupted update");
     journal::rollback(fs, &journal, node.systemd.as_ref(), node.os.as_deref())?;
     journal::finish(&node.root)?;
-    Ok(true)
+    Ok(Recovered::RolledBack)
 }
 
 /// Updates the node from `old` to `new`.
@@ -166,7 +207,7 @@ pub fn apply(
     node: &Node,
     old: &MachineConfig,
     new: &MachineConfig,
-    post: PostAction,
+    disruption: &Disruption,
     failpoints: &Failpoints,
 ) -> Result<Applied, ApplyError> {
     let fs = Fs::new(&node.root, failpoints);
@@ -180,6 +221,8 @@ pub fn apply(
         Side { name: new_name, spec: &new.spec, ignition: &new_ign },
         force,
     )?;
+    let diff = ConfigDiff::between(Some(old), new, force).map_err(|e| ApplyError::Degraded(e.to_string()))?;
+    let disruption = disruption.plan(&diff).map_err(|e| ApplyError::Degraded(e.to_string()))?;
     let os_step = plan.steps.iter().find_map(|s| if let Step::Os(c) = s { Some(c) } else { None });
     if let (Some(changes), None) = (os_step, &node.os) {
         return Err(ApplyError::Degraded(format!(
@@ -199,7 +242,7 @@ pub fn apply(
     let ids = Ids::load(&node.root).map_err(ApplyError::degraded)?;
     let journal = record(node, &plan, old_name, new_name).map_err(ApplyError::degraded)?;
     tracing::info!(from = old_name, to = new_name, steps = plan.steps.len(), "applying");
-    let result = run(node, &fs, &ids, &plan, new);
+    let result = run(node, &fs, &ids, &plan, new, &disruption);
     if let Err(e) = result {
         tracing::error!("update failed, rolling back: {e:#}");
         let rolled_back = journal::rollback(&fs, &journal, node.systemd.as_ref(), node.os.as_deref())
@@ -209,11 +252,7 @@ pub fn apply(
             Err(r) => ApplyError::Degraded(format!("{e:#}; rolling back also failed (retried on the next run): {r:#}")),
         });
     }
-    let rebooted = post == PostAction::Reboot;
-    if rebooted {
-        node.reboot.reboot(&format!("Node will reboot into config {new_name}")).map_err(ApplyError::degraded)?;
-    }
-    Ok(Applied { steps: plan.steps.len(), recovered, rebooted })
+    Ok(Applied { steps: plan.steps.len(), recovered, disruption })
 }
 
 /// Journals every path and unit state the plan may touch, plus the state files.
@@ -259,7 +298,17 @@ fn record(node: &Node, plan: &Plan, from: &str, to: &str) -> anyhow::Result<jour
     rec.commit(from, to, states, os)
 }
 
-fn run(node: &Node, fs: &Fs<'_>, ids: &Ids, plan: &Plan, new: &MachineConfig) -> anyhow::Result<()> {
+/// Writes the update, runs its post-update actions and commits. A reboot is requested last, after
+/// the journal is sealed: from then on a crash must not roll back (the reboot may be under way),
+/// but a failing request still rolls back like any other failure.
+fn run(
+    node: &Node,
+    fs: &Fs<'_>,
+    ids: &Ids,
+    plan: &Plan,
+    new: &MachineConfig,
+    disruption: &mco_disruption::Plan,
+) -> anyhow::Result<()> {
     fs.failpoints.hit("journal committed")?;
     let new_dropins = plan::dropin_paths(&plan::ignition_of(name_of(new), &new.spec)?);
     let systemd = node.systemd.as_ref();
@@ -288,7 +337,20 @@ fn run(node: &Node, fs: &Fs<'_>, ids: &Ids, plan: &Plan, new: &MachineConfig) ->
     state::write_current_config(fs, new)?;
     fs.remove(&fs.host(FORCE_FILE))?;
     fs.sync_dirs()?;
+    actions::run(systemd, &disruption.actions, name_of(new), fs.failpoints)?;
     fs.failpoints.hit("before journal removal")?;
+    if disruption.reboots() {
+        let rationale = format!("Node will reboot into config {}", name_of(new));
+        journal::seal(&node.root, &rationale)?;
+        fs.failpoints.hit("journal sealed for the reboot")?;
+        node.reboot.reboot(&rationale)?;
+        // The reboot is under way: nothing may roll back now; a journal left here is finished by
+        // the next run (which requests the reboot again if the node has not rebooted).
+        if let Err(e) = journal::finish(&node.root) {
+            tracing::warn!("removing the sealed journal: {e:#}");
+        }
+        return Ok(());
+    }
     journal::finish(&node.root)
 }
 
@@ -303,5 +365,46 @@ fn step_name(step: &Step) -> String {
         Step::RemoveUnit(u) => format!("remove unit {u}"),
         Step::WriteSshKeys(_) => "write SSH keys".into(),
         Step::Os(_) => "OS changes".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fsutil::host_path;
+    use crate::units::DirSystemd;
+
+    /// A sealed journal is never rolled back: in the same boot its reboot is requested again,
+    /// after a reboot it is just removed.
+    #[test]
+    fn sealed_updates_are_kept() {
+        for (same_boot, want) in [(true, Recovered::RebootRequested), (false, Recovered::Completed)] {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().to_path_buf();
+            std::fs::create_dir_all(root.join("etc")).unwrap();
+            std::fs::write(root.join("etc/new.conf"), "new\n").unwrap();
+            let mut rec = Recorder::begin(&root).unwrap();
+            rec.path("/etc/new.conf").unwrap();
+            rec.commit("a", "b", Vec::new(), false).unwrap();
+            journal::seal(&root, "Node will reboot into config b").unwrap();
+            let seal_path = host_path(&root, crate::state::TXN_DIR).join("sealed.json");
+            if !same_boot {
+                let text = std::fs::read_to_string(&seal_path).unwrap();
+                let other = text.replace(&journal::boot_id().unwrap(), "an-earlier-boot");
+                std::fs::write(&seal_path, other).unwrap();
+            }
+            let node = Node {
+                root: root.clone(),
+                systemd: Box::new(DirSystemd { root: root.clone() }),
+                os: None,
+                originals: Originals::default(),
+                reboot: Box::new(RequestFileReboot { root: root.clone() }),
+            };
+            assert_eq!(recover(&node).unwrap(), want);
+            assert_eq!(std::fs::read_to_string(root.join("etc/new.conf")).unwrap(), "new\n", "not rolled back");
+            let requested = std::fs::read_to_string(host_path(&root, REBOOT_REQUEST)).ok();
+            assert_eq!(requested.as_deref(), same_boot.then_some("Node will reboot into config b\n"));
+            assert!(journal::load(&root).unwrap().is_none(), "journal removed");
+        }
     }
 }

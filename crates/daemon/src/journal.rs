@@ -21,6 +21,7 @@ use crate::units::{Systemd, UnitFileState};
 
 const JOURNAL: &str = "journal.json";
 const BLOBS: &str = "blobs";
+const SEAL: &str = "sealed.json";
 
 /// A path as it was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,6 +151,45 @@ pub fn load(root: &Path) -> anyhow::Result<Option<Journal>> {
     }
 }
 
+/// Marks a journaled update as complete except for its reboot: from here on a crash must not roll
+/// it back. The boot id tells the next run whether the reboot happened.
+#[context("Sealing the apply journal")]
+pub fn seal(root: &Path, rationale: &str) -> anyhow::Result<()> {
+    let seal = Seal { rationale: rationale.to_string(), boot_id: boot_id()? };
+    let dir = host_path(root, TXN_DIR);
+    let tmp = dir.join(format!("{SEAL}.tmp"));
+    let mut f = File::create(&tmp)?;
+    f.write_all(&serde_json::to_vec(&seal)?)?;
+    f.sync_all()?;
+    fs::rename(&tmp, dir.join(SEAL))?;
+    sync_dir(&dir)
+}
+
+/// The seal of an interrupted update, if it was sealed.
+pub fn sealed(root: &Path) -> anyhow::Result<Option<Seal>> {
+    let path = host_path(root, TXN_DIR).join(SEAL);
+    match fs::read(&path) {
+        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A complete update whose reboot was (or is being) requested.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seal {
+    pub rationale: String,
+    /// The kernel's boot id when sealed: a different one now means the node rebooted since.
+    pub boot_id: String,
+}
+
+/// The running kernel's boot id.
+pub fn boot_id() -> anyhow::Result<String> {
+    Ok(fs::read_to_string(BOOT_ID).with_context(|| format!("reading {BOOT_ID}"))?.trim().to_string())
+}
+
+const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
 /// Ends an update: the journal is removed (the commit point of a successful update).
 #[context("Removing the apply journal")]
 pub fn finish(root: &Path) -> anyhow::Result<()> {
@@ -173,6 +213,9 @@ pub fn rollback(
     systemd: &dyn Systemd,
     os: Option<&dyn OsBackend>,
 ) -> anyhow::Result<()> {
+    // A rollback interrupted by a crash must be finished, not taken for a complete update.
+    fs.remove(&host_path(fs.root(), TXN_DIR).join(SEAL))?;
+    fs.sync_dirs()?;
     // Links the new unit files made go first, while those files are still there.
     for (unit, before) in &journal.units {
         if let Err(e) = systemd.disable(std::slice::from_ref(unit))

@@ -8,6 +8,7 @@
 //! * [`journal`], [`apply`]: snapshot → write → roll back on error or after a crash → record.
 //! * [`state`]: the on-disk state files; [`validate`]: on-disk drift checks.
 
+pub mod actions;
 pub mod apply;
 pub mod failpoint;
 pub mod files;
@@ -21,4 +22,4 @@ pub mod state;
 pub mod units;
 pub mod validate;
 
-pub use apply::{Applied, ApplyError, Node, PostAction, apply};
+pub use apply::{Applied, ApplyError, Disruption, Node, Recovered, apply};

@@ -49,6 +49,15 @@ pub trait Systemd: Send + Sync {
     fn enable(&self, units: &[String]) -> anyhow::Result<()>;
     fn disable(&self, units: &[String]) -> anyhow::Result<()>;
     fn preset(&self, unit: &str) -> anyhow::Result<()>;
+    /// `systemctl restart` (a post-update action).
+    fn restart(&self, unit: &str) -> anyhow::Result<()>;
+    /// `systemctl reload` (a post-update action).
+    fn reload(&self, unit: &str) -> anyhow::Result<()>;
+    /// `systemctl daemon-reload` (a post-update action).
+    fn daemon_reload(&self) -> anyhow::Result<()>;
+    /// `update-ca-trust`: upstream's fallback when `coreos-update-ca-trust.service` cannot be
+    /// restarted (RHEL 8 nodes lack the unit). Kept here, with the service actions it stands in for.
+    fn update_ca_trust(&self) -> anyhow::Result<()>;
 }
 
 /// `systemctl` on this host.
@@ -76,7 +85,27 @@ impl Systemd for HostSystemd {
     fn preset(&self, unit: &str) -> anyhow::Result<()> {
         Ok(self.runner.run(&systemctl("preset", &[unit.to_string()])).map(drop)?)
     }
+    fn restart(&self, unit: &str) -> anyhow::Result<()> {
+        Ok(self.runner.run(&systemctl("restart", &[unit.to_string()])).map(drop)?)
+    }
+    fn reload(&self, unit: &str) -> anyhow::Result<()> {
+        Ok(self.runner.run(&systemctl("reload", &[unit.to_string()])).map(drop)?)
+    }
+    fn daemon_reload(&self) -> anyhow::Result<()> {
+        Ok(self.runner.run(&systemctl("daemon-reload", &[])).map(drop)?)
+    }
+    fn update_ca_trust(&self) -> anyhow::Result<()> {
+        Ok(self.runner.run(&update_ca_trust_command()).map(drop)?)
+    }
 }
+
+/// The command behind [`Systemd::update_ca_trust`] on a host.
+pub fn update_ca_trust_command() -> Cmd {
+    Cmd::new("update-ca-trust", Vec::<String>::new())
+}
+
+/// Where [`DirSystemd`] records the service actions it was asked to run, one per line.
+pub const ACTIONS_LOG: &str = "/run/mco/actions.log";
 
 /// Enablement in a directory root, as `systemctl --root=ROOT` does it.
 pub struct DirSystemd {
@@ -135,6 +164,28 @@ impl Install {
 impl DirSystemd {
     fn host(&self, node_path: &str) -> PathBuf {
         host_path(&self.root, node_path)
+    }
+
+    /// Appends one executed service action to [`ACTIONS_LOG`].
+    fn log_action(&self, line: &str) -> anyhow::Result<()> {
+        use std::io::Write;
+        let path = self.host(ACTIONS_LOG);
+        fs::create_dir_all(path.parent().context("log has no parent")?)?;
+        let mut log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        log.write_all(format!("{line}\n").as_bytes()).with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// Fails like systemctl for a unit the root does not have (a name without a type is a service).
+    fn require_unit(&self, unit: &str) -> anyhow::Result<()> {
+        let name = if unit.contains('.') { unit.to_string() } else { format!("{unit}.service") };
+        if self.find(&name).is_none() {
+            bail!("Unit {name} not found.");
+        }
+        Ok(())
     }
 
     /// The unit file (node path) that provides `unit`: the unit itself or, for an instance
@@ -311,6 +362,24 @@ impl Systemd for DirSystemd {
         let units = [unit.to_string()];
         if self.preset_enables(unit)? { self.enable(&units) } else { self.disable(&units) }
     }
+
+    fn restart(&self, unit: &str) -> anyhow::Result<()> {
+        self.require_unit(unit)?;
+        self.log_action(&format!("restart {unit}"))
+    }
+
+    fn reload(&self, unit: &str) -> anyhow::Result<()> {
+        self.require_unit(unit)?;
+        self.log_action(&format!("reload {unit}"))
+    }
+
+    fn daemon_reload(&self) -> anyhow::Result<()> {
+        self.log_action("daemon-reload")
+    }
+
+    fn update_ca_trust(&self) -> anyhow::Result<()> {
+        self.log_action("update-ca-trust")
+    }
 }
 
 /// Writes one unit as upstream's `writeUnit`: drop-ins (empty contents delete), then the unit
@@ -455,5 +524,9 @@ mod tests {
         let units = ["a.service".to_string(), "b.service".to_string()];
         assert_eq!(systemctl("enable", &units).to_string(), "systemctl enable a.service b.service");
         assert_eq!(systemctl("disable", &units[..1]).to_string(), "systemctl disable a.service");
+        assert_eq!(systemctl("restart", &units[..1]).to_string(), "systemctl restart a.service");
+        assert_eq!(systemctl("reload", &["crio".to_string()]).to_string(), "systemctl reload crio");
+        assert_eq!(systemctl("daemon-reload", &[]).to_string(), "systemctl daemon-reload");
+        assert_eq!(update_ca_trust_command().to_string(), "update-ca-trust");
     }
 }

@@ -11,4 +11,6 @@ pub mod policy;
 pub mod registries;
 
 pub use diff::{ConfigDiff, DiffError, UnitChanges};
-pub use policy::{Plan, cluster_plan, default_cluster_policies, firstboot_plan, merge_cluster_policies};
+pub use policy::{
+    Plan, cluster_plan, default_cluster_policies, describe, firstboot_plan, merge_cluster_policies, policies_of,
+};

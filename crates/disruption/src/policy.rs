@@ -3,7 +3,7 @@
 //! API is out of reach (`calculatePostConfigChangeAction`), and whether the node must be drained.
 
 use mco_api::operator::{
-    NodeDisruptionPolicyClusterStatus, NodeDisruptionPolicyConfig, NodeDisruptionPolicyFile,
+    MachineConfiguration, NodeDisruptionPolicyClusterStatus, NodeDisruptionPolicyConfig, NodeDisruptionPolicyFile,
     NodeDisruptionPolicySshKey, NodeDisruptionPolicyStatusAction as Action,
     NodeDisruptionPolicyStatusActionType as Kind, NodeDisruptionPolicyUnit, ServiceReference,
 };
@@ -27,6 +27,15 @@ pub struct Plan {
 impl Plan {
     pub fn reboots(&self) -> bool {
         has(&self.actions, &[Kind::Reboot])
+    }
+}
+
+/// One action as people read it: `Reboot`, `Reload crio.service`, `Restart kubelet.service`, ...
+pub fn describe(action: &Action) -> String {
+    match (&action.reload, &action.restart) {
+        (Some(s), _) => format!("Reload {}", s.service_name),
+        (_, Some(s)) => format!("Restart {}", s.service_name),
+        _ => format!("{:?}", action.type_),
     }
 }
 
@@ -109,6 +118,18 @@ pub fn merge_cluster_policies(user: Option<&NodeDisruptionPolicyConfig>) -> Node
         merged.sshkey = Some(NodeDisruptionPolicySshKey { actions: convert(&ssh.actions) });
     }
     merged
+}
+
+/// The policies a MachineConfiguration puts in force: what the operator published in
+/// `status.nodeDisruptionPolicyStatus.clusterPolicies`, else its spec merged with the defaults
+/// (the status lags the spec until the operator syncs, and the daemon reads the status).
+pub fn policies_of(configuration: &MachineConfiguration) -> NodeDisruptionPolicyClusterStatus {
+    configuration
+        .status
+        .as_ref()
+        .and_then(|s| s.node_disruption_policy_status.as_ref())
+        .and_then(|s| s.cluster_policies.clone())
+        .unwrap_or_else(|| merge_cluster_policies(configuration.spec.node_disruption_policy.as_ref()))
 }
 
 /// The policy for a changed path: the longest policy path equal to it or naming a parent
@@ -278,16 +299,8 @@ mod tests {
 
     type Files<'a> = &'a [(&'a str, &'a str)];
 
-    /// A compact spelling of actions for table tests: `Reboot`, `Reload crio.service`, ...
     fn spell(actions: &[Action]) -> Vec<String> {
-        actions
-            .iter()
-            .map(|a| match (&a.reload, &a.restart) {
-                (Some(s), _) => format!("Reload {}", s.service_name),
-                (_, Some(s)) => format!("Restart {}", s.service_name),
-                _ => format!("{:?}", a.type_),
-            })
-            .collect()
+        actions.iter().map(describe).collect()
     }
 
     #[test]
@@ -403,6 +416,31 @@ mod tests {
         let empty: NodeDisruptionPolicyConfig = serde_json::from_value(json!({"sshkey": {"actions": []}})).unwrap();
         assert_eq!(merge_cluster_policies(Some(&empty)), default_cluster_policies());
         assert_eq!(merge_cluster_policies(None), default_cluster_policies());
+    }
+
+    #[test]
+    fn policies_of_prefers_the_published_status() {
+        let restart_chrony = json!({"files": [{"path": "/etc/chrony.conf",
+            "actions": [{"type": "Restart", "restart": {"serviceName": "chronyd.service"}}]}]});
+        let spec_only: MachineConfiguration = serde_json::from_value(
+            json!({"metadata": {"name": "cluster"}, "spec": {"nodeDisruptionPolicy": restart_chrony}}),
+        )
+        .unwrap();
+        let from_spec = policies_of(&spec_only);
+        assert_eq!(from_spec.files.as_ref().unwrap().last().unwrap().path, "/etc/chrony.conf");
+        assert_eq!(from_spec.files.as_ref().unwrap().len(), default_cluster_policies().files.unwrap().len() + 1);
+        let mut published = spec_only.clone();
+        published.status = Some(
+            serde_json::from_value(
+                json!({"nodeDisruptionPolicyStatus": {"clusterPolicies": {"files": [{"path": "/etc/x", "actions": [{"type": "None"}]}]}}}),
+            )
+            .unwrap(),
+        );
+        let from_status = policies_of(&published);
+        assert_eq!(from_status.files.as_ref().unwrap().len(), 1, "the status is taken as is: {from_status:?}");
+        let empty: MachineConfiguration =
+            serde_json::from_value(json!({"metadata": {"name": "cluster"}, "spec": {}})).unwrap();
+        assert_eq!(policies_of(&empty), default_cluster_policies());
     }
 
     #[test]

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use mco_api::MachineConfig;
-use mco_daemon::apply::{self, Node, PostAction, RequestFileReboot, SystemdRunReboot};
+use mco_api::{MachineConfig, MachineConfiguration};
+use mco_daemon::apply::{self, Disruption, Node, Recovered, RequestFileReboot, SystemdRunReboot};
 use mco_daemon::failpoint::Failpoints;
 use mco_daemon::files::Originals;
 use mco_daemon::os::{Bootc, OsBackend, RpmOstree};
@@ -27,10 +27,17 @@ pub enum DaemonCommand {
         /// The config to apply.
         #[arg(long)]
         desired: PathBuf,
-        /// Reboot once the update is written (the root "/" reboots the host; a directory root gets
-        /// ROOT/run/mco-reboot-requested).
+        /// A MachineConfiguration `cluster` whose node disruption policies (status, else spec merged
+        /// with the defaults) pick the post-update actions; the defaults without it. A reboot on the
+        /// root "/" reboots the host; a directory root gets ROOT/run/mco-reboot-requested.
+        #[arg(long, value_name = "FILE", conflicts_with = "firstboot")]
+        policies: Option<PathBuf>,
+        /// Use the fixed rules of a node's first boot (unit changes reboot) instead of the policies.
         #[arg(long)]
-        reboot: bool,
+        firstboot: bool,
+        /// As if the `image-registry-override-drain` ConfigMap existed: registries.conf changes never drain.
+        #[arg(long)]
+        skip_registry_drain: bool,
     },
     /// Check a node root against a config; print one line per mismatch.
     Validate {
@@ -94,6 +101,11 @@ fn read_mc(path: &Path) -> anyhow::Result<MachineConfig> {
     serde_yaml::from_str(&text).with_context(|| format!("{}: not a MachineConfig", path.display()))
 }
 
+fn read_configuration(path: &Path) -> anyhow::Result<MachineConfiguration> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_yaml::from_str(&text).with_context(|| format!("{}: not a MachineConfiguration", path.display()))
+}
+
 fn empty_mc() -> MachineConfig {
     MachineConfig::new("mco-empty-mc", Default::default())
 }
@@ -104,12 +116,24 @@ fn name(mc: &MachineConfig) -> &str {
 
 pub fn run(cmd: DaemonCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        DaemonCommand::Apply { node: args, current, desired, reboot } => {
+        DaemonCommand::Apply { node: args, current, desired, policies, firstboot, skip_registry_drain } => {
             let node = node(&args);
             let desired = read_mc(&desired)?;
             let given = current.as_deref().map(read_mc).transpose()?;
-            if apply::recover(&node)? {
-                eprintln!("rolled back an interrupted update first");
+            let disruption = if firstboot {
+                Disruption::Firstboot { skip_registry_drain }
+            } else {
+                let policies = match policies {
+                    Some(path) => mco_disruption::policies_of(&read_configuration(&path)?),
+                    None => mco_disruption::default_cluster_policies(),
+                };
+                Disruption::Cluster { policies, skip_registry_drain }
+            };
+            match apply::recover(&node)? {
+                Recovered::Nothing => {}
+                Recovered::RolledBack => eprintln!("rolled back an interrupted update first"),
+                Recovered::RebootRequested => eprintln!("an interrupted update was complete: requested its reboot"),
+                Recovered::Completed => eprintln!("an interrupted update was complete and the node has rebooted"),
             }
             let on_disk = state::read_current_config(&node.root)?;
             let current = match (on_disk, given) {
@@ -122,10 +146,14 @@ pub fn run(cmd: DaemonCommand) -> anyhow::Result<ExitCode> {
                 (None, given) => given.unwrap_or_else(empty_mc),
             };
             let failpoints = Failpoints::from_env()?;
-            let post = if reboot { PostAction::Reboot } else { PostAction::None };
-            match apply::apply(&node, &current, &desired, post, &failpoints) {
+            match apply::apply(&node, &current, &desired, &disruption, &failpoints) {
                 Ok(done) => {
+                    let plan = &done.disruption;
+                    let actions: Vec<String> = plan.actions.iter().map(mco_disruption::describe).collect();
                     println!("applied {} -> {} ({} steps)", name(&current), name(&desired), done.steps);
+                    println!("actions: {}", actions.join(", "));
+                    // A one-shot apply does not drain; the decision is what the daemon would do.
+                    println!("drain: {} ({})", if plan.drain { "yes" } else { "no" }, plan.drain_reason);
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(e) => {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mco_api::operator::{IrreconcilableValidationOverridesStorage as Storage, NodeDisruptionPolicyStatusAction};
+use mco_api::operator::IrreconcilableValidationOverridesStorage as Storage;
 use mco_api::{MachineConfig, MachineConfiguration};
 use mco_disruption::{ConfigDiff, Plan};
 use mco_render::StorageOverrides;
@@ -71,16 +71,8 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     let plan = if args.firstboot {
         mco_disruption::firstboot_plan(&diff, args.skip_registry_drain)
     } else {
-        let policies = configuration
-            .as_ref()
-            .and_then(|c| c.status.as_ref())
-            .and_then(|s| s.node_disruption_policy_status.as_ref())
-            .and_then(|s| s.cluster_policies.clone())
-            .unwrap_or_else(|| {
-                mco_disruption::merge_cluster_policies(
-                    configuration.as_ref().and_then(|c| c.spec.node_disruption_policy.as_ref()),
-                )
-            });
+        let policies =
+            configuration.as_ref().map_or_else(mco_disruption::default_cluster_policies, mco_disruption::policies_of);
         mco_disruption::cluster_plan(&diff, &policies, args.skip_registry_drain)
     };
     let plan = match plan {
@@ -151,14 +143,6 @@ fn name(mc: &MachineConfig) -> &str {
     mc.metadata.name.as_deref().unwrap_or("<unnamed>")
 }
 
-fn spell_action(action: &NodeDisruptionPolicyStatusAction) -> String {
-    match (&action.reload, &action.restart) {
-        (Some(s), _) => format!("Reload {}", s.service_name),
-        (_, Some(s)) => format!("Restart {}", s.service_name),
-        _ => format!("{:?}", action.type_),
-    }
-}
-
 /// The OS-level fields that differ, as (field, old, new).
 fn os_changes(old: &MachineConfig, new: &MachineConfig, diff: &ConfigDiff) -> Vec<(&'static str, String, String)> {
     let (o, n) = (&old.spec, &new.spec);
@@ -225,7 +209,7 @@ fn text_report(
             let _ = writeln!(out, "reconcilable: no: {why}");
         }
     }
-    let actions: Vec<String> = plan.actions.iter().map(spell_action).collect();
+    let actions: Vec<String> = plan.actions.iter().map(mco_disruption::describe).collect();
     let _ = writeln!(out, "actions: {}", actions.join(", "));
     let _ = writeln!(out, "drain: {} ({})", if plan.drain { "yes" } else { "no" }, plan.drain_reason);
     out

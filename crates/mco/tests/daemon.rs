@@ -13,7 +13,8 @@ fn mco() -> Command {
     Command::cargo_bin("mco").unwrap()
 }
 
-/// A node root: users, an OS-shipped `/etc/chrony.conf` (with its `/usr/etc` copy), a vendor unit.
+/// A node root: users, an OS-shipped `/etc/chrony.conf` (with its `/usr/etc` copy), a vendor unit,
+/// the crio and chronyd units.
 fn node_root() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
@@ -25,6 +26,9 @@ fn node_root() -> tempfile::TempDir {
     std::os::unix::fs::chown(r.join("home/core"), Some(1000), Some(1000)).unwrap();
     fs::write(r.join("usr/etc/chrony.conf"), "pool 2.rhel.pool.ntp.org iburst\n").unwrap();
     fs::write(r.join("etc/chrony.conf"), "pool 2.rhel.pool.ntp.org iburst\n").unwrap();
+    for unit in ["crio.service", "chronyd.service"] {
+        fs::write(r.join("usr/lib/systemd/system").join(unit), "[Service]\nExecStart=/bin/true\n").unwrap();
+    }
     fs::write(
         r.join("usr/lib/systemd/system/vendor.service"),
         "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n",
@@ -171,7 +175,10 @@ fn applies_a_config_and_then_an_update() {
     let cfg = tempfile::tempdir().unwrap();
     let (a, b) = (write_mc(cfg.path(), &config_a()), write_mc(cfg.path(), &config_b()));
 
-    apply(r, None, &a).assert().success().stdout("applied mco-empty-mc -> rendered-worker-a (10 steps)\n");
+    apply(r, None, &a).assert().success().stdout(
+        "applied mco-empty-mc -> rendered-worker-a (10 steps)\nactions: Reboot\ndrain: yes (the actions reboot or drain the node)\n",
+    );
+    assert_eq!(read(r, "/run/mco-reboot-requested"), "Node will reboot into config rendered-worker-a\n");
     assert_eq!(read(r, "/etc/mco/plain.conf"), "plain a\n");
     assert_eq!(read(r, "/etc/mco/zipped.conf"), "zipped a\n", "gzip contents are inflated");
     assert_eq!(meta(r, "/usr/local/bin/tool"), (0o750, 1000, 10), "mode 488, owner by name, group by id");
@@ -337,7 +344,7 @@ fn a_crash_at_any_point_converges_on_the_next_run() {
     apply(clean.path(), None, &a).assert().success();
     apply(clean.path(), Some(&a), &b).assert().success();
     let want = tree(clean.path());
-    let mut points = 0;
+    let (mut points, mut sealed_points) = (0, 0);
     for n in 1.. {
         let node = node_root();
         let r = node.path();
@@ -348,7 +355,10 @@ fn a_crash_at_any_point_converges_on_the_next_run() {
         assert!(exists(r, "/var/lib/machine-config-daemon/txn"), "failpoint {n}: the crash left its journal");
         let rerun = apply(r, Some(&a), &b).assert().success();
         let err = String::from_utf8(rerun.get_output().stderr.clone()).unwrap();
-        assert!(err.contains("rolled back an interrupted update first"), "failpoint {n}: {err}");
+        // Once sealed for its reboot, the update stands and only the reboot is requested again.
+        let sealed = err.contains("an interrupted update was complete: requested its reboot");
+        assert!(sealed || err.contains("rolled back an interrupted update first"), "failpoint {n}: {err}");
+        sealed_points += usize::from(sealed);
         let got = tree(r);
         let temps: Vec<&String> = got.keys().filter(|k| k.ends_with(".mcotmp")).collect();
         assert!(temps.is_empty(), "failpoint {n}: half-written files {temps:?}");
@@ -356,4 +366,143 @@ fn a_crash_at_any_point_converges_on_the_next_run() {
         points = n;
     }
     assert!(points >= 10, "only {points} failpoints");
+    assert_eq!(sealed_points, 1, "the point between sealing and the reboot request");
+}
+
+/// A config of plain files and units.
+fn files_mc(name: &str, files: &[(&str, &str)], units: Value) -> Value {
+    let files: Vec<Value> =
+        files.iter().map(|(p, d)| json!({"path": p, "mode": 420, "contents": {"source": data(d)}})).collect();
+    mc(
+        name,
+        json!({"ignition": {"version": "3.5.0"}, "storage": {"files": files}, "systemd": {"units": units}}),
+        json!({}),
+    )
+}
+
+const REBOOT_REQUEST: &str = "/run/mco-reboot-requested";
+const ACTIONS_LOG: &str = "/run/mco/actions.log";
+
+/// Applies `base` to a fresh root and clears what its post-update actions left (its reboot).
+fn node_on(cfg: &Path, base: &Value) -> tempfile::TempDir {
+    let node = node_root();
+    apply(node.path(), None, &write_mc(cfg, base)).assert().success();
+    for p in [REBOOT_REQUEST, ACTIONS_LOG] {
+        let _ = fs::remove_file(node.path().join(p.trim_start_matches('/')));
+    }
+    node
+}
+
+fn stdout(assert: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8(assert.get_output().stdout.clone()).unwrap()
+}
+
+#[test]
+fn a_policy_json_change_reloads_crio_and_does_not_reboot() {
+    let cfg = tempfile::tempdir().unwrap();
+    let base = files_mc("rendered-base", &[("/etc/containers/policy.json", "{}"), ("/etc/motd", "hi")], json!([]));
+    let node = node_on(cfg.path(), &base);
+    let r = node.path();
+    let new = files_mc(
+        "rendered-new",
+        &[("/etc/containers/policy.json", "{\"default\":[]}"), ("/etc/motd", "hi")],
+        json!([]),
+    );
+    let out = apply(r, None, &write_mc(cfg.path(), &new)).assert().success();
+    assert!(
+        stdout(&out).ends_with("actions: Reload crio.service\ndrain: no (no action disrupts workloads)\n"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(read(r, ACTIONS_LOG), "reload crio.service\n");
+    assert!(!exists(r, REBOOT_REQUEST), "no reboot");
+    assert_eq!(read(r, "/etc/containers/policy.json"), "{\"default\":[]}");
+}
+
+#[test]
+fn a_file_without_a_policy_reboots() {
+    let cfg = tempfile::tempdir().unwrap();
+    let base = files_mc("rendered-base", &[("/etc/motd", "hi")], json!([]));
+    let node = node_on(cfg.path(), &base);
+    let r = node.path();
+    let new = files_mc("rendered-motd", &[("/etc/motd", "hello")], json!([]));
+    let out = apply(r, None, &write_mc(cfg.path(), &new)).assert().success();
+    assert!(
+        stdout(&out).ends_with("actions: Reboot\ndrain: yes (the actions reboot or drain the node)\n"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(read(r, REBOOT_REQUEST), "Node will reboot into config rendered-motd\n");
+    assert!(!exists(r, ACTIONS_LOG), "no service action");
+    assert!(read(r, "/etc/machine-config-daemon/currentconfig").contains("rendered-motd"));
+}
+
+fn policies_file(dir: &Path, service: &str) -> PathBuf {
+    let configuration = json!({"apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+        "metadata": {"name": "cluster"},
+        "spec": {"nodeDisruptionPolicy": {"files": [{"path": "/etc/chrony.conf",
+            "actions": [{"type": "Restart", "restart": {"serviceName": service}}]}]}}});
+    let path = dir.join(format!("policies-{service}.yaml"));
+    fs::write(&path, serde_json::to_string(&configuration).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn a_user_policy_restarts_chronyd_instead_of_rebooting() {
+    let cfg = tempfile::tempdir().unwrap();
+    let base = files_mc("rendered-base", &[("/etc/chrony.conf", "server a iburst\n")], json!([]));
+    let new =
+        write_mc(cfg.path(), &files_mc("rendered-chrony", &[("/etc/chrony.conf", "server b iburst\n")], json!([])));
+
+    let node = node_on(cfg.path(), &base);
+    let r = node.path();
+    let out =
+        apply(r, None, &new).arg("--policies").arg(policies_file(cfg.path(), "chronyd.service")).assert().success();
+    assert!(stdout(&out).contains("actions: Restart chronyd.service\n"), "{}", stdout(&out));
+    assert_eq!(read(r, ACTIONS_LOG), "restart chronyd.service\n");
+    assert!(!exists(r, REBOOT_REQUEST));
+
+    // The same change under the default policies reboots.
+    let node = node_on(cfg.path(), &base);
+    apply(node.path(), None, &new).assert().success();
+    assert!(exists(node.path(), REBOOT_REQUEST));
+    assert!(!exists(node.path(), ACTIONS_LOG));
+}
+
+#[test]
+fn a_failing_action_rolls_the_update_back() {
+    let cfg = tempfile::tempdir().unwrap();
+    let base = files_mc("rendered-base", &[("/etc/chrony.conf", "server a iburst\n")], json!([]));
+    let node = node_on(cfg.path(), &base);
+    let r = node.path();
+    let before = tree(r);
+    let new =
+        write_mc(cfg.path(), &files_mc("rendered-chrony", &[("/etc/chrony.conf", "server b iburst\n")], json!([])));
+    let out = apply(r, None, &new).arg("--policies").arg(policies_file(cfg.path(), "missing.service")).assert().code(1);
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(
+        err.contains("state: Degraded\nreason: could not apply update: restarting missing.service service failed: Unit missing.service not found."),
+        "{err}"
+    );
+    assert_eq!(tree(r), before, "files and the recorded config are rolled back");
+    validate(r, &write_mc(cfg.path(), &base)).success();
+}
+
+#[test]
+fn first_boot_rules_reboot_for_units() {
+    let cfg = tempfile::tempdir().unwrap();
+    let base = files_mc("rendered-base", &[], json!([]));
+    let unit = json!([{"name": "iri-registry.service", "contents": "[Service]\nExecStart=/bin/true\n"}]);
+    let new = write_mc(cfg.path(), &files_mc("rendered-unit", &[], unit));
+
+    let node = node_on(cfg.path(), &base);
+    let out = apply(node.path(), None, &new).arg("--firstboot").assert().success();
+    assert!(stdout(&out).ends_with("actions: Reboot\ndrain: yes (the node reboots)\n"), "{}", stdout(&out));
+    assert_eq!(read(node.path(), REBOOT_REQUEST), "Node will reboot into config rendered-unit\n");
+
+    // In the cluster this unit has a policy: reload systemd and restart it, no reboot.
+    let node = node_on(cfg.path(), &base);
+    apply(node.path(), None, &new).assert().success();
+    assert_eq!(read(node.path(), ACTIONS_LOG), "daemon-reload\nrestart iri-registry.service\n");
+    assert!(!exists(node.path(), REBOOT_REQUEST));
 }
