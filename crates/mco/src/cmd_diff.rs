@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mco_api::operator::IrreconcilableValidationOverridesStorage as Storage;
 use mco_api::{MachineConfig, MachineConfiguration};
 use mco_disruption::{ConfigDiff, Plan};
 use mco_render::StorageOverrides;
@@ -66,7 +65,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         old.spec.fips,
         &diff.new_ignition,
         new.spec.fips,
-        storage_overrides(configuration.as_ref()),
+        StorageOverrides::from_configuration(configuration.as_ref()),
     );
     let plan = if args.firstboot {
         mco_disruption::firstboot_plan(&diff, args.skip_registry_drain)
@@ -124,18 +123,6 @@ impl TryFromObject for MachineConfiguration {
     const KIND: &'static str = "MachineConfiguration";
     fn try_from_object(object: Object) -> Option<Self> {
         if let Object::MachineConfiguration(c) = object { Some(*c) } else { None }
-    }
-}
-
-fn storage_overrides(configuration: Option<&MachineConfiguration>) -> StorageOverrides {
-    let allowed = configuration
-        .and_then(|c| c.spec.irreconcilable_validation_overrides.as_ref())
-        .and_then(|o| o.storage.as_deref())
-        .unwrap_or_default();
-    StorageOverrides {
-        disks: allowed.contains(&Storage::Disks),
-        filesystems: allowed.contains(&Storage::FileSystems),
-        raid: allowed.contains(&Storage::Raid),
     }
 }
 

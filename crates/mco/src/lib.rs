@@ -3,6 +3,7 @@
 //! is invalid or would be refused) or 2 (the command itself failed).
 
 mod cmd_bootimage;
+mod cmd_controller;
 mod cmd_daemon;
 mod cmd_diff;
 mod cmd_ignition;
@@ -50,6 +51,8 @@ enum Command {
     Skew(cmd_skew::SkewCommand),
     /// Print the CustomResourceDefinitions of the API types as YAML.
     Crds,
+    /// The machine-config controller: render every pool's rendered config (leader-elected).
+    Controller(Box<cmd_controller::ControllerArgs>),
 }
 
 /// Output formats for objects.
@@ -64,6 +67,7 @@ pub enum Output {
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Render(args) => cmd_render::run(&args),
+        Command::Controller(args) => cmd_controller::run(*args),
         Command::Validate { paths } => cmd_validate::run(&paths),
         Command::Diff(args) => cmd_diff::run(&args),
         Command::Daemon(cmd) => cmd_daemon::run(cmd),

@@ -13,6 +13,22 @@ pub struct StorageOverrides {
     pub raid: bool,
 }
 
+impl StorageOverrides {
+    /// The overrides of the cluster's MachineConfiguration (none without one).
+    pub fn from_configuration(configuration: Option<&mco_api::MachineConfiguration>) -> StorageOverrides {
+        use mco_api::operator::IrreconcilableValidationOverridesStorage as Storage;
+        let allowed = configuration
+            .and_then(|c| c.spec.irreconcilable_validation_overrides.as_ref())
+            .and_then(|o| o.storage.as_deref())
+            .unwrap_or_default();
+        StorageOverrides {
+            disks: allowed.contains(&Storage::Disks),
+            filesystems: allowed.contains(&Storage::FileSystems),
+            raid: allowed.contains(&Storage::Raid),
+        }
+    }
+}
+
 /// `Err` names the first change that cannot be applied in place.
 pub fn check(
     old: &Config,
@@ -99,6 +115,27 @@ mod tests {
         let mut base = json!({"ignition": {"version": "3.5.0"}});
         base.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
         serde_json::from_value(base).unwrap()
+    }
+
+    #[test]
+    fn storage_overrides_from_the_machine_configuration() {
+        let with = |storage: Value| {
+            let configuration: mco_api::MachineConfiguration = serde_json::from_value(json!({
+                "apiVersion": "operator.openshift.io/v1",
+                "kind": "MachineConfiguration",
+                "metadata": {"name": "cluster"},
+                "spec": {"irreconcilableValidationOverrides": {"storage": storage}},
+            }))
+            .unwrap();
+            StorageOverrides::from_configuration(Some(&configuration))
+        };
+        assert_eq!(StorageOverrides::from_configuration(None), StorageOverrides::default());
+        assert_eq!(with(json!([])), StorageOverrides::default());
+        assert_eq!(with(json!(["Raid"])), StorageOverrides { raid: true, ..Default::default() });
+        assert_eq!(
+            with(json!(["Disks", "FileSystems"])),
+            StorageOverrides { disks: true, filesystems: true, raid: false }
+        );
     }
 
     #[test]

@@ -1,0 +1,228 @@
+//! The IO half of the render controller: watches pools, MachineConfigs and the ControllerConfig,
+//! reads the inputs of [`super::plan`], and writes what it decided.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Config};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use mco_api::constants::{CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration};
+use mco_render::{ControllerVersion, StorageOverrides};
+use serde_json::json;
+
+use super::{NotReady, Plan, Target, plan, pools_for_machine_config};
+use crate::conditions;
+
+/// Upstream's name, used as field manager and event reporter.
+const CONTROLLER_NAME: &str = "machine-config-controller";
+
+/// Timing of the render controller.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Quiet time after the last change to a pool's inputs before it is rendered, so that a
+    /// burst of MachineConfig changes renders once (upstream `renderDelay`, 5 s).
+    pub render_delay: Duration,
+    /// Delay before a pool that failed (bad input, API errors, ControllerConfig not ready) is
+    /// tried again.
+    pub retry_delay: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { render_delay: Duration::from_secs(5), retry_delay: Duration::from_secs(5) }
+    }
+}
+
+/// Why one reconcile of a pool failed; the pool is retried after [`Options::retry_delay`].
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    NotReady(#[from] NotReady),
+    /// Reported on the pool as `RenderDegraded`.
+    #[error("Failed to render configuration for pool {pool}: {message}")]
+    Render { pool: String, message: String },
+    #[error("{action}: {source}")]
+    Kube {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn patch_params() -> PatchParams {
+    PatchParams { field_manager: Some(CONTROLLER_NAME.to_string()), ..Default::default() }
+}
+
+fn kube_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let action = action.into();
+    move |source| Error::Kube { action, source }
+}
+
+struct Context {
+    client: Client,
+    version: ControllerVersion,
+    options: Options,
+    recorder: Recorder,
+}
+
+/// Runs the render controller until its watches end (they retry errors, so: forever).
+pub async fn run(client: Client, version: ControllerVersion, options: Options) {
+    let watch = watcher::Config::default();
+    let controller = Controller::new(Api::<MachineConfigPool>::all(client.clone()), watch.clone())
+        .with_config(Config::default().debounce(options.render_delay));
+    let pools = controller.store();
+    let (for_controller_config, for_configuration) = (every_pool(pools.clone()), every_pool(pools.clone()));
+    let recorder = Recorder::new(client.clone(), Reporter { controller: CONTROLLER_NAME.to_string(), instance: None });
+    let context = Arc::new(Context { client: client.clone(), version, options, recorder });
+    controller
+        .watches(Api::<MachineConfig>::all(client.clone()), watch.clone(), move |mc| {
+            pools_for_machine_config(&pools.state(), &mc)
+        })
+        // Every pool renders from the ControllerConfig and the MachineConfiguration.
+        .watches(Api::<ControllerConfig>::all(client.clone()), watch.clone(), for_controller_config)
+        .watches(Api::<MachineConfiguration>::all(client), watch, for_configuration)
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            match result {
+                Ok((pool, _)) => tracing::debug!(pool = %pool.name, "synced"),
+                Err(e) => tracing::debug!("{e}"),
+            }
+        })
+        .await;
+}
+
+/// A mapper sending an event of any object to every pool.
+fn every_pool<T>(pools: Store<MachineConfigPool>) -> impl Fn(T) -> Vec<ObjectRef<MachineConfigPool>> {
+    move |_| pools.state().iter().map(|pool| ObjectRef::from_obj(&**pool)).collect()
+}
+
+fn error_policy(pool: Arc<MachineConfigPool>, error: &Error, context: Arc<Context>) -> Action {
+    tracing::warn!(pool = %pool.name_any(), "{error}");
+    Action::requeue(context.options.retry_delay)
+}
+
+async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Result<Action, Error> {
+    let name = pool.name_any();
+    let client = &context.client;
+    let machine_configs = Api::<MachineConfig>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_error("listing MachineConfigs"))?
+        .items;
+    let controller_config = Api::<ControllerConfig>::all(client.clone())
+        .get_opt(CONTROLLER_CONFIG_NAME)
+        .await
+        .map_err(kube_error(format!("reading ControllerConfig {CONTROLLER_CONFIG_NAME}")))?;
+    let configuration = Api::<MachineConfiguration>::all(client.clone())
+        .get_opt(MACHINE_CONFIGURATION_NAME)
+        .await
+        .map_err(kube_error(format!("reading MachineConfiguration {MACHINE_CONFIGURATION_NAME}")))?;
+    let overrides = StorageOverrides::from_configuration(configuration.as_ref());
+    let decision = plan(&pool, &machine_configs, controller_config.as_ref(), &context.version, overrides)?;
+    match decision {
+        Plan::SelectingAll => {
+            let note = mco_render::RenderError::SelectingAll.to_string();
+            tracing::warn!(pool = %name, "{note}");
+            publish(&context, &pool, EventType::Warning, "SelectingAll", note).await;
+            Ok(Action::await_change())
+        }
+        Plan::Degraded(message) => {
+            write_render_degraded(&context, &pool, Some(&message)).await?;
+            Err(Error::Render { pool: name, message })
+        }
+        Plan::Target(target) => {
+            for warning in &target.warnings {
+                tracing::warn!(pool = %name, "{warning}");
+            }
+            ensure_rendered(&context, &pool, &target).await?;
+            let pool = match &target.configuration {
+                Some(configuration) => {
+                    let patch = json!({ "spec": { "configuration": configuration } });
+                    let updated = Api::<MachineConfigPool>::all(client.clone())
+                        .patch(&name, &patch_params(), &Patch::Merge(&patch))
+                        .await
+                        .map_err(kube_error(format!("updating MachineConfigPool {name}")))?;
+                    tracing::info!(pool = %name, "now targeting {}", target.rendered.name_any());
+                    Arc::new(updated)
+                }
+                None => pool,
+            };
+            write_render_degraded(&context, &pool, None).await?;
+            Ok(Action::await_change())
+        }
+    }
+}
+
+/// Creates the rendered config, or puts back its spec if someone changed it (the name is a hash
+/// of the spec, so nodes would otherwise apply something else than what the name promises).
+async fn ensure_rendered(context: &Context, pool: &MachineConfigPool, target: &Target) -> Result<(), Error> {
+    let api = Api::<MachineConfig>::all(context.client.clone());
+    let name = target.rendered.name_any();
+    let post = PostParams { field_manager: Some(CONTROLLER_NAME.to_string()), ..Default::default() };
+    match api.get_opt(&name).await.map_err(kube_error(format!("reading MachineConfig {name}")))? {
+        None => {
+            match api.create(&post, &target.rendered).await {
+                Ok(_) => {}
+                // Created by another sync in between: it is the same config.
+                Err(kube::Error::Api(status)) if status.is_already_exists() => return Ok(()),
+                Err(e) => return Err(kube_error(format!("creating MachineConfig {name}"))(e)),
+            }
+            tracing::info!(pool = %pool.name_any(), "generated {name}");
+            let note = format!(
+                "{name} successfully generated (release version: {}, controller version: {})",
+                target.release_version, context.version.hash
+            );
+            publish(context, pool, EventType::Normal, "RenderedConfigGenerated", note).await;
+        }
+        Some(mut existing) if existing.spec != target.rendered.spec => {
+            tracing::warn!("MachineConfig {name} was modified; restoring it");
+            existing.spec = target.rendered.spec.clone();
+            api.replace(&name, &post, &existing)
+                .await
+                .map_err(kube_error(format!("restoring MachineConfig {name}")))?;
+        }
+        Some(_) => {}
+    }
+    Ok(())
+}
+
+/// Sets `RenderDegraded` from `failure`, if that changes the pool's conditions. The write is
+/// conditional on the pool's resourceVersion so that conditions other controllers wrote in the
+/// meantime are not lost (a conflict fails the sync, which is retried).
+async fn write_render_degraded(
+    context: &Context,
+    pool: &MachineConfigPool,
+    failure: Option<&str>,
+) -> Result<(), Error> {
+    let name = pool.name_any();
+    let current = pool.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let Some(updated) = conditions::render_degraded(&current, &name, failure, Time(Timestamp::now())) else {
+        return Ok(());
+    };
+    let patch = json!({
+        "metadata": { "resourceVersion": pool.meta().resource_version },
+        "status": { "conditions": updated },
+    });
+    Api::<MachineConfigPool>::all(context.client.clone())
+        .patch_status(&name, &patch_params(), &Patch::Merge(&patch))
+        .await
+        .map_err(kube_error(format!("updating the status of MachineConfigPool {name}")))?;
+    Ok(())
+}
+
+/// Events are for people; failing to record one must not fail the sync.
+async fn publish(context: &Context, pool: &MachineConfigPool, type_: EventType, reason: &str, note: String) {
+    let event =
+        Event { type_, reason: reason.to_string(), note: Some(note), action: "Render".to_string(), secondary: None };
+    if let Err(e) = context.recorder.publish(&event, &pool.object_ref(&())).await {
+        tracing::warn!(pool = %pool.name_any(), "recording event {reason}: {e}");
+    }
+}

@@ -1,0 +1,103 @@
+//! `mco controller`: the machine-config controller (the render controller, leader-elected).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use mco_api::constants::MCO_NAMESPACE;
+use mco_controller::leader::Timing;
+use mco_controller::render::controller::Options;
+use mco_controller::{LeaseSettings, Settings};
+use mco_render::ControllerVersion;
+
+#[derive(Debug, clap::Args)]
+pub struct ControllerArgs {
+    /// Kubeconfig file. Without it: $KUBECONFIG, ~/.kube/config or the in-cluster service account.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Seconds without changes to a pool's inputs before it is rendered (absorbs bursts).
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = seconds)]
+    render_delay: Duration,
+    /// Seconds before a pool whose sync failed is tried again.
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = seconds)]
+    retry_delay: Duration,
+    /// Namespace of the leader election Lease.
+    #[arg(long, default_value = MCO_NAMESPACE)]
+    lease_namespace: String,
+    /// Name of the leader election Lease.
+    #[arg(long, default_value = "machine-config-controller")]
+    lease_name: String,
+    /// This instance's name in the Lease [default: <hostname>_<pid>].
+    #[arg(long)]
+    identity: Option<String>,
+    /// Seconds a Lease lasts without renewal.
+    #[arg(long, value_name = "SECONDS", default_value = "137", value_parser = seconds)]
+    lease_duration: Duration,
+    /// Seconds the leader keeps trying to renew before it gives up (and exits).
+    #[arg(long, value_name = "SECONDS", default_value = "107", value_parser = seconds)]
+    renew_deadline: Duration,
+    /// Seconds between Lease renewals and acquisition attempts.
+    #[arg(long, value_name = "SECONDS", default_value = "26", value_parser = seconds)]
+    retry_period: Duration,
+    /// Version hash written to rendered configs (`generated-by-controller-version`).
+    #[arg(long, value_name = "HASH")]
+    controller_version: Option<String>,
+    /// The raw version the ControllerConfig's `generated-by-version` annotation must equal.
+    #[arg(long, value_name = "RAW")]
+    controller_version_raw: Option<String>,
+}
+
+/// A non-negative number of seconds, fractions allowed.
+fn seconds(value: &str) -> Result<Duration, String> {
+    value
+        .parse::<f64>()
+        .ok()
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| format!("{value:?} is not a number of seconds"))
+}
+
+pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
+    if args.renew_deadline >= args.lease_duration {
+        anyhow::bail!("--renew-deadline must be shorter than --lease-duration");
+    }
+    let this_build = ControllerVersion::this_build();
+    mco_controller::main(Settings {
+        kubeconfig: args.kubeconfig,
+        version: ControllerVersion {
+            raw: args.controller_version_raw.unwrap_or(this_build.raw),
+            hash: args.controller_version.unwrap_or(this_build.hash),
+        },
+        render: Options { render_delay: args.render_delay, retry_delay: args.retry_delay },
+        lease: LeaseSettings {
+            namespace: args.lease_namespace,
+            name: args.lease_name,
+            identity: args.identity.unwrap_or_else(mco_controller::default_identity),
+            timing: Timing {
+                lease_duration: args.lease_duration,
+                renew_deadline: args.renew_deadline,
+                retry_period: args.retry_period,
+            },
+        },
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_parses_fractions_and_refuses_the_rest() {
+        let cases = [
+            ("5", Ok(Duration::from_secs(5))),
+            ("0.25", Ok(Duration::from_millis(250))),
+            ("0", Ok(Duration::ZERO)),
+            ("-1", Err("\"-1\" is not a number of seconds".to_string())),
+            ("5s", Err("\"5s\" is not a number of seconds".to_string())),
+            ("NaN", Err("\"NaN\" is not a number of seconds".to_string())),
+        ];
+        for (input, want) in cases {
+            assert_eq!(seconds(input), want, "{input}");
+        }
+    }
+}

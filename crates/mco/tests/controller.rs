@@ -1,0 +1,124 @@
+//! `mco controller` as a process against a real API server (mco-testenv): it takes the leader
+//! Lease, gives each pool the rendered config `mco render` computes offline, and releases the
+//! Lease on SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::CommandCargoExt;
+use mco_api::MachineConfigPool;
+use mco_api::constants::MCO_NAMESPACE;
+use mco_testenv::TestEnv;
+use mco_testenv::k8s_openapi::api::coordination::v1::Lease;
+use mco_testenv::k8s_openapi::api::core::v1::Namespace;
+use mco_testenv::kube::Api;
+use mco_testenv::kube::api::{ObjectMeta, PostParams};
+
+const RAW: &str = "v0.0.0-was-not-built-properly";
+const HASH: &str = "was-not-built-properly";
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster")
+}
+
+/// The rendered config name `mco render` prints for `pool`.
+fn offline_name(pool: &str) -> String {
+    let output = Command::cargo_bin("mco")
+        .unwrap()
+        .args(["render", "--pool", pool, "-o", "name", "--controller-version-raw", RAW, "--controller-version", HASH])
+        .arg(examples())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let name = String::from_utf8(output.stdout).unwrap();
+    name.trim().strip_prefix("machineconfig/").unwrap().to_string()
+}
+
+/// The controller process; killed if the test ends without stopping it.
+struct Controller {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Controller {
+    fn start(kubeconfig: &Path, log: PathBuf) -> Controller {
+        let child = Command::cargo_bin("mco")
+            .unwrap()
+            .arg("controller")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--render-delay", "0.5", "--retry-delay", "0.5"])
+            .args(["--lease-duration", "10", "--renew-deadline", "8", "--retry-period", "0.5"])
+            .args(["--identity", "e2e", "--controller-version-raw", RAW, "--controller-version", HASH])
+            .env("MCO_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Controller { child, log }
+    }
+
+    fn assert_running(&mut self) {
+        if let Some(status) = self.child.try_wait().unwrap() {
+            panic!("mco controller exited with {status}:\n{}", std::fs::read_to_string(&self.log).unwrap());
+        }
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn mco_controller_targets_what_mco_render_computes() {
+    let expected: Vec<(&str, String)> =
+        ["master", "worker", "infra"].into_iter().map(|p| (p, offline_name(p))).collect();
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    // The installer creates the namespace the controller's Lease lives in.
+    let namespace = Namespace {
+        metadata: ObjectMeta { name: Some(MCO_NAMESPACE.into()), ..Default::default() },
+        ..Default::default()
+    };
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces.create(&PostParams::default(), &namespace).await.unwrap();
+    env.create_manifests(&examples()).await.unwrap();
+    env.mark_controller_config_completed().await.unwrap();
+
+    let mut controller = Controller::start(env.kubeconfig(), env.dir().join("controller.log"));
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+    let deadline = Instant::now() + TIMEOUT;
+    for (pool, name) in &expected {
+        loop {
+            controller.assert_running();
+            let target = pools.get(pool).await.unwrap().spec.configuration.and_then(|c| c.name);
+            if target.as_ref() == Some(name) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "pool {pool} targets {target:?}, not {name}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    let leases: Api<Lease> = Api::namespaced(client.clone(), MCO_NAMESPACE);
+    let holder = |lease: Lease| lease.spec.and_then(|s| s.holder_identity);
+    assert_eq!(holder(leases.get("machine-config-controller").await.unwrap()).as_deref(), Some("e2e"));
+
+    // SIGTERM: a clean exit that hands the Lease over.
+    let status = Command::new("kill").args(["-TERM", &controller.child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let exit = loop {
+        if let Some(exit) = controller.child.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(Instant::now() < deadline + TIMEOUT, "mco controller ignores SIGTERM");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(exit.success(), "{exit}:\n{}", std::fs::read_to_string(&controller.log).unwrap());
+    assert_eq!(holder(leases.get("machine-config-controller").await.unwrap()).as_deref(), Some(""));
+}

@@ -1,0 +1,361 @@
+//! A real Kubernetes API server for integration tests: etcd and kube-apiserver on loopback ports,
+//! in a temporary directory, with mco's CustomResourceDefinitions installed.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), mco_testenv::Error> {
+//! let env = mco_testenv::TestEnv::start().await?;
+//! let pools: kube::Api<mco_api::MachineConfigPool> = kube::Api::all(env.client());
+//! # Ok(()) }
+//! ```
+//!
+//! The binaries are built once by `hack/kube-binaries.sh` (see [`Binaries::find`]). Each
+//! environment has its own CA, serving certificate for `127.0.0.1`, administrator client
+//! certificate (group `system:masters`, so RBAC allows everything) and etcd data directory;
+//! [`TestEnv::kubeconfig`] is a file other programs (`mco controller --kubeconfig`) can use.
+//! Dropping the environment kills both processes (SIGKILL: the API server takes up to a minute to
+//! shut down gracefully, and nothing of a test cluster needs to survive).
+
+mod binaries;
+mod pki;
+mod process;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use fn_error_context::context;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::discovery::{Discovery, Scope};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client};
+use mco_api::ControllerConfig;
+use mco_api::constants::CONTROLLER_CONFIG_NAME;
+use mco_api::machineconfiguration::controller_config_condition;
+use serde::Deserialize as _;
+use tempfile::TempDir;
+
+pub use binaries::{BIN_DIR_ENV, Binaries, cache_dir_name};
+use pki::Pki;
+use process::Process;
+/// The kube and k8s-openapi crates the client comes from, for tests of crates that do not
+/// otherwise use them.
+pub use {k8s_openapi, kube};
+
+/// Set (to anything) to keep environments' directories, with the logs, after the test.
+pub const KEEP_ENV: &str = "MCO_TESTENV_KEEP";
+
+/// How long each process gets to become ready. The API server needs 2-3 s on an idle machine;
+/// the margin is for machines where several test binaries build and run at once.
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long the API server gets to serve a newly created CRD.
+const CRD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a test environment could not be started.
+#[derive(thiserror::Error)]
+pub enum Error {
+    #[error(
+        "kube-apiserver/etcd binaries not found: missing {}. Build them with `bash hack/kube-binaries.sh` \
+         (or set {BIN_DIR_ENV} to a directory holding kube-apiserver and etcd)",
+        missing.join(", ")
+    )]
+    MissingBinaries { missing: Vec<String> },
+    #[error("{name} did not become ready: {reason}\n--- last lines of {} ---\n{tail}", log.display())]
+    NotReady { name: &'static str, reason: String, log: PathBuf, tail: String },
+    #[error(transparent)]
+    Setup(#[from] anyhow::Error),
+}
+
+// Tests `unwrap()` these, which prints `Debug`: make that the message (with anyhow's causes).
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Setup(e) => write!(f, "{e:?}"),
+            other => write!(f, "{other}"),
+        }
+    }
+}
+
+/// A running etcd + kube-apiserver pair with the CRDs installed.
+pub struct TestEnv {
+    // Field order is drop order: the processes die before their directory is removed.
+    apiserver: Option<Process>,
+    // Only held to be killed on drop.
+    _etcd: Process,
+    apiserver_binary: PathBuf,
+    apiserver_args: Vec<String>,
+    kubeconfig: PathBuf,
+    client: Client,
+    dir: TempDir,
+}
+
+impl TestEnv {
+    /// Starts etcd and the API server, and installs [`mco_api::crds`], waiting until they are
+    /// served.
+    pub async fn start() -> Result<TestEnv, Error> {
+        let binaries = Binaries::find()?;
+        let dir = tempfile::Builder::new().prefix("mco-testenv-").tempdir().context("creating the temp dir")?;
+        let pki = Pki::generate().context("generating certificates")?;
+        let files = write_pki(dir.path(), &pki)?;
+        let [etcd_port, etcd_peer_port, apiserver_port] = process::free_ports()?;
+
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let mut etcd = Process::spawn(
+            "etcd",
+            &binaries.etcd,
+            &[
+                format!("--data-dir={}", dir.path().join("etcd").display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{etcd_peer_port}"),
+                // Test data need not survive a machine crash; fsync dominates etcd's write latency.
+                "--unsafe-no-fsync".to_string(),
+            ],
+            dir.path(),
+        )?;
+        etcd.wait_for_port(etcd_port, READY_TIMEOUT).await?;
+
+        let apiserver_args = apiserver_args(dir.path(), &files, &etcd_url, apiserver_port);
+        let kubeconfig = dir.path().join("kubeconfig");
+        write_kubeconfig(&kubeconfig, &pki, apiserver_port)?;
+        let client = client_from_kubeconfig(&kubeconfig).await?;
+        let mut env = TestEnv {
+            apiserver: None,
+            _etcd: etcd,
+            apiserver_binary: binaries.kube_apiserver,
+            apiserver_args,
+            kubeconfig,
+            client,
+            dir,
+        };
+        env.start_apiserver().await?;
+        env.install_crds().await?;
+        Ok(env)
+    }
+
+    /// A client authenticated as a cluster administrator.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// A kubeconfig file for the same administrator.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The environment's directory: certificates, etcd data, and the processes' logs
+    /// (`etcd.log`, `kube-apiserver.log`). Removed on drop unless [`KEEP_ENV`] is set.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Kills the API server (SIGKILL, like a crash). etcd and its data stay; requests fail until
+    /// [`TestEnv::start_apiserver`].
+    pub fn stop_apiserver(&mut self) {
+        self.apiserver = None;
+    }
+
+    /// Starts the API server (again, on the same port with the same certificates, so existing
+    /// clients and kubeconfigs keep working) and waits until it is ready. A no-op if it runs.
+    pub async fn start_apiserver(&mut self) -> Result<(), Error> {
+        if self.apiserver.is_some() {
+            return Ok(());
+        }
+        let mut apiserver =
+            Process::spawn("kube-apiserver", &self.apiserver_binary, &self.apiserver_args, self.dir.path())?;
+        let client = self.client.clone();
+        apiserver
+            .wait_until(READY_TIMEOUT, || async {
+                let request = http::Request::get("/readyz").body(Vec::new()).expect("a valid request");
+                client.request_text(request).await.map(drop).map_err(|e| e.to_string())
+            })
+            .await?;
+        self.apiserver = Some(apiserver);
+        Ok(())
+    }
+
+    /// [`TestEnv::stop_apiserver`] then [`TestEnv::start_apiserver`]: objects stay in etcd.
+    pub async fn restart_apiserver(&mut self) -> Result<(), Error> {
+        self.stop_apiserver();
+        self.start_apiserver().await
+    }
+
+    /// Creates every object of the YAML files (multi-document) in `dir`, in file name order, as
+    /// `kubectl create -f DIR` does. Namespaced objects without a namespace go to `default`.
+    #[context("Creating the manifests of {}", dir.display())]
+    pub async fn create_manifests(&self, dir: &Path) -> anyhow::Result<Vec<DynamicObject>> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+            .map(|entry| Ok(entry?.path()))
+            .collect::<std::io::Result<Vec<_>>>()?
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+            .collect();
+        files.sort();
+        let discovery = Discovery::new(self.client.clone()).run().await.context("discovering the API")?;
+        let mut created = Vec::new();
+        for file in files {
+            let text = std::fs::read_to_string(&file).with_context(|| file.display().to_string())?;
+            for document in serde_yaml::Deserializer::from_str(&text) {
+                let value = serde_json::Value::deserialize(document).with_context(|| file.display().to_string())?;
+                if value.is_null() {
+                    continue;
+                }
+                let object: DynamicObject =
+                    serde_json::from_value(value).with_context(|| file.display().to_string())?;
+                created.push(self.create_object(&discovery, object).await.with_context(|| file.display().to_string())?);
+            }
+        }
+        Ok(created)
+    }
+
+    async fn create_object(&self, discovery: &Discovery, object: DynamicObject) -> anyhow::Result<DynamicObject> {
+        let types = object.types.clone().context("no apiVersion/kind")?;
+        let gvk = GroupVersionKind::try_from(&types)?;
+        let (resource, capabilities): (ApiResource, _) =
+            discovery.resolve_gvk(&gvk).with_context(|| format!("the API server does not serve {gvk:?}"))?;
+        let api: Api<DynamicObject> = match capabilities.scope {
+            Scope::Cluster => Api::all_with(self.client.clone(), &resource),
+            Scope::Namespaced => {
+                let namespace = object.metadata.namespace.as_deref().unwrap_or("default");
+                Api::namespaced_with(self.client.clone(), namespace, &resource)
+            }
+        };
+        let name = object.metadata.name.clone().unwrap_or_default();
+        api.create(&PostParams::default(), &object).await.with_context(|| format!("creating {} {name}", types.kind))
+    }
+
+    /// Marks the ControllerConfig as synced by the template controller, which test clusters do
+    /// not run: `status.observedGeneration` = `metadata.generation` and only
+    /// `TemplateControllerCompleted` True. The render controller waits for exactly that.
+    #[context("Marking ControllerConfig {CONTROLLER_CONFIG_NAME} completed")]
+    pub async fn mark_controller_config_completed(&self) -> anyhow::Result<()> {
+        let api: Api<ControllerConfig> = Api::all(self.client.clone());
+        let generation = api.get(CONTROLLER_CONFIG_NAME).await?.metadata.generation;
+        let condition = |type_: &str, status: &str| serde_json::json!({"type": type_, "status": status});
+        let status = serde_json::json!({
+            "status": {
+                "observedGeneration": generation,
+                "conditions": [
+                    condition(controller_config_condition::TEMPLATE_CONTROLLER_RUNNING, "False"),
+                    condition(controller_config_condition::TEMPLATE_CONTROLLER_COMPLETED, "True"),
+                    condition(controller_config_condition::TEMPLATE_CONTROLLER_FAILING, "False"),
+                ],
+            },
+        });
+        api.patch_status(CONTROLLER_CONFIG_NAME, &PatchParams::default(), &Patch::Merge(&status)).await?;
+        Ok(())
+    }
+
+    #[context("Installing the CRDs")]
+    async fn install_crds(&self) -> anyhow::Result<()> {
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let crds = mco_api::crds();
+        for crd in &crds {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            api.create(&PostParams::default(), crd).await.with_context(|| format!("creating CRD {name}"))?;
+        }
+        for crd in &crds {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            tokio::time::timeout(CRD_TIMEOUT, await_condition(api.clone(), &name, conditions::is_crd_established()))
+                .await
+                .with_context(|| format!("CRD {name} not established after {CRD_TIMEOUT:?}"))?
+                .with_context(|| format!("watching CRD {name}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Paths of the PEM files the API server reads.
+struct PkiFiles {
+    ca_cert: PathBuf,
+    serving_cert: PathBuf,
+    serving_key: PathBuf,
+    service_account_key: PathBuf,
+    service_account_public_key: PathBuf,
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        if std::env::var_os(KEEP_ENV).is_some() {
+            self.dir.disable_cleanup(true);
+            eprintln!("{KEEP_ENV}: kept {}", self.dir.path().display());
+        }
+    }
+}
+
+#[context("Writing certificates into {}", dir.display())]
+fn write_pki(dir: &Path, pki: &Pki) -> anyhow::Result<PkiFiles> {
+    let files = PkiFiles {
+        ca_cert: dir.join("ca.crt"),
+        serving_cert: dir.join("apiserver.crt"),
+        serving_key: dir.join("apiserver.key"),
+        service_account_key: dir.join("service-account.key"),
+        service_account_public_key: dir.join("service-account.pub"),
+    };
+    for (path, pem) in [
+        (&files.ca_cert, &pki.ca_cert),
+        (&files.serving_cert, &pki.serving_cert),
+        (&files.serving_key, &pki.serving_key),
+        (&files.service_account_key, &pki.service_account_key),
+        (&files.service_account_public_key, &pki.service_account_public_key),
+    ] {
+        std::fs::write(path, pem).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(files)
+}
+
+fn apiserver_args(dir: &Path, files: &PkiFiles, etcd_url: &str, port: u16) -> Vec<String> {
+    let path = |p: &Path| p.display().to_string();
+    vec![
+        format!("--etcd-servers={etcd_url}"),
+        "--bind-address=127.0.0.1".to_string(),
+        "--advertise-address=127.0.0.1".to_string(),
+        format!("--secure-port={port}"),
+        format!("--cert-dir={}", path(&dir.join("apiserver-certs"))),
+        format!("--tls-cert-file={}", path(&files.serving_cert)),
+        format!("--tls-private-key-file={}", path(&files.serving_key)),
+        format!("--client-ca-file={}", path(&files.ca_cert)),
+        "--authorization-mode=RBAC".to_string(),
+        format!("--service-account-key-file={}", path(&files.service_account_public_key)),
+        format!("--service-account-signing-key-file={}", path(&files.service_account_key)),
+        "--service-account-issuer=https://kubernetes.default.svc".to_string(),
+        "--service-cluster-ip-range=10.0.0.0/24".to_string(),
+    ]
+}
+
+/// A kubeconfig with everything inline, so it stays valid wherever it is copied.
+#[context("Writing {}", path.display())]
+fn write_kubeconfig(path: &Path, pki: &Pki, port: u16) -> anyhow::Result<()> {
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{
+            "name": "mco-testenv",
+            "cluster": {
+                "server": format!("https://127.0.0.1:{port}"),
+                "certificate-authority-data": STANDARD.encode(&pki.ca_cert),
+            },
+        }],
+        "users": [{
+            "name": "admin",
+            "user": {
+                "client-certificate-data": STANDARD.encode(&pki.client_cert),
+                "client-key-data": STANDARD.encode(&pki.client_key),
+            },
+        }],
+        "contexts": [{ "name": "mco-testenv", "context": { "cluster": "mco-testenv", "user": "admin" } }],
+        "current-context": "mco-testenv",
+    });
+    std::fs::write(path, serde_yaml::to_string(&kubeconfig)?)?;
+    Ok(())
+}
+
+/// A client built the way `--kubeconfig` flags build one, so the file itself is exercised.
+#[context("Creating a client from {}", path.display())]
+pub async fn client_from_kubeconfig(path: &Path) -> anyhow::Result<Client> {
+    let kubeconfig = Kubeconfig::read_from(path)?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}

@@ -1,0 +1,64 @@
+//! Certificates of one test cluster: a CA, the API server's serving certificate (for 127.0.0.1),
+//! an administrator client certificate in `system:masters`, and the service-account signing key.
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+};
+
+/// PEM texts of everything the API server and its client need.
+pub(crate) struct Pki {
+    pub ca_cert: String,
+    pub serving_cert: String,
+    pub serving_key: String,
+    pub client_cert: String,
+    pub client_key: String,
+    pub service_account_key: String,
+    pub service_account_public_key: String,
+}
+
+/// The group the API server's default RBAC grants everything to.
+const ADMIN_GROUP: &str = "system:masters";
+
+impl Pki {
+    pub(crate) fn generate() -> Result<Pki, rcgen::Error> {
+        let ca_key = KeyPair::generate()?;
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+        ca_params.distinguished_name.push(DnType::CommonName, "mco-testenv-ca");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+        let ca_cert = ca_params.self_signed(&ca_key)?.pem();
+        let issuer = Issuer::new(ca_params, ca_key);
+
+        let leaf = |sans: Vec<String>, common_name: &str, group: Option<&str>, usage| {
+            let key = KeyPair::generate()?;
+            let mut params = CertificateParams::new(sans)?;
+            params.distinguished_name.push(DnType::CommonName, common_name);
+            if let Some(group) = group {
+                params.distinguished_name.push(DnType::OrganizationName, group);
+            }
+            params.extended_key_usages = vec![usage];
+            params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+            let cert = params.signed_by(&key, &issuer)?;
+            Ok::<_, rcgen::Error>((cert.pem(), key.serialize_pem()))
+        };
+        // The client connects to the IP: Go's generated self-signed certificate has no such name.
+        let (serving_cert, serving_key) = leaf(
+            vec!["127.0.0.1".into(), "localhost".into()],
+            "kube-apiserver",
+            None,
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )?;
+        let (client_cert, client_key) =
+            leaf(Vec::new(), "mco-testenv-admin", Some(ADMIN_GROUP), ExtendedKeyUsagePurpose::ClientAuth)?;
+        let service_account = KeyPair::generate()?;
+        Ok(Pki {
+            ca_cert,
+            serving_cert,
+            serving_key,
+            client_cert,
+            client_key,
+            service_account_key: service_account.serialize_pem(),
+            service_account_public_key: service_account.public_key_pem(),
+        })
+    }
+}
