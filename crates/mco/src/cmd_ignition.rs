@@ -19,6 +19,9 @@ pub enum IgnitionCommand {
     /// Upgrade a stub Ignition config (or a *-user-data Secret) from spec 2.2 to spec 3, keeping
     /// every customisation; check its CA and, given one, the server certificate.
     UpgradeStub(crate::cmd_bootimage::UpgradeStubArgs),
+    /// Print the stub (pointer) config a machine boots with: it fetches the pool's config from the
+    /// server and trusts the server's CA.
+    Stub(crate::cmd_stub::StubArgs),
 }
 
 pub fn run(cmd: IgnitionCommand) -> anyhow::Result<ExitCode> {
@@ -41,6 +44,7 @@ pub fn run(cmd: IgnitionCommand) -> anyhow::Result<ExitCode> {
             }
         }
         IgnitionCommand::UpgradeStub(args) => crate::cmd_bootimage::upgrade_stub(&args),
+        IgnitionCommand::Stub(args) => crate::cmd_stub::run(&args),
     }
 }
 

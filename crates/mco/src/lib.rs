@@ -3,12 +3,15 @@
 //! is invalid or would be refused) or 2 (the command itself failed).
 
 mod cmd_bootimage;
+mod cmd_certs;
 mod cmd_controller;
 mod cmd_daemon;
 mod cmd_diff;
 mod cmd_ignition;
 mod cmd_render;
+mod cmd_server;
 mod cmd_skew;
+mod cmd_stub;
 mod cmd_validate;
 pub mod manifests;
 
@@ -53,6 +56,11 @@ enum Command {
     Crds,
     /// The machine-config controller: render every pool's rendered config (leader-elected).
     Controller(Box<cmd_controller::ControllerArgs>),
+    /// The Machine Config Server: serve each pool's config as Ignition over HTTPS.
+    Server(cmd_server::ServerArgs),
+    /// Certificates for the Machine Config Server.
+    #[command(subcommand)]
+    Certs(cmd_certs::CertsCommand),
 }
 
 /// Output formats for objects.
@@ -78,5 +86,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", mco_api::crds_yaml());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Server(args) => cmd_server::run(args),
+        Command::Certs(cmd) => cmd_certs::run(cmd),
     }
 }

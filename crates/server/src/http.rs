@@ -1,0 +1,268 @@
+//! The HTTP side: routing and status codes as upstream (mco-behaviour.md §4.2), one handler for
+//! the TLS and the plain listener, and the limits that keep a misbehaving client from hurting
+//! others (header size, header read timeout, handshake timeout, connection cap).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, USER_AGENT};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use mco_ignition::convert::Target;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
+
+use crate::accept;
+use crate::source::{ConfigSource, SourceError};
+
+/// What a request path asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// `/config/<pool>` with a valid pool name.
+    Config(String),
+    /// `/config/` followed by nothing, or by something that cannot be a pool name (`..`,
+    /// encoded slashes, nested paths, non-name characters): 400.
+    BadPool,
+    Health,
+    Other,
+}
+
+/// Routes a raw (still percent-encoded) request path.
+pub fn route(path: &str) -> Route {
+    if path == "/healthz" {
+        return Route::Health;
+    }
+    let Some(rest) = path.strip_prefix("/config/") else { return Route::Other };
+    match percent_encoding::percent_decode_str(rest).decode_utf8() {
+        Ok(pool) if valid_pool_name(&pool) => Route::Config(pool.into_owned()),
+        _ => Route::BadPool,
+    }
+}
+
+/// A MachineConfigPool name: a DNS subdomain (lowercase alphanumerics, `-` and `.`, starting and
+/// ending with an alphanumeric, at most 253 characters). Nothing else can name a pool, and this
+/// excludes every path trick (`..`, `/`, `%00`).
+pub fn valid_pool_name(name: &str) -> bool {
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 253
+        && alnum(bytes[0])
+        && alnum(bytes[bytes.len() - 1])
+        && bytes.iter().all(|&b| alnum(b) || b == b'-' || b == b'.')
+        && !name.contains("..")
+}
+
+/// Limits applied to every connection.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Time a client has to send a complete request head (also ends idle keep-alive connections).
+    pub header_read_timeout: Duration,
+    /// Time a client has to complete the TLS handshake.
+    pub handshake_timeout: Duration,
+    /// Largest request head accepted; larger ones get 431.
+    pub max_header_bytes: usize,
+    /// Connections served at once; further clients wait in the listen backlog.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_read_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(10),
+            max_header_bytes: 16 * 1024,
+            max_connections: 4096,
+        }
+    }
+}
+
+/// The server: one [`ConfigSource`], any number of listeners.
+#[derive(Debug)]
+pub struct Server<S> {
+    source: S,
+    limits: Limits,
+    connections: Arc<Semaphore>,
+}
+
+impl<S: ConfigSource> Server<S> {
+    pub fn new(source: S, limits: Limits) -> Arc<Self> {
+        let connections = Arc::new(Semaphore::new(limits.max_connections));
+        Arc::new(Server { source, limits, connections })
+    }
+
+    /// Accepts connections on `listener` until the task is dropped; TLS when `tls` is given.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener, tls: Option<TlsAcceptor>) {
+        loop {
+            let permit = Arc::clone(&self.connections).acquire_owned().await.expect("never closed");
+            let (stream, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait instead of spinning.
+                    tracing::warn!("accepting a connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let server = Arc::clone(&self);
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                match tls {
+                    None => server.serve_connection(stream, peer).await,
+                    Some(acceptor) => {
+                        match tokio::time::timeout(server.limits.handshake_timeout, acceptor.accept(stream)).await {
+                            Ok(Ok(stream)) => server.serve_connection(stream, peer).await,
+                            Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
+                            Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                        }
+                    }
+                }
+                drop(permit);
+            });
+        }
+    }
+
+    async fn serve_connection<IO>(self: &Arc<Self>, io: IO, peer: SocketAddr)
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let server = Arc::clone(self);
+        let service = hyper::service::service_fn(move |req| {
+            let server = Arc::clone(&server);
+            async move { Ok::<_, Infallible>(server.handle(req, peer).await) }
+        });
+        let result = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.limits.header_read_timeout)
+            .max_buf_size(self.limits.max_header_bytes.max(8192))
+            .serve_connection(TokioIo::new(io), service)
+            .await;
+        if let Err(e) = result {
+            tracing::debug!(%peer, "connection ended: {e}");
+        }
+    }
+
+    async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
+        let get_or_head = matches!(*req.method(), Method::GET | Method::HEAD);
+        if !get_or_head {
+            return empty(StatusCode::METHOD_NOT_ALLOWED);
+        }
+        let pool = match route(req.uri().path()) {
+            Route::Health => return empty(StatusCode::OK),
+            Route::Other => return empty(StatusCode::NOT_FOUND),
+            Route::BadPool => {
+                tracing::info!(%peer, path = %truncate(req.uri().path()), "refusing a config request for an invalid pool name");
+                return empty(StatusCode::BAD_REQUEST);
+            }
+            Route::Config(pool) => pool,
+        };
+        let header =
+            |name| String::from_utf8_lossy(req.headers().get(name).map(HeaderValue::as_bytes).unwrap_or_default());
+        let (accept, user_agent) = (header(ACCEPT), header(USER_AGENT));
+        tracing::info!(%peer, pool, user_agent = %truncate(&user_agent), accept = %truncate(&accept), "config requested");
+
+        let version = match accept::negotiate(&accept) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(%peer, pool, "{}", truncate(&e.to_string()));
+                return empty(StatusCode::BAD_REQUEST);
+            }
+        };
+        let snapshot = match self.source.lookup(&pool).await {
+            Ok(s) => s,
+            Err(SourceError::NotFound(why)) => {
+                tracing::info!(pool, "no config: {why}");
+                return empty(StatusCode::NOT_FOUND);
+            }
+            Err(e) => {
+                tracing::error!(pool, "couldn't get config: {e:#}");
+                return empty(StatusCode::INTERNAL_SERVER_ERROR);
+            }
+        };
+        let Ok(target) = version.to_string().parse::<Target>() else {
+            tracing::error!(pool, "couldn't convert config: no conversion to Ignition spec {version}");
+            return empty(StatusCode::INTERNAL_SERVER_ERROR);
+        };
+        let body = match snapshot.body(target).await {
+            Ok(body) => body,
+            Err(e) => {
+                tracing::error!(pool, "couldn't convert config to spec {target}: {e}");
+                return empty(StatusCode::INTERNAL_SERVER_ERROR);
+            }
+        };
+        let len = body.len();
+        let body = if req.method() == Method::HEAD { Bytes::new() } else { body };
+        let mut response = Response::new(Full::new(body));
+        response.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(len));
+        response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        response
+    }
+}
+
+fn empty(status: StatusCode) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
+    response
+}
+
+/// Client-controlled text in logs is cut short so a huge header cannot flood them.
+fn truncate(s: &str) -> String {
+    const MAX: usize = 256;
+    match s.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}...({} bytes)", &s[..i], s.len()),
+        None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        for (path, want) in [
+            ("/config/worker", Route::Config("worker".into())),
+            ("/config/master", Route::Config("master".into())),
+            ("/config/infra-2.east", Route::Config("infra-2.east".into())),
+            ("/config/w%6Frker", Route::Config("worker".into())),
+            ("/config/", Route::BadPool),
+            ("/config/..", Route::BadPool),
+            ("/config/../machine-configs/x", Route::BadPool),
+            ("/config/..%2fmachine-pools%2fmaster", Route::BadPool),
+            ("/config/%2e%2e", Route::BadPool),
+            ("/config/a/b", Route::BadPool),
+            ("/config/a%2Fb", Route::BadPool),
+            ("/config/master%00", Route::BadPool),
+            ("/config/Master", Route::BadPool),
+            ("/config/-x", Route::BadPool),
+            ("/config/x.", Route::BadPool),
+            ("/config/%ff", Route::BadPool),
+            ("/config/%", Route::BadPool),
+            ("/healthz", Route::Health),
+            ("/healthz/", Route::Other),
+            ("/config", Route::Other),
+            ("/", Route::Other),
+            ("/machine-pools/master.yaml", Route::Other),
+        ] {
+            assert_eq!(route(path), want, "{path}");
+        }
+        assert_eq!(route(&format!("/config/{}", "a".repeat(253))), Route::Config("a".repeat(253)));
+        assert_eq!(route(&format!("/config/{}", "a".repeat(254))), Route::BadPool);
+    }
+
+    #[test]
+    fn logs_are_truncated() {
+        assert_eq!(truncate("short"), "short");
+        let long = "x".repeat(10_000);
+        assert_eq!(truncate(&long), format!("{}...(10000 bytes)", "x".repeat(256)));
+    }
+}
