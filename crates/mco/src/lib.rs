@@ -8,6 +8,7 @@ mod cmd_controller;
 mod cmd_daemon;
 mod cmd_diff;
 mod cmd_ignition;
+mod cmd_image;
 mod cmd_render;
 mod cmd_server;
 mod cmd_skew;
@@ -46,6 +47,9 @@ enum Command {
     /// Ignition config tools.
     #[command(subcommand)]
     Ignition(cmd_ignition::IgnitionCommand),
+    /// OS images on OSTree: test trees, commits, OCI encapsulation (ostree-ext), inspection.
+    #[command(subcommand)]
+    Image(cmd_image::ImageCommand),
     /// Boot images: plan MachineSet updates from CoreOS stream metadata.
     #[command(subcommand)]
     Bootimage(cmd_bootimage::BootImageCommand),
@@ -80,6 +84,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Diff(args) => cmd_diff::run(&args),
         Command::Daemon(cmd) => cmd_daemon::run(cmd),
         Command::Ignition(cmd) => cmd_ignition::run(cmd),
+        Command::Image(cmd) => cmd_image::run(cmd),
         Command::Bootimage(cmd) => cmd_bootimage::run(cmd),
         Command::Skew(cmd) => cmd_skew::run(cmd),
         Command::Crds => {

@@ -1,0 +1,221 @@
+//! `mco image` run as a user runs it, against the real libostree, ostree-ext, skopeo and a real
+//! OCI registry (docker-registry) on loopback.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as StdCommand, Stdio};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const KVER: &str = "6.6.1-100.mco.x86_64";
+
+fn mco() -> Command {
+    Command::cargo_bin("mco").unwrap()
+}
+
+fn stdout(assert: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8(assert.get_output().stdout.clone()).unwrap()
+}
+
+fn stderr(assert: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8(assert.get_output().stderr.clone()).unwrap()
+}
+
+fn skopeo_inspect(image: &str, env: &[(&str, &Path)]) -> Value {
+    // skopeo 1.9 ignores CONTAINERS_REGISTRIES_CONF: hand it the file as a flag.
+    let mut cmd = StdCommand::new("skopeo");
+    for (_, conf) in env.iter().filter(|(k, _)| *k == "CONTAINERS_REGISTRIES_CONF") {
+        cmd.arg("--registries-conf").arg(conf);
+    }
+    cmd.args(["inspect", image]);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "skopeo inspect {image}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `mco image test-tree` + `mco image commit`: returns the repo and the commit.
+fn commit(tmp: &Path, version: &str) -> (PathBuf, String) {
+    let tree = tmp.join(format!("tree-{version}"));
+    mco().args(["image", "test-tree", "--kernel", KVER, "--version-id", version]).arg(&tree).assert().success();
+    let repo = tmp.join("repo");
+    let assert = mco()
+        .args(["image", "commit", "--ref", "mco/os", "--version", version, "--label", "io.mco.test=yes"])
+        .arg("--repo")
+        .arg(&repo)
+        .arg("--tree")
+        .arg(&tree)
+        .assert()
+        .success();
+    let checksum = stdout(&assert).trim().to_string();
+    assert_eq!(checksum.len(), 64, "{checksum}");
+    (repo, checksum)
+}
+
+fn encapsulate(repo: &Path, to: &str, env: &[(&str, &Path)]) -> String {
+    let mut cmd = mco();
+    cmd.args(["image", "encapsulate", "--ref", "mco/os", "--to", to]).arg("--repo").arg(repo);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let assert = cmd.assert().success();
+    stdout(&assert).trim().to_string()
+}
+
+fn inspect(image: &str, env: &[(&str, &Path)]) -> Value {
+    let mut cmd = mco();
+    cmd.args(["image", "inspect", "-o", "json", image]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    serde_json::from_str(&stdout(&cmd.assert().success())).unwrap()
+}
+
+#[test]
+fn commit_encapsulate_inspect_oci_dir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, checksum) = commit(tmp.path(), "9.6.1");
+    let image = format!("oci:{}:9.6.1", tmp.path().join("oci").display());
+    let digest = encapsulate(&repo, &image, &[]);
+    assert_eq!(skopeo_inspect(&image, &[])["Digest"], digest.as_str());
+
+    let info = inspect(&image, &[]);
+    assert_eq!(info["digest"], digest.as_str());
+    assert_eq!(info["commit"], checksum.as_str());
+    assert_eq!(info["version"], "9.6.1");
+    assert_eq!(info["kernel"], KVER);
+    assert_eq!(info["labels"]["io.mco.test"], "yes");
+    assert_eq!(info["labels"]["ostree.bootable"], "true");
+    let files: Vec<&str> = info["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    assert!(files.iter().any(|f| f.ends_with(&format!(" /usr/lib/modules/{KVER}/vmlinuz"))), "{files:?}");
+    assert!(
+        files.iter().any(|f| f.starts_with("l00777 ") && f.ends_with("/usr/etc/os-release -> ../usr/lib/os-release"))
+    );
+
+    // The text form carries the same facts for a human.
+    let text = stdout(&mco().args(["image", "inspect", &image]).assert().success());
+    assert!(text.contains(&format!("Commit:  {checksum}\n")), "{text}");
+    assert!(text.contains(&format!("Kernel:  {KVER}\n")), "{text}");
+}
+
+#[test]
+fn bad_input_exits_1_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, _) = commit(tmp.path(), "1");
+    let untagged = format!("oci:{}", tmp.path().join("oci").display());
+    let assert = mco()
+        .args(["image", "encapsulate", "--ref", "mco/os", "--to", &untagged])
+        .arg("--repo")
+        .arg(&repo)
+        .assert()
+        .code(1);
+    assert!(stderr(&assert).contains("a destination needs a tag"), "{}", stderr(&assert));
+    let assert = mco().args(["image", "inspect", "quay.io/x/y:1"]).assert().code(1);
+    assert!(stderr(&assert).contains("transport must be oci:DIR[:TAG] or docker://"), "{}", stderr(&assert));
+    let assert = mco()
+        .args(["image", "test-tree", "--kernel", "a/b", "--version-id", "1"])
+        .arg(tmp.path().join("t"))
+        .assert()
+        .code(1);
+    assert!(stderr(&assert).contains("kernel version \"a/b\""), "{}", stderr(&assert));
+}
+
+/// A real registry (Debian's docker-registry) on a free loopback port, plain HTTP.
+struct Registry {
+    child: Child,
+    port: u16,
+    registries_conf: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    fn start() -> Registry {
+        let dir = tempfile::tempdir().unwrap();
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                dir.path().join("data").display()
+            ),
+        )
+        .unwrap();
+        let registries_conf = dir.path().join("registries.conf");
+        std::fs::write(&registries_conf, format!("[[registry]]\nlocation = \"127.0.0.1:{port}\"\ninsecure = true\n"))
+            .unwrap();
+        let child = StdCommand::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let registry = Registry { child, port, registries_conf, _dir: dir };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return registry;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("registry on port {port} did not start");
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn encapsulate_to_a_registry_and_inspect_by_tag_and_digest() {
+    let registry = Registry::start();
+    let env = [("CONTAINERS_REGISTRIES_CONF", registry.registries_conf.as_path())];
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, checksum) = commit(tmp.path(), "2.0");
+    let image = format!("docker://127.0.0.1:{}/mco/os:2.0", registry.port);
+    let digest = encapsulate(&repo, &image, &env);
+    assert_eq!(skopeo_inspect(&image, &env)["Digest"], digest.as_str());
+
+    let by_tag = inspect(&image, &env);
+    assert_eq!(by_tag["digest"], digest.as_str());
+    assert_eq!(by_tag["commit"], checksum.as_str());
+    let pinned = format!("docker://127.0.0.1:{}/mco/os@{digest}", registry.port);
+    assert_eq!(by_tag["pinned"], pinned.as_str());
+    // The pinned reference names the same image.
+    let by_digest = inspect(&pinned, &env);
+    assert_eq!(by_digest["commit"], checksum.as_str());
+    assert_eq!(by_digest["digest"], digest.as_str());
+}
+
+#[test]
+fn build_a_derived_image_from_an_encapsulated_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, checksum) = commit(tmp.path(), "3.0");
+    let base = format!("oci:{}:base", tmp.path().join("oci").display());
+    encapsulate(&repo, &base, &[]);
+    let extra = tmp.path().join("extra");
+    std::fs::create_dir_all(&extra).unwrap();
+    std::fs::write(extra.join("policy.conf"), "x\n").unwrap();
+    let derived = format!("oci:{}:derived", tmp.path().join("oci").display());
+    let assert = mco()
+        .args(["image", "build", "--from", &base, "--label", "io.mco.layer=1", "--to", &derived])
+        .arg("--add")
+        .arg(format!("{}:/usr/share/policy", extra.display()))
+        .assert()
+        .success();
+    let digest = stdout(&assert).trim().to_string();
+    assert_eq!(skopeo_inspect(&derived, &[])["Digest"], digest.as_str());
+    let info = inspect(&derived, &[]);
+    assert_eq!(info["commit"], checksum.as_str());
+    assert_eq!(info["labels"]["io.mco.layer"], "1");
+    let files: Vec<&str> = info["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    assert!(files.contains(&"-00644 0 0      2 /usr/share/policy/policy.conf"), "{files:?}");
+
+    let assert =
+        mco().args(["image", "build", "--from", &base, "--add", "x:/var/lib/x", "--to", &derived]).assert().code(1);
+    assert!(stderr(&assert).contains("under /usr or /etc"), "{}", stderr(&assert));
+}

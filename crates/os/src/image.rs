@@ -1,0 +1,378 @@
+//! OS images: an OSTree commit encapsulated into an OCI image with ostree-ext (the format of
+//! Fedora CoreOS / RHCOS "ostree native containers"), and inspection of such images.
+//!
+//! Images are read through ostree-ext's importer, which talks to skopeo's image proxy: so
+//! `oci:` directories and registries (`docker://`, honouring `CONTAINERS_REGISTRIES_CONF`)
+//! behave exactly as on a node.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result};
+use fn_error_context::context;
+use ostree_ext::container::store::{ImageImporter, PrepareResult};
+use ostree_ext::container::{ImageReference, OstreeImageReference, SignatureSource, Transport};
+use ostree_ext::containers_image_proxy::ImageProxyConfig;
+use ostree_ext::prelude::*;
+use ostree_ext::{gio, glib, ostree};
+
+use crate::tree;
+
+/// An image reference mco cannot use.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ImageRefError {
+    #[error("image reference {0:?}: transport must be oci:DIR[:TAG] or docker://HOST/NAME[:TAG|@DIGEST]")]
+    UnsupportedTransport(String),
+    #[error("image reference {0:?}: empty directory or name")]
+    EmptyName(String),
+    #[error("image reference {0:?}: a destination needs a tag (oci:DIR:TAG, docker://HOST/NAME:TAG)")]
+    MissingTag(String),
+}
+
+/// Parse `oci:DIR[:TAG]` or `docker://HOST/NAME[:TAG|@DIGEST]`.
+pub fn parse_image_ref(s: &str) -> Result<ImageReference, ImageRefError> {
+    let (transport, name) = if let Some(rest) = s.strip_prefix("oci:") {
+        (Transport::OciDir, rest)
+    } else if let Some(rest) = s.strip_prefix("docker://") {
+        (Transport::Registry, rest)
+    } else {
+        return Err(ImageRefError::UnsupportedTransport(s.into()));
+    };
+    let base = match transport {
+        Transport::OciDir => name.split(':').next().unwrap_or_default(),
+        _ => name.split(['@']).next().unwrap_or_default(),
+    };
+    if base.is_empty() || (transport == Transport::Registry && !base.contains('/')) {
+        return Err(ImageRefError::EmptyName(s.into()));
+    }
+    Ok(ImageReference { transport, name: name.into() })
+}
+
+/// Parse a destination to push to: like [`parse_image_ref`], but it must name a tag, so that
+/// writing never replaces a whole OCI directory nor pushes an unnamed manifest.
+pub fn parse_destination(s: &str) -> Result<ImageReference, ImageRefError> {
+    let r = parse_image_ref(s)?;
+    let tagged = match r.transport {
+        Transport::OciDir => r.name.split_once(':').is_some_and(|(_, tag)| !tag.is_empty()),
+        _ => registry_tag(&r.name).is_some(),
+    };
+    if !tagged {
+        return Err(ImageRefError::MissingTag(s.into()));
+    }
+    Ok(r)
+}
+
+/// The tag of a registry name (`host:port/ns/name:tag`); the port's colon is not a tag.
+fn registry_tag(name: &str) -> Option<&str> {
+    let last = name.rsplit('/').next()?;
+    if last.contains('@') {
+        return None;
+    }
+    last.split_once(':').map(|(_, tag)| tag).filter(|t| !t.is_empty())
+}
+
+/// The reference pinned to `digest`, so that a tag is resolved once and never again: for a
+/// registry `docker://HOST/NAME@DIGEST`. OCI directories have no by-digest syntax in the
+/// containers tools, so they stay as given.
+pub fn pinned(r: &ImageReference, digest: &str) -> String {
+    match r.transport {
+        Transport::Registry => {
+            let repo = r.name.split('@').next().unwrap_or_default();
+            let repo = match registry_tag(repo) {
+                Some(tag) => &repo[..repo.len() - tag.len() - 1],
+                None => repo,
+            };
+            format!("docker://{repo}@{digest}")
+        }
+        _ => r.to_string(),
+    }
+}
+
+/// Encapsulate the commit `ostree_ref` of the repository at `repo_path` into an OCI image at
+/// `dest` and return the manifest digest (`sha256:...`).
+///
+/// The image is labelled with the commit's version (`org.opencontainers.image.version`), its
+/// bootable metadata (`ostree.bootable`, `ostree.linux`, `containers.bootc`) and every other
+/// string metadata key of the commit (the labels given at commit time).
+#[context("Encapsulating {ostree_ref} from {} to {dest}", repo_path.display())]
+pub async fn encapsulate(repo_path: &Path, ostree_ref: &str, dest: &str) -> Result<String> {
+    let dest = parse_destination(dest)?;
+    let repo = ostree::Repo::new_for_path(repo_path);
+    repo.open(gio::Cancellable::NONE)?;
+    let commit = repo.require_rev(ostree_ref)?;
+    let (commit_v, _) = repo.load_commit(&commit)?;
+    let label_keys =
+        string_metadata(&commit_v.child_value(0)).into_keys().filter(|k| !tree::is_reserved_key(k)).collect();
+    let mut opts = ostree_ext::container::ExportOpts::default();
+    opts.copy_meta_keys = label_keys;
+    let config = ostree_ext::container::Config::default();
+    let digest = if dest.transport == Transport::OciDir {
+        ostree_ext::container::encapsulate(&repo, ostree_ref, &config, Some(opts), &dest).await?.to_string()
+    } else {
+        // Through an OCI directory and our own skopeo, which gets the registries configuration
+        // (see `skopeo`); ostree-ext's push would not.
+        let work = tempfile::Builder::new().prefix("mco-image-encapsulate-").tempdir()?;
+        let oci = ImageReference { transport: Transport::OciDir, name: format!("{}:image", work.path().display()) };
+        ostree_ext::container::encapsulate(&repo, ostree_ref, &config, Some(opts), &oci).await?;
+        let digestfile = work.path().join("digest");
+        skopeo_copy(&oci.to_string(), &dest.to_string(), Some(&digestfile))?;
+        std::fs::read_to_string(&digestfile).context("Reading skopeo's digest file")?.trim().to_string()
+    };
+    tracing::info!(%digest, %dest, commit = %commit, "encapsulated");
+    Ok(digest)
+}
+
+/// `skopeo`, told about the registries configuration named by `CONTAINERS_REGISTRIES_CONF`:
+/// the containers tools document that variable, but skopeo 1.9 (Debian 12) only honours the
+/// `--registries-conf` flag, and a plain-HTTP test registry must be marked insecure there.
+pub fn skopeo() -> Command {
+    let mut cmd = Command::new("skopeo");
+    if let Some(conf) = std::env::var_os("CONTAINERS_REGISTRIES_CONF") {
+        cmd.arg("--registries-conf").arg(conf);
+    }
+    cmd
+}
+
+/// `skopeo copy` preserving digests, optionally writing the pushed digest to `digestfile`.
+pub(crate) fn skopeo_copy(src: &str, dest: &str, digestfile: Option<&Path>) -> Result<()> {
+    let mut cmd = skopeo();
+    cmd.args(["copy", "--quiet", "--preserve-digests"]);
+    if let Some(f) = digestfile {
+        cmd.arg("--digestfile").arg(f);
+    }
+    cmd.args([src, dest]);
+    let out = cmd.output().context("Running skopeo")?;
+    if !out.status.success() {
+        anyhow::bail!("skopeo copy {src} {dest}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+/// String-typed entries of commit metadata (an `a{sv}`).
+fn string_metadata(meta: &glib::Variant) -> BTreeMap<String, String> {
+    meta.iter()
+        .filter_map(|entry| {
+            let key = entry.child_value(0).str()?.to_string();
+            let value = entry.child_value(1).as_variant()?.str()?.to_string();
+            Some((key, value))
+        })
+        .collect()
+}
+
+/// What `mco image inspect` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// The manifest digest the reference resolved to.
+    pub digest: String,
+    /// The reference pinned to the digest.
+    pub pinned: String,
+    /// The encapsulated (base) ostree commit.
+    pub commit: String,
+    /// The commit of the whole image including derived layers (equal to `commit` for a base image).
+    pub merge_commit: String,
+    /// `org.opencontainers.image.version`, if set.
+    pub version: Option<String>,
+    /// All labels of the image configuration.
+    pub labels: BTreeMap<String, String>,
+    /// The kernel version (directory under `/usr/lib/modules` holding `vmlinuz`).
+    pub kernel: Option<String>,
+    /// Every file of the image, in `ostree ls -R` order.
+    pub files: Vec<FileEntry>,
+}
+
+/// One entry of a file listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEntry {
+    pub path: String,
+    /// `d`, `-` or `l` as in `ostree ls`.
+    pub kind: char,
+    /// Permission bits (without the file type).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    pub symlink_target: Option<String>,
+}
+
+impl std::fmt::Display for FileEntry {
+    /// The `ostree ls` line format.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}0{:04o} {} {} {:6} {}", self.kind, self.mode, self.uid, self.gid, self.size, self.path)?;
+        if let Some(target) = &self.symlink_target {
+            write!(f, " -> {target}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Import `image` (see [`parse_image_ref`]) into a throw-away repository with ostree-ext and
+/// describe it.
+#[context("Inspecting image {image}")]
+pub async fn inspect(image: &str) -> Result<ImageInfo> {
+    let imgref = parse_image_ref(image)?;
+    let tmp = tempfile::Builder::new().prefix("mco-image-inspect-").tempdir()?;
+    let repo = tree::open_or_create_repo(tmp.path())?;
+    let state = import(&repo, &imgref).await?;
+    let config = state.configuration.config().as_ref();
+    let labels: BTreeMap<String, String> =
+        config.and_then(|c| c.labels().clone()).unwrap_or_default().into_iter().collect();
+    let (root, _) = repo.read_commit(&state.merge_commit, gio::Cancellable::NONE)?;
+    // An image without /usr/lib/modules is not bootable: no kernel to report, not an error.
+    let kernel = ostree_ext::bootabletree::find_kernel_dir(&root, gio::Cancellable::NONE)
+        .ok()
+        .flatten()
+        .and_then(|d| d.basename())
+        .map(|b| b.to_string_lossy().into_owned());
+    let digest = state.manifest_digest.to_string();
+    Ok(ImageInfo {
+        pinned: pinned(&imgref, &digest),
+        digest,
+        commit: state.base_commit.clone(),
+        merge_commit: state.merge_commit.clone(),
+        version: ostree_ext::container::version_for_config(&state.configuration).map(str::to_string),
+        labels,
+        kernel,
+        files: list_files(&root)?,
+    })
+}
+
+/// Import an image into `repo` (the way a node pulls it) and return what was stored.
+#[context("Importing {imgref}")]
+pub async fn import(
+    repo: &ostree::Repo,
+    imgref: &ImageReference,
+) -> Result<Box<ostree_ext::container::store::LayeredImageState>> {
+    let imgref =
+        OstreeImageReference { sigverify: SignatureSource::ContainerPolicyAllowInsecure, imgref: imgref.clone() };
+    let config = ImageProxyConfig { skopeo_cmd: Some(skopeo()), ..Default::default() };
+    let mut importer = ImageImporter::new(repo, &imgref, config).await?;
+    match importer.prepare().await? {
+        PrepareResult::AlreadyPresent(state) => Ok(state),
+        PrepareResult::Ready(prep) => importer.import(prep).await,
+    }
+}
+
+/// Walk a commit like `ostree ls -R <ref> /`: each directory, then its children in libostree's
+/// order, descending into directories as they come.
+#[context("Listing files")]
+pub fn list_files(root: &gio::File) -> Result<Vec<FileEntry>> {
+    let mut out = Vec::new();
+    walk(root, &mut out)?;
+    Ok(out)
+}
+
+const QUERY: &str =
+    "standard::name,standard::type,standard::size,standard::symlink-target,unix::mode,unix::uid,unix::gid";
+
+fn walk(file: &gio::File, out: &mut Vec<FileEntry>) -> Result<()> {
+    let flags = gio::FileQueryInfoFlags::NOFOLLOW_SYMLINKS;
+    let info = file.query_info(QUERY, flags, gio::Cancellable::NONE)?;
+    out.push(entry(file, &info)?);
+    if info.file_type() != gio::FileType::Directory {
+        return Ok(());
+    }
+    for child in file.enumerate_children(QUERY, flags, gio::Cancellable::NONE)? {
+        let child = child?;
+        let child_file = file.child(child.name());
+        if child.file_type() == gio::FileType::Directory {
+            walk(&child_file, out)?;
+        } else {
+            out.push(entry(&child_file, &child)?);
+        }
+    }
+    Ok(())
+}
+
+fn entry(file: &gio::File, info: &gio::FileInfo) -> Result<FileEntry> {
+    let kind = match info.file_type() {
+        gio::FileType::Directory => 'd',
+        gio::FileType::SymbolicLink => 'l',
+        _ => '-',
+    };
+    let path = file.path().context("file without a path")?;
+    Ok(FileEntry {
+        path: path.to_string_lossy().into_owned(),
+        kind,
+        mode: info.attribute_uint32("unix::mode") & 0o7777,
+        uid: info.attribute_uint32("unix::uid"),
+        gid: info.attribute_uint32("unix::gid"),
+        size: u64::try_from(info.size()).unwrap_or_default(),
+        symlink_target: info.symlink_target().map(|t| t.to_string_lossy().into_owned()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_refs() {
+        use ImageRefError::*;
+        let oci = |n: &str| Ok(ImageReference { transport: Transport::OciDir, name: n.into() });
+        let reg = |n: &str| Ok(ImageReference { transport: Transport::Registry, name: n.into() });
+        let cases: &[(&str, Result<ImageReference, ImageRefError>)] = &[
+            ("oci:/tmp/img:latest", oci("/tmp/img:latest")),
+            ("oci:/tmp/img", oci("/tmp/img")),
+            ("docker://127.0.0.1:5000/os:1", reg("127.0.0.1:5000/os:1")),
+            ("docker://quay.io/a/b@sha256:abc", reg("quay.io/a/b@sha256:abc")),
+            ("oci::tag", Err(EmptyName("oci::tag".into()))),
+            ("docker://", Err(EmptyName("docker://".into()))),
+            ("docker://noslash", Err(EmptyName("docker://noslash".into()))),
+            ("registry:quay.io/a/b", Err(UnsupportedTransport("registry:quay.io/a/b".into()))),
+            ("/tmp/img", Err(UnsupportedTransport("/tmp/img".into()))),
+        ];
+        for (input, want) in cases {
+            assert_eq!(&parse_image_ref(input), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn destinations_need_a_tag() {
+        let cases: &[(&str, bool)] = &[
+            ("oci:/tmp/img:latest", true),
+            ("oci:/tmp/img", false),
+            ("oci:/tmp/img:", false),
+            ("docker://127.0.0.1:5000/os:1", true),
+            ("docker://127.0.0.1:5000/os", false),
+            ("docker://quay.io/a/b@sha256:abc", false),
+        ];
+        for (input, ok) in cases {
+            let got = parse_destination(input);
+            assert_eq!(got.is_ok(), *ok, "{input}: {got:?}");
+            if !ok {
+                assert!(matches!(got, Err(ImageRefError::MissingTag(_)) | Err(ImageRefError::EmptyName(_))));
+            }
+        }
+    }
+
+    #[test]
+    fn pinning() {
+        let d = "sha256:0123";
+        let cases: &[(&str, &str)] = &[
+            ("docker://127.0.0.1:5000/os:1", "docker://127.0.0.1:5000/os@sha256:0123"),
+            ("docker://127.0.0.1:5000/os", "docker://127.0.0.1:5000/os@sha256:0123"),
+            ("docker://quay.io/a/b@sha256:old", "docker://quay.io/a/b@sha256:0123"),
+            ("oci:/tmp/img:latest", "oci:/tmp/img:latest"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(pinned(&parse_image_ref(input).unwrap(), d), *want, "{input}");
+        }
+    }
+
+    #[test]
+    fn ls_line_format() {
+        let e = |kind, mode, size, path: &str, target: Option<&str>| FileEntry {
+            path: path.into(),
+            kind,
+            mode,
+            uid: 0,
+            gid: 0,
+            size,
+            symlink_target: target.map(Into::into),
+        };
+        assert_eq!(e('d', 0o755, 0, "/usr", None).to_string(), "d00755 0 0      0 /usr");
+        assert_eq!(e('-', 0o644, 1234567, "/usr/a", None).to_string(), "-00644 0 0 1234567 /usr/a");
+        assert_eq!(e('l', 0o777, 21, "/usr/etc/x", Some("../y")).to_string(), "l00777 0 0     21 /usr/etc/x -> ../y");
+    }
+}

@@ -1,0 +1,254 @@
+//! Bootable test OS trees, and committing a tree to an OSTree repository with libostree.
+//!
+//! The tree is the smallest one ostree accepts as bootable: a kernel and an initramfs under
+//! `/usr/lib/modules/<kver>/`, configuration in `/usr/etc` (never `/etc`), and os-release with the
+//! version. The kernel and initramfs are placeholders: nothing here boots a machine, but
+//! `ostree admin deploy` and ostree-ext treat the commit exactly like a real OS.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use fn_error_context::context;
+use ostree_ext::ostree;
+use ostree_ext::prelude::*;
+use ostree_ext::{gio, glib};
+
+/// Commit metadata key holding the OS version (libostree's `OSTREE_COMMIT_META_KEY_VERSION`);
+/// ostree-ext turns it into the `org.opencontainers.image.version` label.
+pub const VERSION_KEY: &str = "version";
+
+/// Invalid input for a test tree or a commit.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TreeError {
+    #[error("kernel version {0:?} is not a valid directory name under /usr/lib/modules")]
+    KernelVersion(String),
+    #[error("VERSION_ID {0:?} must be non-empty and use only 0-9, a-z, A-Z, '.', '_', '-'")]
+    VersionId(String),
+    #[error("label key {0:?} is reserved: ostree owns it (use --version for the version)")]
+    ReservedLabel(String),
+    #[error("label key must not be empty")]
+    EmptyLabel,
+    #[error("tree directory {0} already exists and is not empty")]
+    NotEmpty(String),
+}
+
+/// What goes into a test OS tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeSpec {
+    /// The kernel version, the name of the directory under `/usr/lib/modules`.
+    pub kernel_version: String,
+    /// `VERSION_ID` in os-release.
+    pub version_id: String,
+}
+
+/// The content of one non-directory entry of a tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Content {
+    /// A regular file with its mode bits.
+    File { data: Vec<u8>, mode: u32 },
+    /// A symbolic link and its target.
+    Symlink(String),
+}
+
+/// Validate a spec and list the entries of its tree, paths relative to the root.
+/// Parent directories are implied (created 0755).
+pub fn tree_entries(spec: &TreeSpec) -> Result<Vec<(String, Content)>, TreeError> {
+    let kver = &spec.kernel_version;
+    if kver.is_empty() || kver == "." || kver == ".." || kver.chars().any(|c| c == '/' || c.is_whitespace()) {
+        return Err(TreeError::KernelVersion(kver.clone()));
+    }
+    let vid = &spec.version_id;
+    if vid.is_empty() || !vid.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) {
+        return Err(TreeError::VersionId(vid.clone()));
+    }
+    let file = |data: String, mode: u32| Content::File { data: data.into_bytes(), mode };
+    let os_release = format!(
+        "NAME=\"MCO Test OS\"\nID=mco-test\nVERSION_ID={vid}\nVERSION=\"{vid}\"\nPRETTY_NAME=\"MCO Test OS {vid}\"\n"
+    );
+    Ok(vec![
+        (format!("usr/lib/modules/{kver}/vmlinuz"), file(format!("placeholder kernel {kver}\n"), 0o644)),
+        (format!("usr/lib/modules/{kver}/initramfs.img"), file(format!("placeholder initramfs {kver}\n"), 0o644)),
+        ("usr/lib/os-release".into(), file(os_release, 0o644)),
+        // As on Fedora CoreOS: /etc/os-release points into /usr once deployed.
+        ("usr/etc/os-release".into(), Content::Symlink("../usr/lib/os-release".into())),
+        ("usr/etc/motd".into(), file(format!("MCO Test OS {vid}\n"), 0o644)),
+        ("usr/etc/ssh/sshd_config.d/40-mco.conf".into(), file("PasswordAuthentication no\n".into(), 0o600)),
+        ("usr/bin/mco-test-hello".into(), file("#!/bin/sh\necho hello from mco-test\n".into(), 0o755)),
+        ("usr/share/mco-test/README".into(), file(format!("MCO test OS tree, kernel {kver}\n"), 0o644)),
+    ])
+}
+
+/// Write the tree of `spec` into `dir`, which must not exist or be empty (so a tree is never
+/// mixed with leftovers).
+#[context("Writing test OS tree into {}", dir.display())]
+pub fn write_tree(dir: &Path, spec: &TreeSpec) -> Result<()> {
+    let entries = tree_entries(spec)?;
+    if dir.exists() && fs::read_dir(dir)?.next().is_some() {
+        return Err(TreeError::NotEmpty(dir.display().to_string()).into());
+    }
+    fs::create_dir_all(dir)?;
+    for (rel, content) in &entries {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        match content {
+            Content::File { data, mode } => {
+                let mut f = fs::File::create(&path).with_context(|| format!("Creating {rel}"))?;
+                f.write_all(data)?;
+                f.set_permissions(fs::Permissions::from_mode(*mode))?;
+            }
+            Content::Symlink(target) => symlink(target, &path).with_context(|| format!("Creating symlink {rel}"))?,
+        }
+    }
+    Ok(())
+}
+
+/// Commit metadata keys owned by libostree and ostree-ext, never user labels.
+pub fn is_reserved_key(key: &str) -> bool {
+    key == VERSION_KEY || key.starts_with("ostree.") || key == "containers.bootc"
+}
+
+/// Check user labels: they go into commit metadata next to keys libostree and ostree-ext own.
+pub fn validate_labels(labels: &BTreeMap<String, String>) -> Result<(), TreeError> {
+    for key in labels.keys() {
+        if key.is_empty() {
+            return Err(TreeError::EmptyLabel);
+        }
+        if is_reserved_key(key) {
+            return Err(TreeError::ReservedLabel(key.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// Open the repository at `path`, creating a `bare-user` one if there is none (bare-user needs no
+/// root and is what ostree-ext imports into).
+#[context("Opening OSTree repository {}", path.display())]
+pub fn open_or_create_repo(path: &Path) -> Result<ostree::Repo> {
+    let repo = ostree::Repo::new_for_path(path);
+    if path.join("config").exists() {
+        repo.open(gio::Cancellable::NONE)?;
+    } else {
+        fs::create_dir_all(path)?;
+        repo.create(ostree::RepoMode::BareUser, gio::Cancellable::NONE)?;
+    }
+    Ok(repo)
+}
+
+/// Commit `tree_dir` to `ostree_ref` in the repository at `repo_path` (created if missing) and
+/// return the commit checksum.
+///
+/// Like `ostree commit --bootable --canonical-permissions`: files are owned by root, and the
+/// commit carries `ostree.bootable` and `ostree.linux` (the kernel version) so that ostree-ext
+/// labels the image bootable. `version` and `labels` become string commit metadata.
+#[context("Committing {} to {ostree_ref} in {}", tree_dir.display(), repo_path.display())]
+pub fn commit(
+    repo_path: &Path,
+    ostree_ref: &str,
+    tree_dir: &Path,
+    version: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<String> {
+    ostree::validate_rev(ostree_ref).with_context(|| format!("Invalid ref {ostree_ref:?}"))?;
+    validate_labels(labels)?;
+    if !tree_dir.is_dir() {
+        anyhow::bail!("tree directory {} does not exist", tree_dir.display());
+    }
+    let repo = open_or_create_repo(repo_path)?;
+    let cancellable = gio::Cancellable::NONE;
+    let tx = repo.auto_transaction(cancellable)?;
+    let mtree = ostree::MutableTree::new();
+    let modifier = ostree::RepoCommitModifier::new(ostree::RepoCommitModifierFlags::CANONICAL_PERMISSIONS, None);
+    repo.write_directory_to_mtree(&gio::File::for_path(tree_dir), &mtree, Some(&modifier), cancellable)?;
+    let root = repo.write_mtree(&mtree, cancellable)?;
+    let root = root.downcast::<ostree::RepoFile>().map_err(|_| anyhow::anyhow!("write_mtree returned no RepoFile"))?;
+
+    let meta = glib::VariantDict::new(None);
+    meta.insert_value(VERSION_KEY, &version.to_variant());
+    for (k, v) in labels {
+        meta.insert_value(k, &v.to_variant());
+    }
+    mark_bootable(root.upcast_ref(), &meta)?;
+    let checksum = repo.write_commit(None, Some(version), None, Some(&meta.end()), &root, cancellable)?;
+    repo.transaction_set_ref(None, ostree_ref, Some(checksum.as_str()));
+    tx.commit(cancellable)?;
+    tracing::debug!(%checksum, ostree_ref, "committed test OS tree");
+    Ok(checksum.to_string())
+}
+
+/// What libostree's `ostree_commit_metadata_for_bootable()` does (not bound in the Rust crate):
+/// find the kernel directory and record it.
+fn mark_bootable(root: &gio::File, meta: &glib::VariantDict) -> Result<()> {
+    const NOT_BOOTABLE: &str = "Not bootable: no /usr/lib/modules/<kver>/vmlinuz in the tree";
+    let kdir = ostree_ext::bootabletree::find_kernel_dir(root, gio::Cancellable::NONE)
+        .context(NOT_BOOTABLE)?
+        .context(NOT_BOOTABLE)?;
+    let kver = kdir.basename().context("kernel directory without a name")?;
+    let kver = kver.to_str().context("kernel version is not UTF-8")?;
+    meta.insert_value(&ostree::METADATA_KEY_BOOTABLE, &true.to_variant());
+    meta.insert_value(&ostree::METADATA_KEY_LINUX, &kver.to_variant());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kver: &str, vid: &str) -> TreeSpec {
+        TreeSpec { kernel_version: kver.into(), version_id: vid.into() }
+    }
+
+    #[test]
+    fn entries_validate_kernel_and_version() {
+        let cases: &[(&str, &str, Option<TreeError>)] = &[
+            ("6.5.0-1.fc39.x86_64", "39.20240101.0", None),
+            ("5.14.0-427.el9.x86_64", "9.4", None),
+            ("", "1", Some(TreeError::KernelVersion("".into()))),
+            ("..", "1", Some(TreeError::KernelVersion("..".into()))),
+            ("a/b", "1", Some(TreeError::KernelVersion("a/b".into()))),
+            ("6 1", "1", Some(TreeError::KernelVersion("6 1".into()))),
+            ("6.1", "", Some(TreeError::VersionId("".into()))),
+            ("6.1", "1 2", Some(TreeError::VersionId("1 2".into()))),
+            ("6.1", "1\"x", Some(TreeError::VersionId("1\"x".into()))),
+        ];
+        for (kver, vid, want) in cases {
+            let got = tree_entries(&spec(kver, vid));
+            match want {
+                None => assert!(got.is_ok(), "{kver} {vid}: {got:?}"),
+                Some(e) => assert_eq!(got.as_ref().unwrap_err(), e, "{kver} {vid}"),
+            }
+        }
+    }
+
+    #[test]
+    fn entries_hold_kernel_initramfs_and_usr_etc_only() {
+        let entries = tree_entries(&spec("6.1.0", "42.1")).unwrap();
+        let paths: Vec<&str> = entries.iter().map(|(p, _)| p.as_str()).collect();
+        assert!(paths.contains(&"usr/lib/modules/6.1.0/vmlinuz"));
+        assert!(paths.contains(&"usr/lib/modules/6.1.0/initramfs.img"));
+        // ostree refuses trees with both /etc and /usr/etc: config lives in /usr/etc only.
+        assert!(paths.iter().all(|p| p.starts_with("usr/")), "{paths:?}");
+        let os_release = entries.iter().find(|(p, _)| p == "usr/lib/os-release").unwrap();
+        let Content::File { data, .. } = &os_release.1 else { panic!("os-release is not a file") };
+        let text = String::from_utf8(data.clone()).unwrap();
+        assert!(text.lines().any(|l| l == "VERSION_ID=42.1"), "{text}");
+    }
+
+    #[test]
+    fn labels_must_not_shadow_ostree_keys() {
+        let labels = |k: &str| BTreeMap::from([(k.to_string(), "v".to_string())]);
+        assert_eq!(validate_labels(&labels("io.openshift.build.source")), Ok(()));
+        assert_eq!(validate_labels(&labels("version")), Err(TreeError::ReservedLabel("version".into())));
+        assert_eq!(validate_labels(&labels("ostree.linux")), Err(TreeError::ReservedLabel("ostree.linux".into())));
+        assert_eq!(
+            validate_labels(&labels("containers.bootc")),
+            Err(TreeError::ReservedLabel("containers.bootc".into()))
+        );
+        assert_eq!(validate_labels(&labels("")), Err(TreeError::EmptyLabel));
+    }
+}

@@ -1,0 +1,195 @@
+//! Against the real libostree, ostree CLI, ostree-ext and skopeo.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use mco_os::tree::{self, TreeSpec};
+use mco_os::{build, image};
+
+const KVER: &str = "6.5.0-1.mco.x86_64";
+
+fn run(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("running {cmd}: {e}"));
+    assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn ostree(repo: &Path, args: &[&str]) -> String {
+    let repo_arg = format!("--repo={}", repo.display());
+    let mut all = vec![args[0], repo_arg.as_str()];
+    all.extend_from_slice(&args[1..]);
+    run("ostree", &all)
+}
+
+fn spec(version: &str) -> TreeSpec {
+    TreeSpec { kernel_version: KVER.into(), version_id: version.into() }
+}
+
+fn labels() -> BTreeMap<String, String> {
+    BTreeMap::from([("io.openshift.build.source".to_string(), "mco-test".to_string())])
+}
+
+/// A committed test tree: (tempdir, repo path, commit).
+fn committed(ostree_ref: &str, version: &str) -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree_dir = tmp.path().join("tree");
+    tree::write_tree(&tree_dir, &spec(version)).unwrap();
+    let repo = tmp.path().join("repo");
+    let commit = tree::commit(&repo, ostree_ref, &tree_dir, version, &labels()).unwrap();
+    (tmp, repo, commit)
+}
+
+#[test]
+fn commit_is_bootable_like_ostree_commit_bootable() {
+    let (tmp, repo, commit) = committed("mco/os", "42.1");
+    assert_eq!(ostree(&repo, &["rev-parse", "mco/os"]).trim(), commit);
+    let modules = ostree(&repo, &["ls", "mco/os", &format!("/usr/lib/modules/{KVER}")]);
+    assert!(modules.contains(&format!("/usr/lib/modules/{KVER}/vmlinuz")), "{modules}");
+    assert!(modules.contains(&format!("/usr/lib/modules/{KVER}/initramfs.img")), "{modules}");
+
+    // The same tree committed by the real CLI gives the same content and the same boot metadata.
+    let tree_dir = tmp.path().join("tree");
+    ostree(
+        &repo,
+        &[
+            "commit",
+            "--bootable",
+            "--canonical-permissions",
+            "-b",
+            "cli/os",
+            &format!("--tree=dir={}", tree_dir.display()),
+        ],
+    );
+    assert_eq!(ostree(&repo, &["ls", "-R", "mco/os"]), ostree(&repo, &["ls", "-R", "cli/os"]));
+    for key in ["ostree.bootable", "ostree.linux"] {
+        let ours = ostree(&repo, &["show", "--print-metadata-key", key, "mco/os"]);
+        let cli = ostree(&repo, &["show", "--print-metadata-key", key, "cli/os"]);
+        assert_eq!(ours, cli, "{key}");
+    }
+    assert_eq!(ostree(&repo, &["show", "--print-metadata-key", "ostree.linux", "mco/os"]).trim(), format!("'{KVER}'"));
+    assert_eq!(ostree(&repo, &["show", "--print-metadata-key", "version", "mco/os"]).trim(), "'42.1'");
+    assert_eq!(
+        ostree(&repo, &["show", "--print-metadata-key", "io.openshift.build.source", "mco/os"]).trim(),
+        "'mco-test'"
+    );
+    let os_release = ostree(&repo, &["cat", "mco/os", "/usr/lib/os-release"]);
+    assert!(os_release.lines().any(|l| l == "VERSION_ID=42.1"), "{os_release}");
+}
+
+#[test]
+fn second_commit_moves_the_ref_and_reuses_the_repo() {
+    let (tmp, repo, first) = committed("mco/os", "1");
+    let tree2 = tmp.path().join("tree2");
+    tree::write_tree(&tree2, &spec("2")).unwrap();
+    let second = tree::commit(&repo, "mco/os", &tree2, "2", &BTreeMap::new()).unwrap();
+    assert_ne!(first, second);
+    assert_eq!(ostree(&repo, &["rev-parse", "mco/os"]).trim(), second);
+    assert_eq!(ostree(&repo, &["show", "--print-metadata-key", "version", &first]).trim(), "'1'");
+}
+
+#[test]
+fn bad_input_is_refused_and_leaves_the_ref_alone() {
+    let (tmp, repo, first) = committed("mco/os", "1");
+    // No kernel: not bootable.
+    let plain = tmp.path().join("plain");
+    std::fs::create_dir_all(plain.join("usr/etc")).unwrap();
+    let err = tree::commit(&repo, "mco/os", &plain, "2", &BTreeMap::new()).unwrap_err();
+    assert!(format!("{err:#}").contains("Not bootable"), "{err:#}");
+    assert_eq!(ostree(&repo, &["rev-parse", "mco/os"]).trim(), first);
+
+    let reserved = BTreeMap::from([("ostree.linux".to_string(), "x".to_string())]);
+    let err = tree::commit(&repo, "mco/os", &tmp.path().join("tree"), "2", &reserved).unwrap_err();
+    assert!(format!("{err:#}").contains("label key \"ostree.linux\" is reserved"), "{err:#}");
+
+    let err = tree::commit(&repo, "bad ref", &tmp.path().join("tree"), "2", &BTreeMap::new()).unwrap_err();
+    assert!(format!("{err:#}").contains("Invalid ref \"bad ref\""), "{err:#}");
+
+    let err = tree::write_tree(&tmp.path().join("tree"), &spec("3")).unwrap_err();
+    assert!(format!("{err:#}").contains("already exists and is not empty"), "{err:#}");
+}
+
+#[tokio::test]
+async fn encapsulate_then_skopeo_and_import_agree() {
+    let (tmp, repo, commit) = committed("mco/os", "42.1");
+    let dir = tmp.path().join("oci");
+    let dest = format!("oci:{}:42.1", dir.display());
+    let digest = image::encapsulate(&repo, "mco/os", &dest).await.unwrap();
+
+    let skopeo: serde_json::Value = serde_json::from_str(&run("skopeo", &["inspect", &dest])).unwrap();
+    assert_eq!(skopeo["Digest"], digest.as_str());
+    let labels = &skopeo["Labels"];
+    assert_eq!(labels["ostree.commit"], commit.as_str());
+    assert_eq!(labels["ostree.bootable"], "true");
+    assert_eq!(labels["containers.bootc"], "1");
+    assert_eq!(labels["ostree.linux"], KVER);
+    assert_eq!(labels["org.opencontainers.image.version"], "42.1");
+    assert_eq!(labels["io.openshift.build.source"], "mco-test");
+
+    // Importing the image back (as a node would) yields the very commit that was encapsulated.
+    let info = image::inspect(&dest).await.unwrap();
+    assert_eq!(info.commit, commit);
+    assert_eq!(info.digest, digest);
+    assert_eq!(info.version.as_deref(), Some("42.1"));
+    assert_eq!(info.kernel.as_deref(), Some(KVER));
+    assert_eq!(info.labels.get("io.openshift.build.source").map(String::as_str), Some("mco-test"));
+    let ours: Vec<String> = info.files.iter().map(ToString::to_string).collect();
+    let cli: Vec<String> = ostree(&repo, &["ls", "-R", "mco/os"]).lines().map(str::to_string).collect();
+    assert_eq!(ours, cli);
+}
+
+#[tokio::test]
+async fn encapsulate_refuses_untagged_destination_and_unknown_ref() {
+    let (tmp, repo, _) = committed("mco/os", "1");
+    let dir = tmp.path().join("oci");
+    let err = image::encapsulate(&repo, "mco/os", &format!("oci:{}", dir.display())).await.unwrap_err();
+    assert!(format!("{err:#}").contains("a destination needs a tag"), "{err:#}");
+    assert!(!dir.exists(), "nothing written for a refused destination");
+    let err = image::encapsulate(&repo, "mco/nope", &format!("oci:{}:1", dir.display())).await.unwrap_err();
+    assert!(format!("{err:#}").contains("mco/nope"), "{err:#}");
+    let err = image::inspect(&format!("oci:{}:missing", tmp.path().join("absent").display())).await.unwrap_err();
+    assert!(format!("{err:#}").contains("Inspecting image"), "{err:#}");
+}
+
+#[tokio::test]
+async fn derived_image_adds_a_layer_on_the_base_commit() {
+    let (tmp, repo, commit) = committed("mco/os", "42.1");
+    let oci = tmp.path().join("oci");
+    let base = format!("oci:{}:base", oci.display());
+    image::encapsulate(&repo, "mco/os", &base).await.unwrap();
+
+    let extra = tmp.path().join("extra");
+    std::fs::create_dir_all(extra.join("bin")).unwrap();
+    std::fs::write(extra.join("bin/hello"), "#!/bin/sh\necho derived\n").unwrap();
+    let etc = tmp.path().join("etc");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::write(etc.join("mco.conf"), "layered=1\n").unwrap();
+    let adds = [
+        build::parse_add(&format!("{}:/usr/share/mco-extra", extra.display())).unwrap(),
+        build::parse_add(&format!("{}:/etc/mco", etc.display())).unwrap(),
+    ];
+    let labels = BTreeMap::from([("io.mco.layer".to_string(), "extra".to_string())]);
+    let derived = format!("oci:{}:derived", oci.display());
+    let digest = build::build(&base, &adds, &labels, &derived).unwrap();
+
+    let skopeo_base: serde_json::Value = serde_json::from_str(&run("skopeo", &["inspect", &base])).unwrap();
+    let skopeo: serde_json::Value = serde_json::from_str(&run("skopeo", &["inspect", &derived])).unwrap();
+    assert_eq!(skopeo["Digest"], digest.as_str());
+    assert_eq!(skopeo["Layers"].as_array().unwrap().len(), skopeo_base["Layers"].as_array().unwrap().len() + 1);
+    assert_eq!(skopeo["Labels"]["io.mco.layer"], "extra");
+    assert_eq!(skopeo["Labels"]["ostree.commit"], commit.as_str());
+
+    // ostree-ext imports it as the base commit plus a merge commit holding the new files;
+    // /etc content lands in /usr/etc as on a node.
+    let info = image::inspect(&derived).await.unwrap();
+    assert_eq!(info.commit, commit);
+    assert_ne!(info.merge_commit, commit);
+    assert_eq!(info.kernel.as_deref(), Some(KVER));
+    let lines: Vec<String> = info.files.iter().map(ToString::to_string).collect();
+    assert!(lines.iter().any(|l| l.starts_with("-00644 0 0     23 /usr/share/mco-extra/bin/hello")), "{lines:#?}");
+    assert!(lines.iter().any(|l| l.ends_with(" /usr/etc/mco/mco.conf")), "{lines:#?}");
+    assert!(lines.iter().any(|l| l.ends_with(&format!(" /usr/lib/modules/{KVER}/vmlinuz"))));
+
+    let err = build::build(&base, &adds, &labels, &format!("oci:{}", oci.display())).unwrap_err();
+    assert!(format!("{err:#}").contains("a destination needs a tag"), "{err:#}");
+}
