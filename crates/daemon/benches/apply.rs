@@ -5,10 +5,8 @@
 use std::time::{Duration, Instant};
 
 use mco_api::{MachineConfig, MachineConfigSpec};
-use mco_daemon::apply::{Disruption, Node, RequestFileReboot, apply};
+use mco_daemon::apply::{Disruption, Node, apply};
 use mco_daemon::failpoint::Failpoints;
-use mco_daemon::files::Originals;
-use mco_daemon::units::DirSystemd;
 use mco_disruption::default_cluster_policies;
 use serde_json::json;
 
@@ -34,13 +32,7 @@ fn main() {
     std::fs::create_dir_all(root.join("etc")).unwrap();
     std::fs::write(root.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
     std::fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
-    let node = Node {
-        root: root.clone(),
-        systemd: Box::new(DirSystemd { root: root.clone() }),
-        os: None,
-        originals: Originals::default(),
-        reboot: Box::new(RequestFileReboot { root: root.clone() }),
-    };
+    let node = Node::directory_root(root.clone(), None);
     let fp = Failpoints::default();
     // Files under /etc/bench have no policy: every update reboots (a request file in this root).
     let disruption = Disruption::Cluster { policies: default_cluster_policies(), skip_registry_drain: false };

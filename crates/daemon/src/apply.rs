@@ -22,7 +22,7 @@ use crate::plan::{self, LEGACY_SSH_KEY_PATH, Plan, PlanError, Side, Step, dropin
 use crate::runner::{Cmd, Runner};
 use crate::ssh::{SSH_DIR, write_ssh_keys};
 use crate::state::{self, CURRENT_CONFIG, FORCE_FILE};
-use crate::units::{Systemd, remove_unit, write_unit};
+use crate::units::{DirSystemd, Systemd, remove_unit, write_unit};
 use crate::validate;
 
 /// Restarts the node.
@@ -108,6 +108,20 @@ pub struct Node {
     pub os: Option<Box<dyn OsBackend>>,
     pub originals: Originals,
     pub reboot: Box<dyn Reboot>,
+}
+
+impl Node {
+    /// A node root in a directory (tests, images, the lab): systemd links made like
+    /// `systemctl --root`, reboots requested through a file, OS changes through `os` only.
+    pub fn directory_root(root: PathBuf, os: Option<Box<dyn OsBackend>>) -> Self {
+        Node {
+            systemd: Box::new(DirSystemd { root: root.clone() }),
+            os,
+            originals: Originals::default(),
+            reboot: Box::new(RequestFileReboot { root: root.clone() }),
+            root,
+        }
+    }
 }
 
 /// Why an update did not happen; the node is on the old config. Maps to the node's `state` and
@@ -372,7 +386,6 @@ fn step_name(step: &Step) -> String {
 mod tests {
     use super::*;
     use crate::fsutil::host_path;
-    use crate::units::DirSystemd;
 
     /// A sealed journal is never rolled back: in the same boot its reboot is requested again,
     /// after a reboot it is just removed.
@@ -393,13 +406,7 @@ mod tests {
                 let other = text.replace(&journal::boot_id().unwrap(), "an-earlier-boot");
                 std::fs::write(&seal_path, other).unwrap();
             }
-            let node = Node {
-                root: root.clone(),
-                systemd: Box::new(DirSystemd { root: root.clone() }),
-                os: None,
-                originals: Originals::default(),
-                reboot: Box::new(RequestFileReboot { root: root.clone() }),
-            };
+            let node = Node::directory_root(root.clone(), None);
             assert_eq!(recover(&node).unwrap(), want);
             assert_eq!(std::fs::read_to_string(root.join("etc/new.conf")).unwrap(), "new\n", "not rolled back");
             let requested = std::fs::read_to_string(host_path(&root, REBOOT_REQUEST)).ok();

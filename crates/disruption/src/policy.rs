@@ -8,6 +8,8 @@ use mco_api::operator::{
     NodeDisruptionPolicyStatusActionType as Kind, NodeDisruptionPolicyUnit, ServiceReference,
 };
 
+use mco_ignition::spec2::clean_path;
+
 use crate::diff::ConfigDiff;
 use crate::registries::{self, RegistriesError};
 
@@ -138,30 +140,14 @@ pub fn closest_file_policy<'a>(
     path: &str,
     policies: &'a [NodeDisruptionPolicyFile<Kind>],
 ) -> Option<&'a NodeDisruptionPolicyFile<Kind>> {
-    let path = clean(path);
+    let path = clean_path(path);
     policies
         .iter()
         .filter(|p| {
-            let policy = clean(&p.path);
+            let policy = clean_path(&p.path);
             path == policy || path.strip_prefix(policy.as_str()).is_some_and(|rest| rest.starts_with('/'))
         })
-        .max_by_key(|p| clean(&p.path).len())
-}
-
-/// Lexical path cleaning like Go's `filepath.Clean` for absolute paths: no empty, `.` or `..`
-/// components, no trailing slash.
-fn clean(path: &str) -> String {
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            p => parts.push(p),
-        }
-    }
-    format!("/{}", parts.join("/"))
+        .max_by_key(|p| clean_path(&p.path).len())
 }
 
 /// Actions under the cluster's policies, for an update while the node is in the cluster.

@@ -185,8 +185,9 @@ fn check_translatable(config: &v2::Config) -> Result<(), Spec2Error> {
     Ok(())
 }
 
-/// Go's `path.Join("/", p)`: absolute and lexically cleaned.
-fn clean_path(path: &str) -> String {
+/// Go's `path.Join("/", p)` (and `filepath.Clean` of an absolute path): absolute and lexically
+/// cleaned, no empty, `.` or `..` components, no trailing slash.
+pub fn clean_path(path: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for part in path.split('/') {
         match part {

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use mco_api::{MachineConfig, MachineConfiguration};
-use mco_daemon::apply::{self, Disruption, Node, Recovered, RequestFileReboot, SystemdRunReboot};
+use mco_daemon::apply::{self, Disruption, Node, Recovered, SystemdRunReboot};
 use mco_daemon::failpoint::Failpoints;
 use mco_daemon::files::Originals;
 use mco_daemon::os::{Bootc, OsBackend, RpmOstree};
 use mco_daemon::runner::HostRunner;
-use mco_daemon::units::{DirSystemd, HostSystemd};
+use mco_daemon::units::HostSystemd;
 use mco_daemon::{plan, state, validate};
 
 #[derive(Debug, clap::Subcommand)]
@@ -86,13 +86,7 @@ fn node(args: &NodeArgs) -> Node {
             reboot: Box::new(SystemdRunReboot { runner }),
         }
     } else {
-        Node {
-            root: args.root.clone(),
-            systemd: Box::new(DirSystemd { root: args.root.clone() }),
-            os,
-            originals: Originals::default(),
-            reboot: Box::new(RequestFileReboot { root: args.root.clone() }),
-        }
+        Node::directory_root(args.root.clone(), os)
     }
 }
 
