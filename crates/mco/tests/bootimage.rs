@@ -4,24 +4,15 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+mod common;
+
 use assert_cmd::Command;
+use common::{mco, stderr, stdout};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 fn testdata(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../bootimage/testdata").join(name)
-}
-
-fn mco() -> Command {
-    Command::cargo_bin("mco").unwrap()
-}
-
-fn stdout(assert: &assert_cmd::assert::Assert) -> String {
-    String::from_utf8(assert.get_output().stdout.clone()).unwrap()
-}
-
-fn stderr(assert: &assert_cmd::assert::Assert) -> String {
-    String::from_utf8(assert.get_output().stderr.clone()).unwrap()
 }
 
 fn yaml_documents(text: &str) -> Vec<Value> {

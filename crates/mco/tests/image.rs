@@ -6,22 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command as StdCommand, Stdio};
 use std::time::Duration;
 
-use assert_cmd::Command;
+mod common;
+
+use common::{mco, stderr, stdout};
 use serde_json::Value;
 
 const KVER: &str = "6.6.1-100.mco.x86_64";
-
-fn mco() -> Command {
-    Command::cargo_bin("mco").unwrap()
-}
-
-fn stdout(assert: &assert_cmd::assert::Assert) -> String {
-    String::from_utf8(assert.get_output().stdout.clone()).unwrap()
-}
-
-fn stderr(assert: &assert_cmd::assert::Assert) -> String {
-    String::from_utf8(assert.get_output().stderr.clone()).unwrap()
-}
 
 fn skopeo_inspect(image: &str, env: &[(&str, &Path)]) -> Value {
     // skopeo 1.9 ignores CONTAINERS_REGISTRIES_CONF: hand it the file as a flag.
