@@ -14,12 +14,14 @@
 mod emitter;
 mod ghodss;
 mod json;
+mod kubeyaml;
 mod resolve;
 mod strconv;
 mod unicode_tables;
 
 pub use ghodss::GhodssError;
 pub use json::Escaping;
+pub use kubeyaml::{YamlError, yaml_documents};
 
 /// Serializes `value` as compact JSON exactly as Go's `json.Marshal` would print the Go value it
 /// mirrors (with `flavor` choosing between the current encoder and the clarketm/json fork).

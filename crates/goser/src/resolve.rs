@@ -6,19 +6,19 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::strconv::{parse_float_ok, parse_int_ok, parse_uint_ok};
+use crate::strconv::{parse_float_ok, parse_int, parse_uint};
 use crate::unicode_tables;
 
-/// Plain scalars `resolve()` looks up before anything else (`resolveMapList`). All of them
-/// resolve to a non-string tag (bool, null, float). The list also has `<<` (merge), but `<` has
-/// no entry in the hint table, so `resolve()` never reaches the lookup for it: `<<` stays a
-/// string.
-const RESOLVE_MAP: &[&str] = &[
-    "y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON", // true
-    "n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF", // false
-    "", "~", "null", "Null", "NULL", // null
-    ".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", // floats
-    "-.inf", "-.Inf", "-.INF",
+/// Plain scalars `resolve()` looks up before anything else (`resolveMapList`), and what they
+/// resolve to. The list also has `<<` (merge), but `<` has no entry in the hint table, so
+/// `resolve()` never reaches the lookup for it: `<<` stays a string.
+const RESOLVE_MAP: &[(&[&str], Resolved)] = &[
+    (&["y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"], Resolved::Bool(true)),
+    (&["n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"], Resolved::Bool(false)),
+    (&["", "~", "null", "Null", "NULL"], Resolved::Null),
+    (&[".nan", ".NaN", ".NAN"], Resolved::Float(f64::NAN)),
+    (&[".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"], Resolved::Float(f64::INFINITY)),
+    (&["-.inf", "-.Inf", "-.INF"], Resolved::Float(f64::NEG_INFINITY)),
 ];
 
 /// `yamlStyleFloat` in resolve.go.
@@ -39,8 +39,22 @@ pub(crate) fn plain_is_string(s: &str) -> bool {
     resolves_to_str(s) && !is_base60_float(s)
 }
 
-/// `resolve("", s)` returns `yaml_STR_TAG`.
-fn resolves_to_str(s: &str) -> bool {
+/// What `resolve("", s)` makes of a plain scalar.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Resolved {
+    Str,
+    Null,
+    Bool(bool),
+    Int(i64),
+    /// Above `i64::MAX`.
+    Uint(u64),
+    Float(f64),
+    /// A timestamp; decoding into `interface{}` keeps it a string (yaml.v2's backward compatibility).
+    Timestamp,
+}
+
+/// `resolve("", s)` in resolve.go for a plain (unquoted, untagged) scalar.
+pub(crate) fn resolve_plain(s: &str) -> Resolved {
     // The hint table is indexed by the first byte; the empty string is looked up directly.
     let hint = match s.as_bytes().first() {
         None => b'N',
@@ -48,36 +62,52 @@ fn resolves_to_str(s: &str) -> bool {
         Some(b'0'..=b'9') => b'D',
         Some(b'y' | b'Y' | b'n' | b'N' | b't' | b'T' | b'f' | b'F' | b'o' | b'O' | b'~') => b'M',
         Some(b'.') => b'.',
-        Some(_) => return true,
+        Some(_) => return Resolved::Str,
     };
-    if RESOLVE_MAP.contains(&s) {
-        return false;
+    if let Some((_, resolved)) = RESOLVE_MAP.iter().find(|(names, _)| names.contains(&s)) {
+        return *resolved;
     }
     match hint {
         // Everything these could be is in the map.
-        b'M' | b'N' => true,
-        b'.' => !parse_float_ok(s),
+        b'M' | b'N' => Resolved::Str,
+        b'.' => float(s).unwrap_or(Resolved::Str),
         // 'D' or 'S': int, float or timestamp.
-        _ => !(parse_timestamp(s) || resolves_to_number(&s.replace('_', ""))),
+        _ if parse_timestamp(s) => Resolved::Timestamp,
+        _ => number(&s.replace('_', "")).unwrap_or(Resolved::Str),
     }
 }
 
+/// `resolve("", s)` returns `yaml_STR_TAG`.
+fn resolves_to_str(s: &str) -> bool {
+    resolve_plain(s) == Resolved::Str
+}
+
+fn float(s: &str) -> Option<Resolved> {
+    parse_float_ok(s).then(|| s.replace('_', "").parse().ok().map(Resolved::Float)).flatten()
+}
+
+fn int(value: Option<i64>, unsigned: Option<u64>) -> Option<Resolved> {
+    value.map(Resolved::Int).or(unsigned.map(Resolved::Uint))
+}
+
 /// The int/float attempts of `resolve()` for a sign- or digit-led scalar with `_` removed.
-fn resolves_to_number(plain: &str) -> bool {
-    if parse_int_ok(plain, 0) || parse_uint_ok(plain, 0) {
-        return true;
+fn number(plain: &str) -> Option<Resolved> {
+    if let Some(n) = int(parse_int(plain, 0), parse_uint(plain, 0)) {
+        return Some(n);
     }
-    if YAML_STYLE_FLOAT.is_match(plain) && parse_float_ok(plain) {
-        return true;
+    if YAML_STYLE_FLOAT.is_match(plain)
+        && let Some(f) = float(plain)
+    {
+        return Some(f);
     }
     // Binary literals base 0 could not read: a sign after the prefix ("0b-101" is -5) or, with
     // "-0b", whatever ParseInt reads after re-attaching the sign.
     if let Some(rest) = plain.strip_prefix("0b") {
-        parse_int_ok(rest, 2) || parse_uint_ok(rest, 2)
+        int(parse_int(rest, 2), parse_uint(rest, 2))
     } else if let Some(rest) = plain.strip_prefix("-0b") {
-        parse_int_ok(&format!("-{rest}"), 2)
+        int(parse_int(&format!("-{rest}"), 2), None)
     } else {
-        false
+        None
     }
 }
 

@@ -153,13 +153,9 @@ pub(crate) fn format_json_f32(value: f32) -> String {
     format_json_float(Shortest::of_f32(value), use_e)
 }
 
-/// Go's `strconv.ParseUint(s, base, 64) == nil` error, for base 0 (prefix-detected, underscores
-/// allowed as digit separators) or an explicit base 2..=36.
-pub(crate) fn parse_uint_ok(s: &str, base: u32) -> bool {
-    parse_uint(s, base).is_some()
-}
-
-fn parse_uint(s0: &str, base: u32) -> Option<u64> {
+/// Go's `strconv.ParseUint(s, base, 64)` when it succeeds, for base 0 (prefix-detected,
+/// underscores allowed as digit separators) or an explicit base 2..=36.
+pub(crate) fn parse_uint(s0: &str, base: u32) -> Option<u64> {
     if s0.is_empty() {
         return None;
     }
@@ -202,21 +198,17 @@ fn parse_uint(s0: &str, base: u32) -> Option<u64> {
     Some(n)
 }
 
-/// Go's `strconv.ParseInt(s, base, 64) == nil` error (optional sign, then as `ParseUint`, then the
-/// int64 range).
-pub(crate) fn parse_int_ok(s: &str, base: u32) -> bool {
+/// Go's `strconv.ParseInt(s, base, 64)` when it succeeds (optional sign, then as `ParseUint`,
+/// then the int64 range).
+pub(crate) fn parse_int(s: &str, base: u32) -> Option<i64> {
     let (neg, rest) = match s.as_bytes().first() {
         Some(b'+') => (false, &s[1..]),
         Some(b'-') => (true, &s[1..]),
         Some(_) => (false, s),
-        None => return false,
+        None => return None,
     };
-    const CUTOFF: u64 = 1 << 63;
-    match parse_uint(rest, base) {
-        Some(un) if neg => un <= CUTOFF,
-        Some(un) => un < CUTOFF,
-        None => false,
-    }
+    let un = parse_uint(rest, base)?;
+    if neg { 0i64.checked_sub_unsigned(un) } else { i64::try_from(un).ok() }
 }
 
 /// Go's `underscoreOK`: underscores only between digits, or between a base prefix and a digit.
@@ -377,20 +369,20 @@ mod tests {
     #[test]
     fn ints() {
         for s in ["0", "017", "0x1F", "0X1f", "0o17", "0b101", "1_000", "0x_1F", "+5", "-5"] {
-            assert!(parse_int_ok(s, 0), "{s}");
+            assert!(parse_int(s, 0).is_some(), "{s}");
         }
         for s in ["", "08", "0x", "0b", "0o", "_1", "1_", "1__0", "--1", "+", "0x1G", "1.0"] {
-            assert!(!parse_int_ok(s, 0), "{s}");
+            assert!(parse_int(s, 0).is_none(), "{s}");
         }
-        assert!(parse_int_ok("9223372036854775807", 0));
-        assert!(!parse_int_ok("9223372036854775808", 0));
-        assert!(parse_int_ok("-9223372036854775808", 0));
-        assert!(!parse_int_ok("-9223372036854775809", 0));
-        assert!(parse_uint_ok("18446744073709551615", 0));
-        assert!(!parse_uint_ok("18446744073709551616", 0));
-        assert!(!parse_uint_ok("+1", 0));
-        assert!(parse_int_ok("-101", 2));
-        assert!(!parse_int_ok("102", 2));
+        assert!(parse_int("9223372036854775807", 0).is_some());
+        assert!(parse_int("9223372036854775808", 0).is_none());
+        assert!(parse_int("-9223372036854775808", 0).is_some());
+        assert!(parse_int("-9223372036854775809", 0).is_none());
+        assert!(parse_uint("18446744073709551615", 0).is_some());
+        assert!(parse_uint("18446744073709551616", 0).is_none());
+        assert!(parse_uint("+1", 0).is_none());
+        assert!(parse_int("-101", 2).is_some());
+        assert!(parse_int("102", 2).is_none());
     }
 
     #[test]

@@ -8,7 +8,6 @@ use mco_api::{
     ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
     MachineSet,
 };
-use serde::Deserialize;
 use serde_json::Value;
 
 /// One object read from a manifest.
@@ -118,18 +117,20 @@ fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Splits a file into documents (YAML is a superset of JSON, so one reader handles both).
+/// Splits a file into documents and reads them as kubectl does (YAML 1.1 scalars: `0644` is
+/// octal; JSON is YAML too).
 pub fn read_documents(file: &Path, text: &str, manifests: &mut Manifests) {
-    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let origin = Origin { file: file.to_path_buf(), document: index + 1 };
-        match Value::deserialize(document) {
-            Ok(Value::Null) => {}
-            Ok(value) => read_object(origin, value, manifests),
-            Err(e) => {
-                manifests.problems.push(Problem { origin, message: format!("invalid YAML: {e}") });
-                // The parser cannot resynchronise after a syntax error.
-                return;
+    match mco_goser::yaml_documents(text) {
+        Ok(documents) => {
+            for (index, value) in documents.into_iter().enumerate() {
+                if !value.is_null() {
+                    read_object(Origin { file: file.to_path_buf(), document: index + 1 }, value, manifests);
+                }
             }
+        }
+        Err(e) => {
+            let origin = Origin { file: file.to_path_buf(), document: e.document };
+            manifests.problems.push(Problem { origin, message: format!("invalid YAML: {e}") });
         }
     }
 }

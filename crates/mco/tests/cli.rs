@@ -275,3 +275,31 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Manifests are read as kubectl reads them (YAML 1.1 plain scalars): `mode: 0644` is octal,
+/// `"0644"` quoted stays a string and is refused by the Ignition parser.
+#[test]
+fn yaml_octal_modes_read_as_kubectl_reads_them() {
+    let pool = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: worker\nspec:\n  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: worker\n";
+    let mc = |mode: &str| {
+        format!(
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 10-a\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    storage:\n      files:\n      - path: /etc/a\n        mode: {mode}\n        contents:\n          source: 'data:,x'\n"
+        )
+    };
+    for (mode, expected) in [("0644", Some(420)), ("0o755", Some(493)), ("420", Some(420)), ("'0644'", None)] {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("00-pool.yaml"), pool).unwrap();
+        fs::write(dir.path().join("10-a.yaml"), mc(mode)).unwrap();
+        let render = mco().args(["render", "--pool", "worker", "-o", "json"]).arg(dir.path()).assert();
+        match expected {
+            Some(decimal) => {
+                let rendered: Value = serde_json::from_slice(&render.success().get_output().stdout).unwrap();
+                assert_eq!(rendered["spec"]["config"]["storage"]["files"][0]["mode"], decimal, "{mode}");
+            }
+            None => {
+                let err = String::from_utf8(render.failure().get_output().stderr.clone()).unwrap();
+                assert!(err.contains("invalid type: string \"0644\""), "{mode}: {err}");
+            }
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! YAML manifests read the way `kubectl` and `oc` read them: sigs.k8s.io/yaml's `YAMLToJSON` over
+//! gopkg.in/yaml.v2, i.e. YAML 1.1 plain scalars. `mode: 0644` is the octal 420 (a YAML 1.2
+//! reader sees the string "0644" and the MachineConfig fails to parse), `on`/`yes` are true,
+//! timestamps stay strings, and non-string map keys become strings.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Number, Value};
+use yaml_rust2::parser::{Event, Parser, Tag};
+use yaml_rust2::scanner::{Marker, TScalarStyle};
+
+use crate::resolve::{Resolved, resolve_plain};
+use crate::strconv::format_float_g;
+
+/// Why a YAML text cannot be read, with where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line} column {column}: {message}")]
+pub struct YamlError {
+    /// 1-based index of the document being read.
+    pub document: usize,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+/// Every document of `text` as the JSON kubectl would send (empty documents are `null`).
+pub fn yaml_documents(text: &str) -> Result<Vec<Value>, YamlError> {
+    let mut loader = Loader { parser: Parser::new_from_str(text), anchors: HashMap::new() };
+    let mut documents = Vec::new();
+    loop {
+        let (event, marker) = loader.next().map_err(in_document(documents.len() + 1))?;
+        match event {
+            Event::StreamStart | Event::DocumentEnd | Event::Nothing => {}
+            Event::StreamEnd => return Ok(documents),
+            Event::DocumentStart => {
+                let document = match loader.next().map_err(in_document(documents.len() + 1))? {
+                    // `---` directly followed by another document or the end: an empty document.
+                    (Event::DocumentEnd, _) => Value::Null,
+                    (event, marker) => loader.node(event, marker).map_err(in_document(documents.len() + 1))?,
+                };
+                documents.push(document);
+            }
+            event => return Err(in_document(documents.len() + 1)(error(marker, format!("unexpected {event:?}")))),
+        }
+    }
+}
+
+/// Marks an error as found in the `document`-th document.
+fn in_document(document: usize) -> impl Fn(YamlError) -> YamlError {
+    move |e| YamlError { document, ..e }
+}
+
+fn error(marker: Marker, message: impl Into<String>) -> YamlError {
+    YamlError { document: 0, line: marker.line(), column: marker.col() + 1, message: message.into() }
+}
+
+struct Loader<'a> {
+    parser: Parser<std::str::Chars<'a>>,
+    anchors: HashMap<usize, Value>,
+}
+
+impl Loader<'_> {
+    fn next(&mut self) -> Result<(Event, Marker), YamlError> {
+        self.parser.next_token().map_err(|e| {
+            let marker = *e.marker();
+            error(marker, e.info().to_string())
+        })
+    }
+
+    fn node(&mut self, event: Event, marker: Marker) -> Result<Value, YamlError> {
+        let (value, anchor) = match event {
+            Event::Scalar(text, style, anchor, tag) => (scalar(&text, style, tag.as_ref(), marker)?, anchor),
+            Event::SequenceStart(anchor, _) => {
+                let mut items = Vec::new();
+                loop {
+                    match self.next()? {
+                        (Event::SequenceEnd, _) => break,
+                        (event, marker) => items.push(self.node(event, marker)?),
+                    }
+                }
+                (Value::Array(items), anchor)
+            }
+            Event::MappingStart(anchor, _) => (Value::Object(self.mapping()?), anchor),
+            Event::Alias(id) => {
+                return self.anchors.get(&id).cloned().ok_or_else(|| error(marker, "unknown anchor"));
+            }
+            event => return Err(error(marker, format!("unexpected {event:?}"))),
+        };
+        if anchor != 0 {
+            self.anchors.insert(anchor, value.clone());
+        }
+        Ok(value)
+    }
+
+    fn mapping(&mut self) -> Result<Map<String, Value>, YamlError> {
+        let mut map = Map::new();
+        let mut merged = Vec::new();
+        loop {
+            let (event, marker) = self.next()?;
+            if event == Event::MappingEnd {
+                break;
+            }
+            let merge = matches!(&event, Event::Scalar(text, TScalarStyle::Plain, _, None) if text == "<<");
+            let key = self.node(event, marker)?;
+            let (event, value_marker) = self.next()?;
+            let value = self.node(event, value_marker)?;
+            if merge {
+                merged.push((value, marker));
+            } else {
+                map.insert(key_string(key, marker)?, value);
+            }
+        }
+        // `<<: *base` (or a list of them): keys the mapping does not set itself.
+        for (value, marker) in merged {
+            let sources = match value {
+                Value::Array(items) => items,
+                other => vec![other],
+            };
+            for source in sources {
+                let Value::Object(source) = source else {
+                    return Err(error(marker, "map merge requires map or sequence of maps as the value"));
+                };
+                for (key, value) in source {
+                    map.entry(key).or_insert(value);
+                }
+            }
+        }
+        Ok(map)
+    }
+}
+
+fn is_str_tag(tag: &Tag) -> bool {
+    tag.suffix == "str" && (tag.handle == "!!" || tag.handle == "tag:yaml.org,2002:")
+        || tag.handle.is_empty() && tag.suffix == "tag:yaml.org,2002:str"
+}
+
+fn scalar(text: &str, style: TScalarStyle, tag: Option<&Tag>, marker: Marker) -> Result<Value, YamlError> {
+    if style != TScalarStyle::Plain || tag.is_some_and(is_str_tag) {
+        return Ok(Value::String(text.to_string()));
+    }
+    Ok(match resolve_plain(text) {
+        Resolved::Str | Resolved::Timestamp => Value::String(text.to_string()),
+        Resolved::Null => Value::Null,
+        Resolved::Bool(b) => Value::Bool(b),
+        Resolved::Int(i) => Value::from(i),
+        Resolved::Uint(u) => Value::from(u),
+        Resolved::Float(f) => float(f).ok_or_else(|| error(marker, format!("json: unsupported value: {text}")))?,
+    })
+}
+
+/// A float as Go's `json.Marshal` writes it and a decoder then reads it: integral values are
+/// integers (`1.0` is `1`), infinities and NaN are errors.
+fn float(f: f64) -> Option<Value> {
+    if !f.is_finite() {
+        return None;
+    }
+    // Exactly representable integers below 2^63 print without a fraction or exponent in Go.
+    if f.fract() == 0.0 && f.abs() < 9.2e18 {
+        return Some(Value::from(f as i64));
+    }
+    Number::from_f64(f).map(Value::Number)
+}
+
+/// sigs.k8s.io/yaml turns non-string keys into strings.
+fn key_string(key: Value, marker: Marker) -> Result<String, YamlError> {
+    match key {
+        Value::String(s) => Ok(s),
+        Value::Bool(b) => Ok(b.to_string()),
+        Value::Number(n) => Ok(match n.as_f64() {
+            Some(f) if n.is_f64() => format_float_g(f),
+            _ => n.to_string(),
+        }),
+        other => Err(error(marker, format!("unsupported map key {other}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn one(text: &str) -> Value {
+        let mut documents = yaml_documents(text).unwrap();
+        assert_eq!(documents.len(), 1, "{text}");
+        documents.remove(0)
+    }
+
+    #[test]
+    fn scalars_resolve_like_yaml_v2() {
+        for (yaml, expected) in [
+            ("0644", json!(420)),
+            ("0o644", json!(420)),
+            ("644", json!(644)),
+            ("0x1F", json!(31)),
+            ("0b101", json!(5)),
+            ("-0b101", json!(-5)),
+            ("1_000", json!(1000)),
+            // Not octal, so ParseFloat reads it; Go prints 8.0 as 8.
+            ("08", json!(8)),
+            ("18446744073709551615", json!(18446744073709551615u64)),
+            ("1.5", json!(1.5)),
+            ("1.0", json!(1)),
+            ("1e3", json!(1000)),
+            ("yes", json!(true)),
+            ("On", json!(true)),
+            ("n", json!(false)),
+            ("OFF", json!(false)),
+            ("~", json!(null)),
+            ("", json!(null)),
+            ("null", json!(null)),
+            ("2001-12-14", json!("2001-12-14")),
+            ("'0644'", json!("0644")),
+            ("\"yes\"", json!("yes")),
+            ("!!str 0644", json!("0644")),
+            ("0644abc", json!("0644abc")),
+            ("3.3.0", json!("3.3.0")),
+            ("|\n  0644\n", json!("0644\n")),
+        ] {
+            assert_eq!(one(&format!("v: {yaml}"))["v"], expected, "{yaml:?}");
+        }
+    }
+
+    #[test]
+    fn keys_become_strings_and_merges_fill_missing_keys() {
+        assert_eq!(one("1: a\non: b\n1.5: c\nkey: d\n"), json!({"1": "a", "true": "b", "1.5": "c", "key": "d"}));
+        let merged = one("base: &b {a: 1, b: 2}\nuse:\n  <<: *b\n  b: 3\nlist: [*b]\n");
+        assert_eq!(merged["use"], json!({"b": 3, "a": 1}));
+        assert_eq!(merged["list"], json!([{"a": 1, "b": 2}]));
+        // yaml.v2 reads the plain key `y` as the bool true.
+        assert_eq!(
+            one("y: 1
+"),
+            json!({"true": 1})
+        );
+    }
+
+    #[test]
+    fn documents_and_errors() {
+        assert_eq!(yaml_documents("a: 1\n---\nb: 2\n").unwrap(), vec![json!({"a": 1}), json!({"b": 2})]);
+        assert_eq!(yaml_documents("---\n---\na: 1\n").unwrap(), vec![Value::Null, json!({"a": 1})]);
+        assert_eq!(yaml_documents("").unwrap(), Vec::<Value>::new());
+        let second = yaml_documents("a: 1\n---\nb: [\n").unwrap_err();
+        assert_eq!(second.document, 2, "{second}");
+        for (text, problem) in [
+            ("a: .inf\n", "line 1 column 4: json: unsupported value: .inf"),
+            ("a: [1\n", "line 2"),
+            ("? [1]\n: x\n", "unsupported map key [1]"),
+            ("a: *nope\n", "line 1"),
+        ] {
+            let err = yaml_documents(text).unwrap_err().to_string();
+            assert!(err.contains(problem), "{text:?}: {err}");
+        }
+    }
+}
