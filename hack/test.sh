@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/setup.sh
 bash hack/kube-binaries.sh
+export MCO_MOTO_SERVER="$(bash hack/moto.sh)"  # local EC2 endpoint for the AMI owner lookup tests
 cargo test --workspace --locked

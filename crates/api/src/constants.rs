@@ -133,6 +133,9 @@ pub const OSTREE_FINALIZE_STAGED_FAILURE_ANNOTATION: &str =
     "machineconfiguration.openshift.io/ostree-finalize-staged-failure";
 /// Set after auto-labelling a node that booted into a custom pool.
 pub const CUSTOM_POOL_LABELS_APPLIED_ANNOTATION: &str = "machineconfiguration.openshift.io/customPoolLabelsApplied";
+/// The node's boot image as its aleph file (`/sysroot/.coreos-aleph-version.json`) records it,
+/// `{"build":…,"ostree-commit":…}` (ours: upstream only logs the file).
+pub const BOOT_IMAGE_ANNOTATION: &str = "machineconfiguration.openshift.io/boot-image";
 /// Documented (value [`SSH_ACCESSED`]) but written by nothing upstream.
 pub const SSH_ANNOTATION: &str = "machineconfiguration.openshift.io/ssh";
 /// Value of [`SSH_ANNOTATION`].

@@ -70,7 +70,9 @@ impl Patch {
     }
 
     /// An RFC 7386 JSON merge patch taking `machineset` to the patched MachineSet: only the
-    /// provider spec keys that change (removed keys as `null`).
+    /// provider spec keys that change (removed keys as `null`). Arrays are replaced whole, and
+    /// the API server drops `null`s inside them (e.g. GCP `disks[].labels: null`); the controller
+    /// therefore updates the whole object instead.
     pub fn merge_patch(&self, machineset: &MachineSet) -> Value {
         let old = machineset.provider_spec().cloned().unwrap_or(Value::Null);
         let value = merge_patch_diff(&old, &self.provider_spec);

@@ -294,9 +294,6 @@ pub fn effective_managed_boot_images(spec: Option<&ManagedBootImages>, support: 
     if spec_managers.is_some_and(Vec::is_empty) {
         return Some(ManagedBootImages { machine_managers: Some(vec![]) });
     }
-    let is_machinesets = |m: &MachineManager| {
-        m.resource == MachineManagerResource::MachineSets && m.api_group == MachineManagerApiGroup::MachineApi
-    };
     let mut managers: Vec<MachineManager> = spec_managers.cloned().unwrap_or_default();
     if !managers.iter().any(is_machinesets) {
         let mode = if support.default_on { MachineManagerSelectorMode::All } else { MachineManagerSelectorMode::None };
@@ -309,12 +306,41 @@ pub fn effective_managed_boot_images(spec: Option<&ManagedBootImages>, support: 
     Some(ManagedBootImages { machine_managers: Some(managers) })
 }
 
+/// Whether computing the effective configuration opts the cluster in by default (the original's
+/// `defaultOptInEvent`, recorded in the `boot-image-updates-opted-in-at` annotation): the spec
+/// says nothing about MachineSets, the platform is default-on, and the status either had no
+/// managers yet or had MachineSets at `None` (a cluster upgraded to a default-on release).
+pub fn default_opt_in(
+    spec: Option<&ManagedBootImages>,
+    current: Option<&ManagedBootImages>,
+    support: &Support,
+) -> bool {
+    let spec_managers = spec.and_then(|s| s.machine_managers.as_ref());
+    if !support.supported || !support.default_on || spec_managers.is_some_and(Vec::is_empty) {
+        return false;
+    }
+    if spec_managers.into_iter().flatten().any(is_machinesets) {
+        return false;
+    }
+    match current.and_then(|c| c.machine_managers.as_ref()) {
+        None => true,
+        Some(managers) => {
+            managers.iter().any(|m| is_machinesets(m) && m.selection.mode == MachineManagerSelectorMode::None)
+        }
+    }
+}
+
+/// The MAPI MachineSet manager (as opposed to ControlPlaneMachineSets).
+pub fn is_machinesets(manager: &MachineManager) -> bool {
+    manager.resource == MachineManagerResource::MachineSets && manager.api_group == MachineManagerApiGroup::MachineApi
+}
+
 fn all_machinesets_managed(managed: Option<&ManagedBootImages>) -> bool {
-    managed.and_then(|m| m.machine_managers.as_ref()).into_iter().flatten().any(|m| {
-        m.resource == MachineManagerResource::MachineSets
-            && m.api_group == MachineManagerApiGroup::MachineApi
-            && m.selection.mode == MachineManagerSelectorMode::All
-    })
+    managed
+        .and_then(|m| m.machine_managers.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|m| is_machinesets(m) && m.selection.mode == MachineManagerSelectorMode::All)
 }
 
 /// The result of one pass over the MachineSets, as skew bookkeeping needs it.

@@ -337,3 +337,49 @@ fn node_boot_image_check() {
     assert!(matches!(check_node_boot_image(Some(&manual), "garbage"), Err(VersionError::Ocp { .. })));
     assert!(matches!(check_node_boot_image(Some(&manual), "9.6.2025102-0"), Err(VersionError::Rhcos { .. })));
 }
+
+fn machinesets_manager(mode: mco_api::operator::MachineManagerSelectorMode) -> ManagedBootImages {
+    use mco_api::operator::{MachineManager, MachineManagerApiGroup, MachineManagerResource, MachineManagerSelector};
+    ManagedBootImages {
+        machine_managers: Some(vec![MachineManager {
+            resource: MachineManagerResource::MachineSets,
+            api_group: MachineManagerApiGroup::MachineApi,
+            selection: MachineManagerSelector { mode, partial: None },
+        }]),
+    }
+}
+
+#[test]
+fn effective_managed_boot_images_and_default_opt_in() {
+    use mco_api::operator::MachineManagerSelectorMode::{All, None as Off};
+    use mco_bootimage::platform::Support;
+    use mco_bootimage::skew::{default_opt_in, effective_managed_boot_images};
+    let on = Support { supported: true, cpms_supported: true, default_on: true, platform: None };
+    let unsupported = Support { supported: false, cpms_supported: false, default_on: false, platform: None };
+    let empty = ManagedBootImages { machine_managers: Some(vec![]) };
+    let unset = ManagedBootImages { machine_managers: None };
+    let (all, off) = (machinesets_manager(All), machinesets_manager(Off));
+    // (spec, current status, support, effective, opted in by default)
+    type Case<'a> =
+        (Option<&'a ManagedBootImages>, Option<&'a ManagedBootImages>, Support, Option<&'a ManagedBootImages>, bool);
+    let table: [Case<'_>; 8] = [
+        // A fresh default-on cluster: All, and that is a default opt-in.
+        (None, None, on, Some(&all), true),
+        (Some(&unset), Some(&unset), on, Some(&all), true),
+        // Already All in the status: not a new opt-in.
+        (None, Some(&all), on, Some(&all), false),
+        // Opted out (None) before a default-on release: opted in again.
+        (None, Some(&off), on, Some(&all), true),
+        // The admin's choice wins and is never a default opt-in.
+        (Some(&off), None, on, Some(&off), false),
+        (Some(&all), None, on, Some(&all), false),
+        // An explicit empty list is a total opt-out.
+        (Some(&empty), None, on, Some(&empty), false),
+        // Unsupported platforms: no status at all.
+        (None, None, unsupported, None, false),
+    ];
+    for (i, (spec, current, support, effective, opted_in)) in table.into_iter().enumerate() {
+        assert_eq!(effective_managed_boot_images(spec, &support).as_ref(), effective, "case {i}");
+        assert_eq!(default_opt_in(spec, current, &support), opted_in, "case {i}");
+    }
+}

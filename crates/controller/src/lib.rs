@@ -1,21 +1,77 @@
-//! The machine-config controller (`mco controller`): today the render controller
-//! ([`render`]), run by whichever instance holds the leader Lease ([`leader`]).
+//! The machine-config controller (`mco controller`): the render controller ([`render`]), the
+//! node controller ([`node`]: rollouts and pool status) and the drain controller ([`drain`]),
+//! run by whichever instance holds the leader Lease ([`leader`]).
 //!
-//! Decisions are pure functions ([`render::plan`], [`conditions`], [`leader::step`]) with table
-//! tests; the IO shells around them are thin and tested against a real API server
-//! (`tests/`, through `mco-testenv`).
+//! Decisions are pure functions ([`render::plan`], [`conditions`], [`leader::step`], and the
+//! `mco-rollout` crate for nodes and drains) with table tests; the IO shells around them are thin
+//! and tested against a real API server (`tests/`, through `mco-testenv`).
 
 pub mod conditions;
+pub mod drain;
 pub mod leader;
+pub mod node;
 pub mod render;
 
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 use fn_error_context::context;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
+use kube::api::PatchParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use mco_render::ControllerVersion;
+
+/// Upstream's name, used as field manager and event reporter.
+pub(crate) const CONTROLLER_NAME: &str = "machine-config-controller";
+
+/// A request to the API server that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    #[error("{action}: {source}")]
+    Request {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{what}: still conflicting after {tries} tries")]
+    Conflicts { what: String, tries: usize },
+}
+
+pub(crate) fn kube_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> KubeError {
+    let action = action.into();
+    move |source| KubeError::Request { action, source }
+}
+
+pub(crate) fn patch_params() -> PatchParams {
+    PatchParams { field_manager: Some(CONTROLLER_NAME.to_string()), ..Default::default() }
+}
+
+/// Records an event. A new [`Recorder`] each time: a recorder folds every later event with the
+/// same reason into a series of the first one, keeping the first note ("Targeted node A" would
+/// be counted again for node B). Events are for people; failing to record one must not fail
+/// the sync.
+pub(crate) async fn publish(
+    client: &Client,
+    regarding: &ObjectReference,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+    action: &str,
+) {
+    let event = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note.to_string()),
+        action: action.to_string(),
+        secondary: None,
+    };
+    let reporter = Reporter { controller: CONTROLLER_NAME.to_string(), instance: None };
+    if let Err(e) = Recorder::new(client.clone(), reporter).publish(&event, regarding).await {
+        tracing::warn!(object = ?regarding.name, "recording event {reason}: {e}");
+    }
+}
 
 /// Everything `mco controller` is configured with.
 #[derive(Debug, Clone)]
@@ -24,6 +80,10 @@ pub struct Settings {
     pub kubeconfig: Option<PathBuf>,
     pub version: ControllerVersion,
     pub render: render::controller::Options,
+    pub node: node::controller::Options,
+    pub drain: drain::controller::Options,
+    /// The boot image controller's options; `None` leaves MachineSets alone.
+    pub boot_images: Option<mco_bootimage_controller::Options>,
     pub lease: LeaseSettings,
 }
 
@@ -37,23 +97,28 @@ pub struct LeaseSettings {
 }
 
 /// A client for `kubeconfig`, or the environment's default configuration.
-#[context("Connecting to the API server")]
 pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
+    Ok(Client::try_from(config(kubeconfig).await?)?)
+}
+
+/// The connection settings from `kubeconfig`, or the environment's default configuration.
+#[context("Connecting to the API server")]
+pub async fn config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
         }
         None => kube::Config::infer().await?,
-    };
-    Ok(Client::try_from(config)?)
+    })
 }
 
 /// Waits for the leader Lease, then runs the controllers until leadership is lost (an error:
 /// the process must exit so that it cannot act on stale state) or SIGINT/SIGTERM arrives (the
 /// Lease is then released so that another instance takes over at once).
 pub async fn run(settings: Settings) -> anyhow::Result<()> {
-    let client = client(settings.kubeconfig.as_deref()).await?;
+    let config = config(settings.kubeconfig.as_deref()).await?;
+    let client = Client::try_from(config.clone())?;
     let lease = &settings.lease;
     let elector =
         leader::LeaderElector::new(client.clone(), &lease.namespace, &lease.name, &lease.identity, lease.timing);
@@ -62,11 +127,26 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         () = elector.acquire() => {}
         signal = shutdown_signal() => return signal,
     }
-    tracing::info!("became the leader; starting the render controller");
+    tracing::info!("became the leader; starting the render, node, drain and boot image controllers");
+    let boot_images = async {
+        match settings.boot_images {
+            Some(options) => mco_bootimage_controller::run(client.clone(), options).await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         lost = elector.hold() => Err(lost.into()),
-        () = render::controller::run(client, settings.version, settings.render) => {
+        () = render::controller::run(client.clone(), settings.version, settings.render) => {
             anyhow::bail!("the render controller stopped")
+        }
+        () = node::controller::run(client.clone(), settings.node) => anyhow::bail!("the node controller stopped"),
+        drained = drain::controller::run(config, settings.drain) => {
+            drained?;
+            anyhow::bail!("the drain controller stopped")
+        }
+        booted = boot_images => {
+            booted?;
+            anyhow::bail!("the boot image controller stopped")
         }
         signal = shutdown_signal() => {
             signal?;

@@ -91,7 +91,8 @@ pub enum Disruption {
 }
 
 impl Disruption {
-    fn plan(&self, diff: &ConfigDiff) -> Result<mco_disruption::Plan, mco_disruption::registries::RegistriesError> {
+    /// The post-update actions and the drain decision for `diff`.
+    pub fn plan(&self, diff: &ConfigDiff) -> Result<mco_disruption::Plan, mco_disruption::registries::RegistriesError> {
         match self {
             Disruption::Cluster { policies, skip_registry_drain } => {
                 mco_disruption::cluster_plan(diff, policies, *skip_registry_drain)
@@ -200,7 +201,7 @@ pub fn recover(node: &Node) -> anyhow::Result<Recovered> {
         return Ok(Recovered::Nothing);
     };
     if let Some(seal) = journal::sealed(&node.root)? {
-        let recovered = if seal.boot_id == journal::boot_id()? {
+        let recovered = if seal.boot_id == journal::boot_id(&node.root)? {
             tracing::warn!(to = %journal.to, "an update completed without its reboot; requesting it");
             node.reboot.reboot(&seal.rationale)?;
             Recovered::RebootRequested
@@ -399,12 +400,13 @@ mod tests {
             let mut rec = Recorder::begin(&root).unwrap();
             rec.path("/etc/new.conf").unwrap();
             rec.commit("a", "b", Vec::new(), false).unwrap();
+            // The booter of a directory root (the lab) records each boot's id.
+            let boot_id = host_path(&root, journal::DIRECTORY_ROOT_BOOT_ID);
+            std::fs::create_dir_all(boot_id.parent().unwrap()).unwrap();
+            std::fs::write(&boot_id, "boot-1\n").unwrap();
             journal::seal(&root, "Node will reboot into config b").unwrap();
-            let seal_path = host_path(&root, crate::state::TXN_DIR).join("sealed.json");
             if !same_boot {
-                let text = std::fs::read_to_string(&seal_path).unwrap();
-                let other = text.replace(&journal::boot_id().unwrap(), "an-earlier-boot");
-                std::fs::write(&seal_path, other).unwrap();
+                std::fs::write(&boot_id, "boot-2\n").unwrap();
             }
             let node = Node::directory_root(root.clone(), None);
             assert_eq!(recover(&node).unwrap(), want);

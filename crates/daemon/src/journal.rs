@@ -155,7 +155,7 @@ pub fn load(root: &Path) -> anyhow::Result<Option<Journal>> {
 /// it back. The boot id tells the next run whether the reboot happened.
 #[context("Sealing the apply journal")]
 pub fn seal(root: &Path, rationale: &str) -> anyhow::Result<()> {
-    let seal = Seal { rationale: rationale.to_string(), boot_id: boot_id()? };
+    let seal = Seal { rationale: rationale.to_string(), boot_id: boot_id(root)? };
     let dir = host_path(root, TXN_DIR);
     let tmp = dir.join(format!("{SEAL}.tmp"));
     let mut f = File::create(&tmp)?;
@@ -183,12 +183,17 @@ pub struct Seal {
     pub boot_id: String,
 }
 
-/// The running kernel's boot id.
-pub fn boot_id() -> anyhow::Result<String> {
-    Ok(fs::read_to_string(BOOT_ID).with_context(|| format!("reading {BOOT_ID}"))?.trim().to_string())
+/// The boot id of the system running `root`: the kernel's, or for a directory root booted by
+/// something else (the lab), the id that booter wrote to `ROOT/run/mco-boot-id`.
+pub fn boot_id(root: &Path) -> anyhow::Result<String> {
+    let booted = host_path(root, DIRECTORY_ROOT_BOOT_ID);
+    let path = if root != Path::new("/") && booted.exists() { booted.as_path() } else { Path::new(BOOT_ID) };
+    Ok(fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?.trim().to_string())
 }
 
 const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+/// Where a directory root's booter records each boot's id (under /run: gone at the next boot).
+pub const DIRECTORY_ROOT_BOOT_ID: &str = "/run/mco-boot-id";
 
 /// Ends an update: the journal is removed (the commit point of a successful update).
 #[context("Removing the apply journal")]

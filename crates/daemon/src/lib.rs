@@ -12,6 +12,7 @@ pub mod actions;
 pub mod apply;
 pub mod failpoint;
 pub mod files;
+pub mod firstboot;
 pub mod fsutil;
 pub mod journal;
 pub mod os;

@@ -3,7 +3,9 @@
 //!
 //! [`RpmOstree`] and [`Bootc`] only build command lines (pure functions, compared in tests with
 //! upstream's exact invocations, §5.6) and run them through one [`Runner`]. The libostree backend
-//! for directory sysroots implements the same trait.
+//! for directory sysroots ([`sysroot::OstreeSysroot`]) implements the same trait.
+
+pub mod sysroot;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,4 +1,5 @@
-//! `mco controller`: the machine-config controller (the render controller, leader-elected).
+//! `mco controller`: the machine-config controller (render, node and drain controllers,
+//! leader-elected).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,6 +22,13 @@ pub struct ControllerArgs {
     /// Seconds before a pool whose sync failed is tried again.
     #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = seconds)]
     retry_delay: Duration,
+    /// Seconds one drain attempt may take (cordon, evictions, evicted pods gone) before it fails
+    /// and is retried later.
+    #[arg(long, value_name = "SECONDS", default_value = "90", value_parser = seconds)]
+    drain_timeout: Duration,
+    /// Seconds before an eviction a PodDisruptionBudget refused is asked for again.
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = seconds)]
+    eviction_retry: Duration,
     /// Namespace of the leader election Lease.
     #[arg(long, default_value = MCO_NAMESPACE)]
     lease_namespace: String,
@@ -42,6 +50,9 @@ pub struct ControllerArgs {
     /// Version hash written to rendered configs (`generated-by-controller-version`).
     #[arg(long, value_name = "HASH")]
     controller_version: Option<String>,
+    /// Do not run the boot image controller (MachineSets' boot images, stub user-data, skew status).
+    #[arg(long)]
+    no_boot_images: bool,
     /// The raw version the ControllerConfig's `generated-by-version` annotation must equal.
     #[arg(long, value_name = "RAW")]
     controller_version_raw: Option<String>,
@@ -68,6 +79,13 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             hash: args.controller_version.unwrap_or(this_build.hash),
         },
         render: Options { render_delay: args.render_delay, retry_delay: args.retry_delay },
+        node: mco_controller::node::controller::Options { retry_delay: args.retry_delay, ..Default::default() },
+        drain: mco_controller::drain::controller::Options {
+            attempt_timeout: args.drain_timeout,
+            eviction_retry: args.eviction_retry,
+            ..Default::default()
+        },
+        boot_images: (!args.no_boot_images).then(mco_bootimage_controller::Options::default),
         lease: LeaseSettings {
             namespace: args.lease_namespace,
             name: args.lease_name,

@@ -9,10 +9,13 @@ use mco_api::{MachineConfig, MachineConfiguration};
 use mco_daemon::apply::{self, Disruption, Node, Recovered, SystemdRunReboot};
 use mco_daemon::failpoint::Failpoints;
 use mco_daemon::files::Originals;
+use mco_daemon::firstboot::{self, Firstboot};
+use mco_daemon::os::sysroot::OstreeSysroot;
 use mco_daemon::os::{Bootc, OsBackend, RpmOstree};
 use mco_daemon::runner::HostRunner;
 use mco_daemon::units::HostSystemd;
 use mco_daemon::{plan, state, validate};
+use mco_os::image::PullConfig;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum DaemonCommand {
@@ -39,6 +42,16 @@ pub enum DaemonCommand {
         #[arg(long)]
         skip_registry_drain: bool,
     },
+    /// Complete a node's first boot (before kubelet): apply the MachineConfig Ignition left in
+    /// ROOT/etc/ignition-machine-config-encapsulated.json (OS image, kernel arguments, files),
+    /// rename it to .bak and request the reboot; delete it if the machine already matches.
+    Firstboot {
+        #[command(flatten)]
+        node: NodeArgs,
+    },
+    /// The node daemon in the cluster: watch this node's Node and move the node to its
+    /// desiredConfig (drain/uncordon handshake, apply, reboot), reporting state and reason.
+    Run(crate::cmd_daemon_run::RunArgs),
     /// Check a node root against a config; print one line per mismatch.
     Validate {
         #[command(flatten)]
@@ -56,8 +69,17 @@ pub struct NodeArgs {
     root: PathBuf,
     /// How OS changes (image, kernel arguments, kernel type, extensions) are made. Without one,
     /// configs that change the OS are refused.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, conflicts_with = "sysroot")]
     os_backend: Option<OsBackendKind>,
+    /// An OSTree sysroot directory (see `mco image install`): OS changes are staged there with
+    /// libostree, images pulled with the root's etc/containers/registries.conf and
+    /// var/lib/kubelet/config.json.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) sysroot: Option<PathBuf>,
+    /// The kernel command line file naming the booted deployment of --sysroot [default:
+    /// SYSROOT/.mco-cmdline, written by `mco image install` and `mco image boot`].
+    #[arg(long, value_name = "FILE", requires = "sysroot")]
+    cmdline: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -66,10 +88,11 @@ enum OsBackendKind {
     Bootc,
 }
 
-fn node(args: &NodeArgs) -> Node {
+/// The node `args` describe: its root, systemd, OS backend and reboot.
+pub(crate) fn node(args: &NodeArgs) -> Node {
     let host = args.root == Path::new("/");
     let runner = Arc::new(HostRunner);
-    let os: Option<Box<dyn OsBackend>> = args.os_backend.map(|kind| -> Box<dyn OsBackend> {
+    let mut os: Option<Box<dyn OsBackend>> = args.os_backend.map(|kind| -> Box<dyn OsBackend> {
         match kind {
             OsBackendKind::RpmOstree => {
                 Box::new(RpmOstree { runner: runner.clone(), arch: std::env::consts::ARCH.to_string() })
@@ -77,6 +100,11 @@ fn node(args: &NodeArgs) -> Node {
             OsBackendKind::Bootc => Box::new(Bootc { runner: runner.clone(), cmdline: "/proc/cmdline".into() }),
         }
     });
+    if let Some(sysroot) = &args.sysroot {
+        let cmdline = args.cmdline.clone().unwrap_or_else(|| mco_os::sysroot::default_cmdline(sysroot));
+        let pull = PullConfig::of_node_root(&args.root);
+        os = Some(Box::new(OstreeSysroot { sysroot: sysroot.clone(), cmdline, pull }));
+    }
     if host {
         Node {
             root: args.root.clone(),
@@ -156,6 +184,24 @@ pub fn run(cmd: DaemonCommand) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        DaemonCommand::Firstboot { node: args } => {
+            let node = node(&args);
+            match firstboot::firstboot(&node, &Failpoints::from_env()?) {
+                Ok(Firstboot::NotFirstboot) => println!("not a first boot: no {}", firstboot::ENCAPSULATED),
+                Ok(Firstboot::AlreadyMatches { config }) => {
+                    println!("the machine already runs {config}: removed {}", firstboot::ENCAPSULATED)
+                }
+                Ok(Firstboot::Applied { config, applied }) => {
+                    println!("applied {config} ({} steps); rebooting into it", applied.steps)
+                }
+                Err(e) => {
+                    eprintln!("state: {}\nreason: {}", e.state(), e.reason());
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        DaemonCommand::Run(args) => crate::cmd_daemon_run::run(args),
         DaemonCommand::Validate { node: args, config } => {
             let node = node(&args);
             let mc = read_mc(&config)?;

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use mco_os::build::{self as derive, AddError};
-use mco_os::image::{self, ImageRefError};
+use mco_os::image::{self, ImageRefError, PullConfig};
+use mco_os::sysroot::{self, SysrootError};
 use mco_os::tree::{self, TreeError, TreeSpec};
 use serde_json::json;
 
@@ -26,6 +27,47 @@ pub enum ImageCommand {
     /// Build a derived image: the base image plus one layer of directories and labels; print
     /// the manifest digest.
     Build(BuildArgs),
+    /// Install an OS image into an empty OSTree sysroot directory (init, stateroot, import,
+    /// deploy with the kernel arguments) and boot it (see `boot`).
+    Install(InstallArgs),
+    /// Boot the default deployment: write its boot entry's options, `ostree=` resolved to the
+    /// deployment directory, to the kernel command line file (a reboot of the machine).
+    Boot(SysrootArgs),
+    /// List the deployments of an OSTree sysroot: booted (*), pending (staged), image, kernel
+    /// arguments.
+    Status(SysrootArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SysrootArgs {
+    /// The OSTree sysroot directory.
+    #[arg(long, value_name = "DIR")]
+    sysroot: PathBuf,
+    /// The kernel command line file naming the booted deployment [default: SYSROOT/.mco-cmdline].
+    #[arg(long, value_name = "FILE")]
+    cmdline: Option<PathBuf>,
+}
+
+impl SysrootArgs {
+    fn cmdline(&self) -> PathBuf {
+        self.cmdline.clone().unwrap_or_else(|| sysroot::default_cmdline(&self.sysroot))
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InstallArgs {
+    #[command(flatten)]
+    target: SysrootArgs,
+    /// The OS image, as in osImageURL: HOST/NAME@sha256:DIGEST or oci:DIR[:TAG]
+    /// (CONTAINERS_REGISTRIES_CONF applies).
+    #[arg(long, value_name = "IMAGE")]
+    image: String,
+    /// A kernel argument of the deployment, repeatable.
+    #[arg(long = "karg", value_name = "ARG")]
+    kargs: Vec<String>,
+    /// The stateroot (the `--os` of `ostree admin`).
+    #[arg(long, value_name = "NAME", default_value = "mco")]
+    stateroot: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -55,6 +97,9 @@ pub struct TestTreeArgs {
     /// os-release `VERSION_ID`.
     #[arg(long, value_name = "VERSION_ID")]
     version_id: String,
+    /// Add this many small files under /usr/share/mco-filler (for benchmarks).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    filler_files: usize,
 }
 
 #[derive(Debug, clap::Args)]
@@ -112,6 +157,7 @@ pub fn run(cmd: ImageCommand) -> anyhow::Result<ExitCode> {
     let result = match cmd {
         ImageCommand::TestTree(args) => {
             tree::write_tree(&args.dir, &TreeSpec { kernel_version: args.kernel, version_id: args.version_id })
+                .and_then(|()| tree::write_filler(&args.dir, args.filler_files))
         }
         ImageCommand::Commit(args) => commit(args),
         ImageCommand::Encapsulate(args) => {
@@ -119,11 +165,18 @@ pub fn run(cmd: ImageCommand) -> anyhow::Result<ExitCode> {
         }
         ImageCommand::Inspect(args) => inspect(&args),
         ImageCommand::Build(args) => build(args),
+        ImageCommand::Install(args) => install(&args),
+        ImageCommand::Boot(args) => sysroot::boot(&args.sysroot, &args.cmdline()).map(|line| println!("{line}")),
+        ImageCommand::Status(args) => status(&args),
     };
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
         // Refused input (a bad reference, label or tree) is the user's to fix: exit 1.
-        Err(e) if e.chain().any(|c| c.is::<ImageRefError>() || c.is::<TreeError>() || c.is::<AddError>()) => {
+        Err(e)
+            if e.chain().any(|c| {
+                c.is::<ImageRefError>() || c.is::<TreeError>() || c.is::<AddError>() || c.is::<SysrootError>()
+            }) =>
+        {
             eprintln!("error: {e:#}");
             Ok(ExitCode::from(1))
         }
@@ -182,6 +235,29 @@ fn inspect(args: &InspectArgs) -> anyhow::Result<()> {
                 println!("{f}");
             }
         }
+    }
+    Ok(())
+}
+
+fn install(args: &InstallArgs) -> anyhow::Result<()> {
+    let (path, cmdline) = (&args.target.sysroot, args.target.cmdline());
+    let d = sysroot::install(path, &cmdline, &args.stateroot, &args.image, &args.kargs, &PullConfig::default())?;
+    println!("installed {} ({}) and booted it: {}", args.image, d.commit, cmdline.display());
+    Ok(())
+}
+
+fn status(args: &SysrootArgs) -> anyhow::Result<()> {
+    let status = sysroot::status(&args.sysroot, &args.cmdline())?;
+    if status.deployments.is_empty() {
+        println!("no deployments");
+    }
+    let pending = status.pending().len();
+    for d in &status.deployments {
+        let mark = if Some(d.index) == status.booted { "*" } else { " " };
+        let staged = if d.index < pending { " (staged)" } else { "" };
+        println!("{mark} {} {}.{}{staged}", d.stateroot, d.commit, d.serial);
+        println!("    image: {}", d.image.as_deref().unwrap_or("<none>"));
+        println!("    kargs: {}", d.kargs.join(" "));
     }
     Ok(())
 }

@@ -1,22 +1,39 @@
-//! `mco server`: the Machine Config Server (bootstrap mode: serves from a directory).
+//! `mco server`: the Machine Config Server, serving from a bootstrap directory or from the cluster.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use mco_server::run::Mode;
 
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["bootstrap_dir", "kubeconfig"])))]
 pub struct ServerArgs {
-    /// Directory in the upstream bootstrap layout: machine-pools/<pool>.yaml (status.configuration.name
-    /// names the rendered config), machine-configs/<name>.yaml,
+    /// Bootstrap mode: a directory in the upstream bootstrap layout: machine-pools/<pool>.yaml
+    /// (status.configuration.name names the rendered config), machine-configs/<name>.yaml,
     /// controller-config/machine-config-controller.yaml.
     #[arg(long, value_name = "DIR")]
-    bootstrap_dir: PathBuf,
-    /// Kubeconfig served to machines as /etc/kubernetes/kubeconfig.
-    #[arg(long, value_name = "FILE")]
-    bootstrap_kubeconfig: PathBuf,
-    /// Registry CA served as /etc/docker/certs.d/HOST/ca.crt; FILE is relative to the directory.
-    #[arg(long = "bootstrap-certs", value_name = "HOST=FILE")]
+    bootstrap_dir: Option<PathBuf>,
+    /// Bootstrap mode: kubeconfig served to machines as /etc/kubernetes/kubeconfig.
+    #[arg(long, value_name = "FILE", requires = "bootstrap_dir", required_unless_present = "kubeconfig")]
+    bootstrap_kubeconfig: Option<PathBuf>,
+    /// Bootstrap mode: registry CA served as /etc/docker/certs.d/HOST/ca.crt; FILE is relative to
+    /// the directory.
+    #[arg(long = "bootstrap-certs", value_name = "HOST=FILE", conflicts_with = "kubeconfig")]
     bootstrap_certs: Vec<String>,
+    /// Cluster mode: serve pools and rendered configs of the API server this kubeconfig reaches
+    /// (a pool's target config only once one of its nodes runs it).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Cluster mode: API server URL written into the kubeconfig served to nodes [default: the
+    /// server of --kubeconfig].
+    #[arg(long, value_name = "URL", conflicts_with = "bootstrap_dir")]
+    apiserver_url: Option<String>,
+    /// Cluster mode: directory holding `token` and `ca.crt` of the node-bootstrapper service
+    /// account (its token secret's keys), from which the served kubeconfig is built.
+    #[arg(long, value_name = "DIR", requires = "kubeconfig", default_value = mco_server::source::cluster::DEFAULT_BOOTSTRAP_TOKEN_DIR)]
+    bootstrap_token_dir: PathBuf,
     /// Serving certificate (PEM chain); re-read when it changes.
     #[arg(long, value_name = "FILE")]
     tls_cert: PathBuf,
@@ -29,18 +46,37 @@ pub struct ServerArgs {
     /// Address of an additional plain HTTP listener (upstream: port 22624).
     #[arg(long, value_name = "ADDR")]
     insecure_listen: Option<SocketAddr>,
+    /// Cap on the encoded bodies kept in memory, in MiB (least recently served dropped first).
+    #[arg(long, value_name = "MIB", default_value_t = mco_server::cache::DEFAULT_CAPACITY >> 20)]
+    cache_mib: usize,
 }
 
+/// Time the watches get to list the cluster's objects before the server gives up.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(120);
+
 pub fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
+    let mode = match (args.bootstrap_dir, args.bootstrap_kubeconfig, args.kubeconfig) {
+        (Some(dir), Some(kubeconfig), None) => Mode::Bootstrap { dir, kubeconfig, certs: args.bootstrap_certs },
+        (None, None, Some(kubeconfig)) => Mode::Cluster {
+            kubeconfig,
+            apiserver_url: args.apiserver_url,
+            bootstrap_token_dir: args.bootstrap_token_dir,
+            sync_timeout: SYNC_TIMEOUT,
+        },
+        _ => unreachable!("clap allows exactly one of --bootstrap-dir (with --bootstrap-kubeconfig) and --kubeconfig"),
+    };
+    let cache_bytes = args
+        .cache_mib
+        .checked_mul(1 << 20)
+        .ok_or_else(|| anyhow::anyhow!("--cache-mib {} is too large", args.cache_mib))?;
     mco_server::run::run(mco_server::run::Options {
-        bootstrap_dir: args.bootstrap_dir,
-        bootstrap_kubeconfig: args.bootstrap_kubeconfig,
-        bootstrap_certs: args.bootstrap_certs,
+        mode,
         tls_cert: args.tls_cert,
         tls_key: args.tls_key,
         listen: args.listen,
         insecure_listen: args.insecure_listen,
         limits: mco_server::Limits::default(),
+        cache_bytes,
     })?;
     Ok(ExitCode::SUCCESS)
 }

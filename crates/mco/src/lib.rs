@@ -6,12 +6,15 @@ mod cmd_bootimage;
 mod cmd_certs;
 mod cmd_controller;
 mod cmd_daemon;
+mod cmd_daemon_run;
 mod cmd_diff;
 mod cmd_ignition;
 mod cmd_image;
+mod cmd_lab;
 mod cmd_render;
 mod cmd_server;
 mod cmd_skew;
+mod cmd_status;
 mod cmd_stub;
 mod cmd_validate;
 pub mod manifests;
@@ -65,6 +68,11 @@ enum Command {
     /// Certificates for the Machine Config Server.
     #[command(subcommand)]
     Certs(cmd_certs::CertsCommand),
+    /// The local lab: a whole cluster with nodes on this machine.
+    #[command(subcommand)]
+    Lab(cmd_lab::LabCommand),
+    /// Pools and nodes: configs, counts, conditions, each node's state and reason.
+    Status(cmd_status::StatusArgs),
 }
 
 /// Output formats for objects.
@@ -93,5 +101,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Server(args) => cmd_server::run(args),
         Command::Certs(cmd) => cmd_certs::run(cmd),
+        Command::Lab(cmd) => cmd_lab::run(cmd),
+        Command::Status(args) => cmd_status::run(args),
     }
 }

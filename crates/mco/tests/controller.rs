@@ -1,6 +1,7 @@
 //! `mco controller` as a process against a real API server (mco-testenv): it takes the leader
-//! Lease, gives each pool the rendered config `mco render` computes offline, and releases the
-//! Lease on SIGTERM.
+//! Lease, gives each pool the rendered config `mco render` computes offline, keeps the pools'
+//! status (node controller) next to the render controller's condition, and releases the Lease
+//! on SIGTERM.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -101,6 +102,31 @@ async fn mco_controller_targets_what_mco_render_computes() {
                 break;
             }
             assert!(Instant::now() < deadline, "pool {pool} targets {target:?}, not {name}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    // The node controller runs too: pools without nodes are updated (status.configuration
+    // moves to the target), and its conditions sit next to the render controller's.
+    let condition = |pool: &MachineConfigPool, kind: &str| {
+        let conditions = pool.status.as_ref()?.conditions.as_ref()?;
+        conditions.iter().find(|c| c.type_ == kind).map(|c| (c.status.clone(), c.message.clone().unwrap_or_default()))
+    };
+    for (pool, name) in &expected {
+        loop {
+            controller.assert_running();
+            let current = pools.get(pool).await.unwrap();
+            let updated = condition(&current, "Updated");
+            let want = ("True".to_string(), format!("All nodes are updated with MachineConfig {name}"));
+            if updated.as_ref() == Some(&want) && condition(&current, "RenderDegraded").is_some() {
+                assert_eq!(condition(&current, "RenderDegraded").unwrap().0, "False");
+                assert_eq!(condition(&current, "Degraded").unwrap().0, "False");
+                let status = current.status.unwrap();
+                assert_eq!(status.configuration.and_then(|c| c.name).as_ref(), Some(name));
+                assert_eq!(status.machine_count, Some(0));
+                break;
+            }
+            assert!(Instant::now() < deadline, "pool {pool}: Updated {updated:?}, not {want:?}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }

@@ -506,3 +506,142 @@ fn first_boot_rules_reboot_for_units() {
     assert_eq!(read(node.path(), ACTIONS_LOG), "daemon-reload\nrestart iri-registry.service\n");
     assert!(!exists(node.path(), REBOOT_REQUEST));
 }
+
+/// OS images in an `oci:` directory: (boot image, pool image) as osImageURLs.
+fn oci_images(dir: &Path) -> (String, String) {
+    let repo = dir.join("repo");
+    let images: Vec<String> = ["1", "2"]
+        .iter()
+        .map(|version| {
+            let tree = dir.join(format!("tree-{version}"));
+            let spec =
+                mco_os::tree::TreeSpec { kernel_version: "6.8.1-1.mco.x86_64".into(), version_id: version.to_string() };
+            mco_os::tree::write_tree(&tree, &spec).unwrap();
+            mco_os::tree::commit(&repo, "mco/os", &tree, version, &BTreeMap::new()).unwrap();
+            let image = format!("oci:{}:{version}", dir.join("oci").display());
+            mco_os::block_on(mco_os::image::encapsulate(&repo, "mco/os", &image)).unwrap().unwrap();
+            image
+        })
+        .collect();
+    (images[0].clone(), images[1].clone())
+}
+
+/// A sysroot in a temporary directory, removed with [`mco_os::sysroot::remove`] (libostree makes
+/// deployments immutable).
+struct TempSysroot(tempfile::TempDir);
+
+impl TempSysroot {
+    fn new() -> Self {
+        TempSysroot(tempfile::Builder::new().prefix("mco-sysroot-").tempdir_in("/dev/shm").unwrap())
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for TempSysroot {
+    fn drop(&mut self) {
+        mco_os::sysroot::remove(self.0.path()).unwrap();
+    }
+}
+
+/// A node root with Ignition's leftovers for `encapsulated`, and a sysroot with `boot_image`
+/// installed by `mco image install`.
+fn first_boot_node(boot_image: &str, encapsulated: &Value) -> (tempfile::TempDir, TempSysroot) {
+    let node = node_root();
+    let r = node.path();
+    fs::write(r.join("etc/ignition-machine-config-encapsulated.json"), encapsulated.to_string()).unwrap();
+    fs::create_dir_all(r.join("etc/mco")).unwrap();
+    fs::write(r.join("etc/mco/pool.conf"), "pool\n").unwrap();
+    let sysroot = TempSysroot::new();
+    mco()
+        .args(["image", "install", "--image", boot_image, "--karg", "root=UUID=1", "--sysroot"])
+        .arg(sysroot.path())
+        .assert()
+        .success();
+    (node, sysroot)
+}
+
+fn firstboot(root: &Path, sysroot: &Path) -> Command {
+    let mut cmd = mco();
+    cmd.args(["daemon", "firstboot", "--root"]).arg(root).arg("--sysroot").arg(sysroot);
+    cmd
+}
+
+fn image_status(sysroot: &Path) -> String {
+    stdout(&mco().args(["image", "status", "--sysroot"]).arg(sysroot).assert().success())
+}
+
+/// The deployments by image and kernel arguments (each import writes its own merge commit).
+fn deployments(sysroot: &Path) -> Vec<String> {
+    let status = mco_os::sysroot::status(sysroot, &mco_os::sysroot::default_cmdline(sysroot)).unwrap();
+    let pending = status.pending().len();
+    status
+        .deployments
+        .iter()
+        .map(|d| format!("{} {:?} {:?} pending={}", d.index, d.image, d.kargs, d.index < pending))
+        .collect()
+}
+
+#[test]
+fn firstboot_on_a_sysroot_pivots_and_a_crash_at_any_point_converges() {
+    let images = tempfile::Builder::new().prefix("mco-images-").tempdir_in("/dev/shm").unwrap();
+    let (boot_image, pool_image) = oci_images(images.path());
+    let mut pool = files_mc("rendered-worker-1", &[("/etc/mco/pool.conf", "pool\n")], json!([]));
+    pool["spec"]["osImageURL"] = json!(pool_image);
+    pool["spec"]["kernelArguments"] = json!(["nosmt"]);
+
+    let (clean, clean_sysroot) = first_boot_node(&boot_image, &pool);
+    let out = firstboot(clean.path(), clean_sysroot.path()).assert().success();
+    assert!(stdout(&out).contains("applied rendered-worker-1"), "{}", stdout(&out));
+    let status = image_status(clean_sysroot.path());
+    assert!(status.contains(&format!("image: {pool_image}")) && status.contains("(staged)"), "{status}");
+    assert!(status.contains("kargs: root=UUID=1 nosmt"), "{status}");
+    let (want_root, want_os) = (tree(clean.path()), deployments(clean_sysroot.path()));
+    assert!(want_root.contains_key("etc/ignition-machine-config-encapsulated.json.bak"));
+    assert!(!want_root.contains_key("etc/ignition-machine-config-encapsulated.json"));
+    assert!(want_root.contains_key(REBOOT_REQUEST.trim_start_matches('/')));
+    // The next boot runs the pool's image; the first boot is done.
+    fs::remove_file(clean.path().join(REBOOT_REQUEST.trim_start_matches('/'))).unwrap();
+    mco().args(["image", "boot", "--sysroot"]).arg(clean_sysroot.path()).assert().success();
+    let status = image_status(clean_sysroot.path());
+    assert!(status.starts_with("* mco ") && status.contains(&format!("image: {pool_image}")), "{status}");
+    let again = firstboot(clean.path(), clean_sysroot.path()).assert().success();
+    assert!(stdout(&again).contains("not a first boot"), "{}", stdout(&again));
+
+    let mut points = 0;
+    for n in 1.. {
+        let (node, sysroot) = first_boot_node(&boot_image, &pool);
+        let (r, s) = (node.path(), sysroot.path());
+        let out = firstboot(r, s).env("MCO_FAILPOINT", format!("{n}:crash")).output().unwrap();
+        if out.status.success() {
+            break;
+        }
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("failpoint {n} (")), "failpoint {n}");
+        firstboot(r, s).assert().success();
+        let got = tree(r);
+        let temps: Vec<&String> = got.keys().filter(|k| k.ends_with(".mcotmp")).collect();
+        assert!(temps.is_empty(), "failpoint {n}: half-written files {temps:?}");
+        assert_eq!(got, want_root, "failpoint {n}");
+        assert_eq!(deployments(s), want_os, "failpoint {n}");
+        points = n;
+    }
+    assert!(points >= 4, "only {points} failpoints");
+}
+
+#[test]
+fn sysroot_flags_are_checked() {
+    let node = node_root();
+    let out = mco()
+        .args(["daemon", "firstboot", "--os-backend", "rpm-ostree", "--sysroot", "/nonexistent", "--root"])
+        .arg(node.path())
+        .assert()
+        .code(2);
+    assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("cannot be used with"));
+    let out = mco().args(["daemon", "firstboot", "--cmdline", "/x", "--root"]).arg(node.path()).assert().code(2);
+    assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("--sysroot"));
+    // No encapsulated config: not a first boot, nothing to do even without a sysroot.
+    let out = mco().args(["daemon", "firstboot", "--root"]).arg(node.path()).assert().success();
+    assert!(stdout(&out).contains("not a first boot"));
+}

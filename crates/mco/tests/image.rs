@@ -1,14 +1,13 @@
 //! `mco image` run as a user runs it, against the real libostree, ostree-ext, skopeo and a real
 //! OCI registry (docker-registry) on loopback.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command as StdCommand, Stdio};
-use std::time::Duration;
+use std::process::Command as StdCommand;
 
 mod common;
 
 use common::{mco, stderr, stdout};
+use mco_os::registry::LocalRegistry;
 use serde_json::Value;
 
 const KVER: &str = "6.6.1-100.mco.x86_64";
@@ -111,60 +110,11 @@ fn bad_input_exits_1_with_the_reason() {
     assert!(stderr(&assert).contains("kernel version \"a/b\""), "{}", stderr(&assert));
 }
 
-/// A real registry (Debian's docker-registry) on a free loopback port, plain HTTP.
-struct Registry {
-    child: Child,
-    port: u16,
-    registries_conf: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Registry {
-    fn start() -> Registry {
-        let dir = tempfile::tempdir().unwrap();
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let config = dir.path().join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n",
-                dir.path().join("data").display()
-            ),
-        )
-        .unwrap();
-        let registries_conf = dir.path().join("registries.conf");
-        std::fs::write(&registries_conf, format!("[[registry]]\nlocation = \"127.0.0.1:{port}\"\ninsecure = true\n"))
-            .unwrap();
-        let child = StdCommand::new("docker-registry")
-            .arg("serve")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let registry = Registry { child, port, registries_conf, _dir: dir };
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return registry;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("registry on port {port} did not start");
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn encapsulate_to_a_registry_and_inspect_by_tag_and_digest() {
-    let registry = Registry::start();
-    let env = [("CONTAINERS_REGISTRIES_CONF", registry.registries_conf.as_path())];
     let tmp = tempfile::tempdir().unwrap();
+    let registry = LocalRegistry::start(&tmp.path().join("registry")).unwrap();
+    let env = [("CONTAINERS_REGISTRIES_CONF", registry.registries_conf.as_path())];
     let (repo, checksum) = commit(tmp.path(), "2.0");
     let image = format!("docker://127.0.0.1:{}/mco/os:2.0", registry.port);
     let digest = encapsulate(&repo, &image, &env);
@@ -208,4 +158,42 @@ fn build_a_derived_image_from_an_encapsulated_one() {
     let assert =
         mco().args(["image", "build", "--from", &base, "--add", "x:/var/lib/x", "--to", &derived]).assert().code(1);
     assert!(stderr(&assert).contains("under /usr or /etc"), "{}", stderr(&assert));
+}
+
+#[test]
+fn install_from_a_registry_by_digest_boot_and_status() {
+    let tmp = tempfile::tempdir().unwrap();
+    let registry = LocalRegistry::start(&tmp.path().join("registry")).unwrap();
+    let env = [("CONTAINERS_REGISTRIES_CONF", registry.registries_conf.as_path())];
+    let (repo, _) = commit(tmp.path(), "4.0");
+    let digest = encapsulate(&repo, &format!("docker://{}/mco/os:4.0", registry.host()), &env);
+    let sysroot = tempfile::Builder::new().prefix("mco-image-sysroot-").tempdir_in("/dev/shm").unwrap();
+    let install = |image: &str| {
+        let mut cmd = mco();
+        cmd.args(["image", "install", "--image", image, "--karg", "root=UUID=7", "--karg", "rw", "--sysroot"])
+            .arg(sysroot.path())
+            .env("CONTAINERS_REGISTRIES_CONF", &registry.registries_conf);
+        cmd.assert()
+    };
+    // Nodes run images by digest: a tag is refused before anything is written.
+    let refused = install(&format!("{}/mco/os:4.0", registry.host())).code(1);
+    assert!(stderr(&refused).contains("pinned by digest"), "{}", stderr(&refused));
+    assert!(!sysroot.path().join("ostree").exists());
+
+    let image = format!("{}/mco/os@{digest}", registry.host());
+    install(&image).success();
+    let cmdline = std::fs::read_to_string(sysroot.path().join(".mco-cmdline")).unwrap();
+    assert!(cmdline.starts_with("root=UUID=7 rw ostree=/ostree/deploy/mco/deploy/"), "{cmdline}");
+    let status = stdout(&mco().args(["image", "status", "--sysroot"]).arg(sysroot.path()).assert().success());
+    // The deployed commit is ostree-ext's merge commit of the image, not the encapsulated one.
+    assert!(status.starts_with("* mco ") && !status.contains("(staged)"), "{status}");
+    assert!(status.contains(&format!("image: {image}\n")) && status.contains("kargs: root=UUID=7 rw\n"), "{status}");
+    // Booting again changes nothing: the default deployment is the booted one.
+    let line = stdout(&mco().args(["image", "boot", "--sysroot"]).arg(sysroot.path()).assert().success());
+    assert_eq!(line, cmdline);
+    let again = install(&image).code(1);
+    assert!(stderr(&again).contains("already holds deployments"), "{}", stderr(&again));
+    // libostree makes deployments immutable: the sysroot goes only through sysroot::remove.
+    mco_os::sysroot::remove(sysroot.path()).unwrap();
+    assert!(!sysroot.path().exists());
 }

@@ -1,10 +1,12 @@
-//! The real Ignition client against a running `mco server`: a machine boots from a stub made by
-//! `mco ignition stub`, fetches its config over TLS trusting the CA from `mco certs create`, and
-//! Ignition's files stage writes it into a directory root. Needs Debian's `ignition` package
+//! The real Ignition client against a running `mco server` (bootstrap mode, and cluster mode on a
+//! real API server): a machine boots from a stub made by `mco ignition stub`, fetches its config
+//! over TLS trusting the CA from `mco certs create`, and Ignition's files stage writes it into a
+//! directory root. Needs Debian's `ignition` package
 //! (the binary is not on PATH: `/usr/lib/dracut/modules.d/30ignition/ignition`) and root (Ignition
 //! creates the core user with `useradd --root`).
 
-use std::io::{BufRead, BufReader};
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -25,17 +27,15 @@ struct RunningServer {
 }
 
 impl RunningServer {
-    fn start(work: &Path) -> RunningServer {
+    /// Starts `mco server SOURCE_ARGS...` (the bootstrap or cluster mode flags).
+    fn start(work: &Path, source_args: &[OsString]) -> RunningServer {
         let certs = work.join("certs");
         mco(&["certs", "create", "--dir", certs.to_str().unwrap(), "--san", "127.0.0.1,api-int.example.com"]);
         let log = work.join("server.log");
-        let fixture = fixture();
         let mut child = Command::new(MCO)
-            .args(["server", "--bootstrap-dir"])
-            .arg(&fixture)
-            .arg("--bootstrap-kubeconfig")
-            .arg(fixture.join("kubeconfig"))
-            .args(["--bootstrap-certs", "registry.example.com:5000=registry-ca.crt", "--tls-cert"])
+            .arg("server")
+            .args(source_args)
+            .arg("--tls-cert")
             .arg(certs.join("tls.crt"))
             .arg("--tls-key")
             .arg(certs.join("tls.key"))
@@ -45,11 +45,16 @@ impl RunningServer {
             .spawn()
             .unwrap();
         let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        stderr.read_line(&mut line).unwrap();
-        let url = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected: {line}")).to_string();
-        // Keep draining the log so the server never blocks on a full pipe.
         let mut file = std::fs::File::create(&log).unwrap();
+        let url = loop {
+            let mut line = String::new();
+            assert_ne!(stderr.read_line(&mut line).unwrap(), 0, "mco server exited:\n{}", read(&log));
+            file.write_all(line.as_bytes()).unwrap();
+            if let Some(url) = line.trim().strip_prefix("listening on ") {
+                break url.to_string();
+            }
+        };
+        // Keep draining the log so the server never blocks on a full pipe.
         let drain = Some(std::thread::spawn(move || std::io::copy(&mut stderr, &mut file)));
         RunningServer { child, url, drain }
     }
@@ -147,24 +152,30 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-#[test]
-fn ignition_boots_from_the_server() {
-    let work = tempfile::tempdir().unwrap();
-    let work = work.path();
-    let server = RunningServer::start(work);
-    let master_stub = stub(&server, work, "master");
-
-    let fetch = ignition(work, "fetch", &master_stub, &["-neednet", work.join("run/neednet").to_str().unwrap()]);
+/// Runs Ignition's fetch and files stages for `pool` against `server`; returns the OS root.
+fn boot(server: &RunningServer, work: &Path, pool: &str) -> PathBuf {
+    let pool_stub = stub(server, work, pool);
+    let fetch = ignition(work, "fetch", &pool_stub, &["-neednet", work.join("run/neednet").to_str().unwrap()]);
     let fetch_log = String::from_utf8_lossy(&fetch.stdout);
-    assert!(fetch.status.success(), "Ignition fetch failed:\n{fetch_log}{}", String::from_utf8_lossy(&fetch.stderr));
-    assert!(fetch_log.contains("/config/master: attempt #1"), "{fetch_log}");
+    assert!(
+        fetch.status.success(),
+        "Ignition fetch failed:\n{fetch_log}{}\n--- server log ---\n{}",
+        String::from_utf8_lossy(&fetch.stderr),
+        read(&work.join("server.log"))
+    );
+    assert!(fetch_log.contains(&format!("/config/{pool}: attempt #1")), "{fetch_log}");
 
     let root = os_root(work);
-    let files = ignition(work, "files", &master_stub, &["-root", root.to_str().unwrap()]);
+    let files = ignition(work, "files", &pool_stub, &["-root", root.to_str().unwrap()]);
     let files_log = String::from_utf8_lossy(&files.stdout);
     assert!(files.status.success(), "Ignition files failed:\n{files_log}{}", String::from_utf8_lossy(&files.stderr));
+    root
+}
 
-    // The MachineConfig's files, with their modes.
+/// The fixture's rendered config is on the machine: files with their modes, units, a drop-in,
+/// the core user's SSH key, and what the server adds (the encapsulated config, whose Ignition
+/// version is `encapsulated_version`, the node annotations seed, the kubelet CA).
+fn assert_fixture_applied(root: &Path, encapsulated_version: &str) {
     assert!(read(&root.join("etc/chrony.conf")).starts_with("# Use public servers from the pool.ntp.org project.\n"));
     assert_eq!(mode(&root.join("etc/chrony.conf")), 0o644);
     assert_eq!(
@@ -192,25 +203,58 @@ fn ignition_boots_from_the_server() {
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICKR2M3DEEEefsJzeKZhyTUYfAfk1WNum8PEALJyRLjN admin@example.com"
     );
     // What the server adds.
-    let name = read(&fixture().join("machine-pools/master.yaml"))
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("name: ").filter(|n| n.starts_with("rendered-")).map(str::to_string))
-        .unwrap();
+    let name = rendered_name();
     let encapsulated: serde_json::Value =
         serde_json::from_str(&read(&root.join("etc/ignition-machine-config-encapsulated.json"))).unwrap();
     assert_eq!(encapsulated["metadata"]["name"], name.as_str());
-    assert_eq!(encapsulated["spec"]["config"], serde_json::json!({"ignition": {"version": "3.5.0"}}));
+    assert_eq!(encapsulated["spec"]["config"], serde_json::json!({"ignition": {"version": encapsulated_version}}));
     assert_eq!(encapsulated["spec"]["kernelArguments"], serde_json::json!(["nosmt"]));
     assert_eq!(mode(&root.join("etc/ignition-machine-config-encapsulated.json")), 0o644);
     let seed: serde_json::Value =
         serde_json::from_str(&read(&root.join("etc/machine-config-daemon/node-annotations.json"))).unwrap();
     assert_eq!(seed["machineconfiguration.openshift.io/desiredConfig"], name.as_str());
-    assert_eq!(read(&root.join("etc/kubernetes/kubeconfig")), read(&fixture().join("kubeconfig")));
+    assert!(read(&root.join("etc/kubernetes/kubelet-ca.crt")).starts_with("-----BEGIN CERTIFICATE-----"));
+}
+
+/// The fixture's rendered config name, from its pool.
+fn rendered_name() -> String {
+    read(&fixture().join("machine-pools/master.yaml"))
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("name: ").filter(|n| n.starts_with("rendered-")).map(str::to_string))
+        .unwrap()
+}
+
+/// Stops the server; everything was logged at trace level, and yet the bootstrap token never was.
+fn assert_token_never_logged(server: RunningServer, work: &Path) {
+    drop(server);
+    let log = read(&work.join("server.log"));
+    assert!(log.contains("config requested"), "{log}");
+    assert!(!log.contains(TOKEN), "the server log holds the kubeconfig token:\n{log}");
+}
+
+#[test]
+fn ignition_boots_from_the_server() {
+    let work = tempfile::tempdir().unwrap();
+    let work = work.path();
+    let fixture = fixture();
+    let server = RunningServer::start(
+        work,
+        &[
+            "--bootstrap-dir".into(),
+            fixture.clone().into(),
+            "--bootstrap-kubeconfig".into(),
+            fixture.join("kubeconfig").into(),
+            "--bootstrap-certs".into(),
+            "registry.example.com:5000=registry-ca.crt".into(),
+        ],
+    );
+    let root = boot(&server, work, "master");
+    assert_fixture_applied(&root, "3.5.0");
+    assert_eq!(read(&root.join("etc/kubernetes/kubeconfig")), read(&fixture.join("kubeconfig")));
     assert_eq!(
         read(&root.join("etc/docker/certs.d/registry.example.com:5000/ca.crt")),
-        read(&fixture().join("registry-ca.crt"))
+        read(&fixture.join("registry-ca.crt"))
     );
-    assert!(read(&root.join("etc/kubernetes/kubelet-ca.crt")).starts_with("-----BEGIN CERTIFICATE-----"));
 
     // An unknown pool is a 404, which Ignition gives up on at once instead of retrying.
     let unknown = stub(&server, work, "nosuchpool");
@@ -220,9 +264,119 @@ fn ignition_boots_from_the_server() {
     assert_ne!(failed.status.code(), Some(124), "Ignition kept retrying (timed out):\n{log}");
     assert!(log.contains("config/nosuchpool: attempt #1") && !log.contains("attempt #2"), "{log}");
 
-    // Everything was logged at trace level, and yet the bootstrap token never was.
-    drop(server);
-    let log = read(&work.join("server.log"));
-    assert!(log.contains("config requested"), "{log}");
-    assert!(!log.contains(TOKEN), "the server log holds the kubeconfig token:\n{log}");
+    assert_token_never_logged(server, work);
+}
+
+/// Cluster mode: the fixture's rendered config, ControllerConfig and pool live in a real API
+/// server; the served kubeconfig is built from the node-bootstrapper token files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignition_boots_from_the_cluster_mode_server() {
+    use mco_testenv::kube::Api;
+    use mco_testenv::kube::api::{Patch, PatchParams};
+
+    let env = mco_testenv::TestEnv::start().await.unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let work = work.path();
+    let fixture = fixture();
+    let manifests = work.join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    for (from, to) in [
+        (format!("machine-configs/{}.yaml", rendered_name()), "1-rendered.yaml"),
+        ("controller-config/machine-config-controller.yaml".to_string(), "2-controller-config.yaml"),
+        ("machine-pools/master.yaml".to_string(), "3-pool.yaml"),
+    ] {
+        std::fs::copy(fixture.join(from), manifests.join(to)).unwrap();
+    }
+    env.create_manifests(&manifests).await.unwrap();
+    // The pool targets the fixture's rendered config and one machine runs it (status is not
+    // written on create).
+    let pools = Api::<mco_api::MachineConfigPool>::all(env.client());
+    let configuration = serde_json::json!({"name": rendered_name()});
+    let spec = serde_json::json!({"spec": {"configuration": configuration}});
+    pools.patch("master", &PatchParams::default(), &Patch::Merge(&spec)).await.unwrap();
+    let status = serde_json::json!({"status": {"configuration": configuration, "updatedMachineCount": 1}});
+    pools.patch_status("master", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let token_dir = work.join("bootstrap-token");
+    std::fs::create_dir_all(&token_dir).unwrap();
+    std::fs::write(token_dir.join("token"), TOKEN).unwrap();
+    std::fs::copy(env.dir().join("ca.crt"), token_dir.join("ca.crt")).unwrap();
+
+    let apiserver_url = "https://api-int.example.com:6443";
+    let server = RunningServer::start(
+        work,
+        &[
+            "--kubeconfig".into(),
+            env.kubeconfig().into(),
+            "--apiserver-url".into(),
+            apiserver_url.into(),
+            "--bootstrap-token-dir".into(),
+            token_dir.clone().into(),
+        ],
+    );
+    // (Blocking in the test's runtime is fine: nothing async runs meanwhile.)
+    let root = boot(&server, work, "master");
+    // Cluster mode encapsulates an empty config of the version the client asked for.
+    assert_fixture_applied(&root, "3.3.0");
+    let ca = std::fs::read(env.dir().join("ca.crt")).unwrap();
+    let kubeconfig = mco_server::source::cluster::node_kubeconfig(apiserver_url, &ca, TOKEN).unwrap();
+    assert_eq!(std::fs::read(root.join("etc/kubernetes/kubeconfig")).unwrap(), kubeconfig);
+    assert_token_never_logged(server, work);
+}
+
+/// `mco server` takes exactly one source, and says what is missing before it listens.
+#[test]
+fn server_flags_are_checked() {
+    let run = |args: &[&str]| {
+        let out =
+            Command::new(MCO).arg("server").args(args).args(["--tls-cert", "c", "--tls-key", "k"]).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, stderr) = run(&[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--bootstrap-dir <DIR>|--kubeconfig <FILE>"), "{stderr}");
+    let (code, stderr) = run(&["--bootstrap-dir", "d", "--bootstrap-kubeconfig", "k", "--kubeconfig", "k"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+    let (code, stderr) = run(&["--bootstrap-dir", "d"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--bootstrap-kubeconfig <FILE>"), "{stderr}");
+    let (code, stderr) = run(&["--kubeconfig", "k", "--bootstrap-certs", "r=ca.crt"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("'--kubeconfig <FILE>' cannot be used with '--bootstrap-certs <HOST=FILE>'"), "{stderr}");
+    let (code, stderr) = run(&["--bootstrap-dir", "d", "--bootstrap-kubeconfig", "k", "--apiserver-url", "https://x"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("'--bootstrap-dir <DIR>' cannot be used with '--apiserver-url <URL>'"), "{stderr}");
+
+    // Cluster mode without the node-bootstrapper token: refused at start, naming the file.
+    let work = tempfile::tempdir().unwrap();
+    let certs = work.path().join("certs");
+    mco(&["certs", "create", "--dir", certs.to_str().unwrap(), "--san", "127.0.0.1"]);
+    let kubeconfig = work.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n\
+         users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+    )
+    .unwrap();
+    let out = Command::new(MCO)
+        .arg("server")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--bootstrap-token-dir")
+        .arg(work.path())
+        .arg("--tls-cert")
+        .arg(certs.join("tls.crt"))
+        .arg("--tls-key")
+        .arg(certs.join("tls.key"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "reading the node-bootstrapper token: failed to read {}",
+            work.path().join("token").display()
+        )),
+        "{stderr}"
+    );
 }

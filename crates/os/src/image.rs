@@ -6,7 +6,7 @@
 //! behave exactly as on a node.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result};
@@ -95,8 +95,18 @@ pub fn pinned(r: &ImageReference, digest: &str) -> String {
 /// The image is labelled with the commit's version (`org.opencontainers.image.version`), its
 /// bootable metadata (`ostree.bootable`, `ostree.linux`, `containers.bootc`) and every other
 /// string metadata key of the commit (the labels given at commit time).
-#[context("Encapsulating {ostree_ref} from {} to {dest}", repo_path.display())]
 pub async fn encapsulate(repo_path: &Path, ostree_ref: &str, dest: &str) -> Result<String> {
+    encapsulate_with(repo_path, ostree_ref, dest, &PullConfig::default()).await
+}
+
+/// [`encapsulate`] with the registry settings of `registries` (for pushes to a registry).
+#[context("Encapsulating {ostree_ref} from {} to {dest}", repo_path.display())]
+pub async fn encapsulate_with(
+    repo_path: &Path,
+    ostree_ref: &str,
+    dest: &str,
+    registries: &PullConfig,
+) -> Result<String> {
     let dest = parse_destination(dest)?;
     let repo = ostree::Repo::new_for_path(repo_path);
     repo.open(gio::Cancellable::NONE)?;
@@ -116,7 +126,7 @@ pub async fn encapsulate(repo_path: &Path, ostree_ref: &str, dest: &str) -> Resu
         let oci = ImageReference { transport: Transport::OciDir, name: format!("{}:image", work.path().display()) };
         ostree_ext::container::encapsulate(&repo, ostree_ref, &config, Some(opts), &oci).await?;
         let digestfile = work.path().join("digest");
-        skopeo_copy(&oci.to_string(), &dest.to_string(), Some(&digestfile))?;
+        skopeo_copy_with(registries.skopeo(), &oci.to_string(), &dest.to_string(), Some(&digestfile))?;
         std::fs::read_to_string(&digestfile).context("Reading skopeo's digest file")?.trim().to_string()
     };
     tracing::info!(%digest, %dest, commit = %commit, "encapsulated");
@@ -136,7 +146,10 @@ pub fn skopeo() -> Command {
 
 /// `skopeo copy` preserving digests, optionally writing the pushed digest to `digestfile`.
 pub(crate) fn skopeo_copy(src: &str, dest: &str, digestfile: Option<&Path>) -> Result<()> {
-    let mut cmd = skopeo();
+    skopeo_copy_with(skopeo(), src, dest, digestfile)
+}
+
+fn skopeo_copy_with(mut cmd: Command, src: &str, dest: &str, digestfile: Option<&Path>) -> Result<()> {
     cmd.args(["copy", "--quiet", "--preserve-digests"]);
     if let Some(f) = digestfile {
         cmd.arg("--digestfile").arg(f);
@@ -238,18 +251,69 @@ pub async fn inspect(image: &str) -> Result<ImageInfo> {
 }
 
 /// Import an image into `repo` (the way a node pulls it) and return what was stored.
-#[context("Importing {imgref}")]
 pub async fn import(
     repo: &ostree::Repo,
     imgref: &ImageReference,
 ) -> Result<Box<ostree_ext::container::store::LayeredImageState>> {
     let imgref =
         OstreeImageReference { sigverify: SignatureSource::ContainerPolicyAllowInsecure, imgref: imgref.clone() };
-    let config = ImageProxyConfig { skopeo_cmd: Some(skopeo()), ..Default::default() };
-    let mut importer = ImageImporter::new(repo, &imgref, config).await?;
+    import_with(repo, &imgref, &PullConfig::default(), false).await
+}
+
+/// Import `imgref` into `repo` with the node's pull settings; `bootable` refuses images that are
+/// not bootable OS images.
+#[context("Importing {imgref}")]
+pub async fn import_with(
+    repo: &ostree::Repo,
+    imgref: &OstreeImageReference,
+    pull: &PullConfig,
+    bootable: bool,
+) -> Result<Box<ostree_ext::container::store::LayeredImageState>> {
+    let mut importer = ImageImporter::new(repo, imgref, pull.proxy_config()).await?;
+    if bootable {
+        importer.require_bootable();
+    }
     match importer.prepare().await? {
         PrepareResult::AlreadyPresent(state) => Ok(state),
         PrepareResult::Ready(prep) => importer.import(prep).await,
+    }
+}
+
+/// Where image pulls take their registry settings and credentials from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PullConfig {
+    /// A containers-registries.conf(5) file (mirrors, insecure registries); without one, the file
+    /// named by `CONTAINERS_REGISTRIES_CONF` or the system's.
+    pub registries_conf: Option<PathBuf>,
+    /// A containers-auth.json(5) / docker `config.json` file (the pull secret).
+    pub authfile: Option<PathBuf>,
+}
+
+impl PullConfig {
+    /// The registries file and pull secret of the node whose root is `root`, as the node's
+    /// rpm-ostree would use them: `etc/containers/registries.conf` and
+    /// `var/lib/kubelet/config.json`, each only when present.
+    pub fn of_node_root(root: &Path) -> Self {
+        let existing = |rel: &str| Some(root.join(rel)).filter(|p| p.is_file());
+        PullConfig {
+            registries_conf: existing("etc/containers/registries.conf"),
+            authfile: existing("var/lib/kubelet/config.json"),
+        }
+    }
+
+    fn skopeo(&self) -> Command {
+        match &self.registries_conf {
+            Some(conf) => {
+                let mut cmd = Command::new("skopeo");
+                cmd.arg("--registries-conf").arg(conf);
+                cmd
+            }
+            None => skopeo(),
+        }
+    }
+
+    fn proxy_config(&self) -> ImageProxyConfig {
+        ImageProxyConfig { skopeo_cmd: Some(self.skopeo()), authfile: self.authfile.clone(), ..Default::default() }
     }
 }
 

@@ -108,6 +108,20 @@ pub fn write_tree(dir: &Path, spec: &TreeSpec) -> Result<()> {
     Ok(())
 }
 
+/// Adds `count` small regular files of distinct content under `/usr/share/mco-filler` (1,000 per
+/// directory), the bulk of an OS image for benchmarks (a real OS has 30,000-80,000 files).
+#[context("Writing {count} filler files into {}", dir.display())]
+pub fn write_filler(dir: &Path, count: usize) -> Result<()> {
+    for i in 0..count {
+        let sub = dir.join(format!("usr/share/mco-filler/{:03}", i / 1000));
+        if i % 1000 == 0 {
+            fs::create_dir_all(&sub)?;
+        }
+        fs::write(sub.join(format!("file-{i:06}")), format!("filler file {i}\n"))?;
+    }
+    Ok(())
+}
+
 /// Commit metadata keys owned by libostree and ostree-ext, never user labels.
 pub fn is_reserved_key(key: &str) -> bool {
     key == VERSION_KEY || key.starts_with("ostree.") || key == "containers.bootc"

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use mco_api::constants::{DESIRED_DRAIN_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION};
 
 use crate::node::annotation;
@@ -40,27 +40,96 @@ pub fn pending(node: &Node) -> Result<Option<Request>, UnknownRequest> {
     }
 }
 
-/// After a failed drain attempt that began `failing_for` ago: when to retry, and which warning
-/// to raise (once each threshold is crossed, upstream raises it on every later failure too).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Retry {
-    pub after: Duration,
-    pub event: Option<&'static str>,
+/// How a failing drain is retried and reported; the defaults are upstream's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Wait before the next attempt while the drain has not been failing for long.
+    pub delay: Duration,
+    /// After failing this long, retry less often and warn (`DrainThresholdExceeded`).
+    pub failing_threshold: Duration,
+    /// Wait before the next attempt past the threshold.
+    pub failing_delay: Duration,
+    /// After this long, report the drain as failed (`DrainFailed`) at each attempt, but keep
+    /// retrying: the node cannot move on without the drain, and an administrator may fix the
+    /// blocking pod any time.
+    pub timeout: Duration,
 }
 
-const THRESHOLD: Duration = Duration::from_secs(10 * 60);
-const GIVE_UP_REPORTING: Duration = Duration::from_secs(60 * 60);
-
-pub fn retry(failing_for: Duration) -> Retry {
-    if failing_for >= GIVE_UP_REPORTING {
-        // Reported as failed (and counted in mcc_drain_err), but still retried: the node cannot
-        // move on without the drain, and an administrator may fix the blocking pod any time.
-        Retry { after: Duration::from_secs(5 * 60), event: Some("DrainFailed") }
-    } else if failing_for >= THRESHOLD {
-        Retry { after: Duration::from_secs(5 * 60), event: Some("DrainThresholdExceeded") }
-    } else {
-        Retry { after: Duration::from_secs(60), event: None }
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            delay: Duration::from_secs(60),
+            failing_threshold: Duration::from_secs(10 * 60),
+            failing_delay: Duration::from_secs(5 * 60),
+            timeout: Duration::from_secs(60 * 60),
+        }
     }
+}
+
+/// A warning event about a drain: its reason and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl RetryPolicy {
+    /// Before an attempt on a drain that began `draining_for` ago: `DrainFailed` once past the
+    /// timeout.
+    pub fn before_attempt(&self, node: &str, draining_for: Duration) -> Option<Warning> {
+        (draining_for > self.timeout).then(|| Warning {
+            reason: "DrainFailed",
+            message: format!("node {node}: drain exceeded timeout: {}. Will continue to retry.", human(self.timeout)),
+        })
+    }
+
+    /// After a failed attempt on a drain that began `draining_for` ago (measured before the
+    /// attempt, as upstream does): when to retry, and the warning past the threshold.
+    pub fn after_failure(&self, draining_for: Duration, error: &str) -> (Duration, Option<Warning>) {
+        if draining_for > self.failing_threshold {
+            let message = format!(
+                "Drain failed. Drain has been failing for more than {} minutes. Waiting {} minutes then retrying. \
+                 Error message from drain: {error}",
+                minutes(self.failing_threshold),
+                minutes(self.failing_delay)
+            );
+            (self.failing_delay, Some(Warning { reason: "DrainThresholdExceeded", message }))
+        } else {
+            (self.delay, None)
+        }
+    }
+}
+
+/// Minutes as Go's `Duration.Minutes()` prints them (`10`, `0.5`).
+fn minutes(d: Duration) -> String {
+    let m = d.as_secs_f64() / 60.0;
+    if m.fract() == 0.0 { format!("{m:.0}") } else { format!("{m}") }
+}
+
+/// A duration as Go prints whole hours, minutes and seconds (`1h0m0s`, `10m0s`, `30s`).
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, sec) => format!("{sec}s"),
+        (0, min, sec) => format!("{min}m{sec}s"),
+        (h, min, sec) => format!("{h}h{min}m{sec}s"),
+    }
+}
+
+/// Annotation the kubelet puts on mirror pods (static pods it reflects into the API).
+const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// The pods a drain evicts, as `kubectl drain --force --ignore-daemonsets
+/// --delete-emptydir-data` chooses them: all but DaemonSet-owned pods (their controller would
+/// recreate them on the node at once) and mirror pods (the kubelet owns them; evicting the mirror
+/// does not stop the static pod). Unmanaged pods and pods with emptyDir data are evicted too.
+pub fn pods_to_evict(pods: &[Pod]) -> Vec<&Pod> {
+    pods.iter()
+        .filter(|p| !p.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION)))
+        .filter(|p| {
+            !p.metadata.owner_references.iter().flatten().any(|o| o.controller == Some(true) && o.kind == "DaemonSet")
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -103,16 +172,63 @@ mod tests {
     #[test]
     fn retries() {
         let minutes = |m: u64| Duration::from_secs(m * 60);
+        let policy = RetryPolicy::default();
+        // (draining for, retry after, warning reason)
         let cases = [
             (0, 1, None),
-            (9, 1, None),
-            (10, 5, Some("DrainThresholdExceeded")),
-            (59, 5, Some("DrainThresholdExceeded")),
-            (60, 5, Some("DrainFailed")),
-            (600, 5, Some("DrainFailed")),
+            (10, 1, None),
+            (11, 5, Some("DrainThresholdExceeded")),
+            (61, 5, Some("DrainThresholdExceeded")),
         ];
-        for (failing, after, event) in cases {
-            assert_eq!(retry(minutes(failing)), Retry { after: minutes(after), event }, "{failing} min");
+        for (draining, after, reason) in cases {
+            let (got_after, warning) = policy.after_failure(minutes(draining), "boom");
+            assert_eq!((got_after, warning.map(|w| w.reason)), (minutes(after), reason), "{draining} min");
         }
+        assert_eq!(
+            policy.after_failure(minutes(11), "Cannot evict pod as it would violate the pod's disruption budget.").1,
+            Some(Warning {
+                reason: "DrainThresholdExceeded",
+                message: "Drain failed. Drain has been failing for more than 10 minutes. Waiting 5 minutes then \
+                          retrying. Error message from drain: Cannot evict pod as it would violate the pod's \
+                          disruption budget."
+                    .into()
+            })
+        );
+        assert_eq!(policy.before_attempt("n", minutes(60)), None);
+        assert_eq!(
+            policy.before_attempt("n", minutes(61)),
+            Some(Warning {
+                reason: "DrainFailed",
+                message: "node n: drain exceeded timeout: 1h0m0s. Will continue to retry.".into()
+            })
+        );
+        let fast =
+            RetryPolicy { failing_threshold: Duration::from_secs(2), failing_delay: Duration::from_secs(30), ..policy };
+        let message = fast.after_failure(Duration::from_secs(3), "x").1.unwrap().message;
+        assert!(
+            message.starts_with(
+                "Drain failed. Drain has been failing for more than 0.03333333333333333 minutes. Waiting 0.5 minutes"
+            ),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn pods_a_drain_evicts() {
+        let pod = |name: &str, extra: serde_json::Value| -> Pod {
+            let mut v = json!({"metadata": {"name": name, "namespace": "ns"}});
+            v["metadata"].as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            serde_json::from_value(v).unwrap()
+        };
+        let owner = |kind: &str, controller: bool| json!({"ownerReferences": [{"apiVersion": "apps/v1", "kind": kind, "name": "o", "uid": "u", "controller": controller}]});
+        let pods = [
+            pod("bare", json!({})),
+            pod("replica", owner("ReplicaSet", true)),
+            pod("daemon", owner("DaemonSet", true)),
+            pod("daemon-not-controller", owner("DaemonSet", false)),
+            pod("mirror", json!({"annotations": {"kubernetes.io/config.mirror": "abc"}})),
+        ];
+        let names: Vec<_> = pods_to_evict(&pods).iter().map(|p| p.metadata.name.clone().unwrap()).collect();
+        assert_eq!(names, ["bare", "replica", "daemon-not-controller"]);
     }
 }

@@ -1,9 +1,12 @@
 //! The node controller's decisions, as pure functions over the objects it reads (§3 of the
 //! behaviour spec): [`membership`] (which pool owns a node), [`node`] (state predicates from the
-//! daemon's annotations and the node's conditions), [`plan`] (maxUnavailable and which nodes to
-//! target next), [`status`] (pool counts and conditions), [`drain`] (drain requests and retries).
+//! daemon's annotations and the node's conditions), [`plan`] (maxUnavailable, which nodes to
+//! target next, the UpdateInProgress taint), [`status`] (pool counts and conditions, set by
+//! upstream's rules in [`conditions`]), [`drain`] (drain requests, the pods a drain evicts,
+//! retries and warnings).
 //! The controller fetches, calls these, and writes what they return.
 
+pub mod conditions;
 pub mod drain;
 pub mod membership;
 pub mod node;

@@ -1,6 +1,8 @@
 //! Which pool owns a node (`GetPoolsForNode`): the node's labels against every pool's node
 //! selector, with master taking precedence over a custom pool and a custom pool over worker.
 
+use std::borrow::Borrow;
+
 use k8s_openapi::api::core::v1::Node;
 use mco_api::MachineConfigPool;
 use mco_api::constants::{MASTER_POOL, WORKER_POOL};
@@ -29,14 +31,14 @@ fn selects(pool: &MachineConfigPool, node: &Node) -> bool {
 /// Windows node).
 pub fn pools_for_node<'a>(
     node: &Node,
-    pools: &'a [MachineConfigPool],
+    pools: &'a [impl Borrow<MachineConfigPool>],
 ) -> Result<Vec<&'a MachineConfigPool>, MembershipError> {
     let windows =
         node.metadata.labels.as_ref().and_then(|l| l.get("kubernetes.io/os")).is_some_and(|os| os == "windows");
     if windows {
         return Ok(Vec::new());
     }
-    let matching: Vec<&MachineConfigPool> = pools.iter().filter(|p| selects(p, node)).collect();
+    let matching: Vec<&MachineConfigPool> = pools.iter().map(Borrow::borrow).filter(|p| selects(p, node)).collect();
     let master = matching.iter().copied().find(|p| pool_name(p) == MASTER_POOL);
     let worker = matching.iter().copied().find(|p| pool_name(p) == WORKER_POOL);
     let custom: Vec<&MachineConfigPool> =
@@ -59,9 +61,14 @@ pub fn pools_for_node<'a>(
 
 /// The nodes a pool owns: selected by it and with it as their primary pool (a worker node in
 /// an `infra` pool counts only there). Nodes whose membership is an error belong to no pool.
-pub fn nodes_for_pool<'a>(pool: &MachineConfigPool, nodes: &'a [Node], pools: &[MachineConfigPool]) -> Vec<&'a Node> {
+pub fn nodes_for_pool<'a>(
+    pool: &MachineConfigPool,
+    nodes: &'a [impl Borrow<Node>],
+    pools: &[impl Borrow<MachineConfigPool>],
+) -> Vec<&'a Node> {
     nodes
         .iter()
+        .map(Borrow::borrow)
         .filter(|n| selects(pool, n))
         .filter(|n| {
             pools_for_node(n, pools).is_ok_and(|owners| owners.first().is_some_and(|p| pool_name(p) == pool_name(pool)))

@@ -1,10 +1,15 @@
 //! Which nodes of a pool move to its config next (`getAllCandidateMachines`,
 //! `updateCandidateMachines`), and the UpdateInProgress taint on each node.
 
-use k8s_openapi::api::core::v1::Node;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mco_api::MachineConfigPool;
-use mco_api::constants::{ARBITER_POOL, CURRENT_IMAGE_ANNOTATION, DESIRED_IMAGE_ANNOTATION, MASTER_POOL};
+use mco_api::constants::{
+    ARBITER_POOL, CONTROL_PLANE_TOPOLOGY_ANNOTATION, CURRENT_IMAGE_ANNOTATION, DESIRED_CONFIG_ANNOTATION,
+    DESIRED_IMAGE_ANNOTATION, MASTER_POOL, UPDATE_IN_PROGRESS_TAINT_EFFECT, UPDATE_IN_PROGRESS_TAINT_KEY,
+};
 
 use crate::node::{self, annotation};
 
@@ -22,7 +27,12 @@ pub enum PlanError {
 /// What the controller does for a pool in one sync.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
-    /// Only recompute status, with why (no render yet, paused, selects every node).
+    /// The pool's node selector is `{}`: nothing is done, not even status (a Warning event
+    /// `SelectingAll` says why).
+    SelectingAll,
+    /// The render controller has not given the pool a config yet: nothing to do.
+    NoRenderedConfig,
+    /// Only recompute status, with why (the pool is paused or being deleted).
     StatusOnly(&'static str),
     Update(Update),
 }
@@ -35,11 +45,54 @@ pub struct Update {
     pub to_target: Vec<String>,
     /// Candidates held back this round: capacity, readiness, or the operator's node.
     pub waiting: Vec<String>,
+    /// The operator's node, held back in the master pool while other candidates exist.
+    pub deferred_operator_node: Option<String>,
     /// Nodes that need the `UpdateInProgress:PreferNoSchedule` taint added / removed.
     pub add_taint: Vec<String>,
     pub remove_taint: Vec<String>,
+    /// Nodes whose `controlPlaneTopology` annotation must be set to this value.
+    pub set_topology: Vec<String>,
+    pub topology: Option<String>,
     pub max_unavailable: usize,
     pub unavailable: usize,
+}
+
+/// Everything one node gets in one sync, so that it is written in one request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeChange {
+    /// Set `desiredConfig` to this (and remove `desiredImage`).
+    pub desired_config: Option<String>,
+    /// Add (`true`) or remove (`false`) the UpdateInProgress taint.
+    pub update_taint: Option<bool>,
+    /// Set `controlPlaneTopology` to this.
+    pub topology: Option<String>,
+}
+
+impl Update {
+    /// The changes per node: targeted nodes first (in targeting order, so the slots are taken
+    /// before anything else is written), then the others by name.
+    pub fn node_changes(&self) -> Vec<(String, NodeChange)> {
+        let mut others: BTreeMap<&str, NodeChange> = BTreeMap::new();
+        for name in &self.add_taint {
+            others.entry(name).or_default().update_taint = Some(true);
+        }
+        for name in &self.remove_taint {
+            others.entry(name).or_default().update_taint = Some(false);
+        }
+        for name in &self.set_topology {
+            others.entry(name).or_default().topology = self.topology.clone();
+        }
+        let mut changes: Vec<(String, NodeChange)> = self
+            .to_target
+            .iter()
+            .map(|name| {
+                let change = others.remove(name.as_str()).unwrap_or_default();
+                (name.clone(), NodeChange { desired_config: Some(self.target.clone()), ..change })
+            })
+            .collect();
+        changes.extend(others.into_iter().map(|(name, change)| (name.to_string(), change)));
+        changes
+    }
 }
 
 /// `maxUnavailable` for a pool of `nodes` nodes: an integer, or a percentage rounded down; at
@@ -68,25 +121,43 @@ pub fn max_unavailable(pool: &MachineConfigPool, nodes: usize) -> Result<usize, 
 
 /// Plans one sync of a pool over the nodes it owns (see [`crate::nodes_for_pool`]).
 /// `operator_node` is the node running the operator: with several master candidates it goes last.
-pub fn plan(pool: &MachineConfigPool, nodes: &[&Node], operator_node: Option<&str>) -> Result<Plan, PlanError> {
+/// `topology` is the ControllerConfig's control plane topology, copied onto every node.
+pub fn plan(
+    pool: &MachineConfigPool,
+    nodes: &[&Node],
+    operator_node: Option<&str>,
+    topology: Option<&str>,
+) -> Result<Plan, PlanError> {
     let target = pool.spec.configuration.as_ref().and_then(|c| c.name.clone()).unwrap_or_default();
     if target.is_empty() {
-        return Ok(Plan::StatusOnly("the pool has no rendered config yet"));
+        return Ok(Plan::NoRenderedConfig);
     }
     let selects_all = pool.spec.node_selector.as_ref().is_some_and(|s| {
         s.match_labels.as_ref().is_none_or(|m| m.is_empty())
             && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
     });
     if selects_all {
-        return Ok(Plan::StatusOnly("the pool's node selector selects all nodes"));
+        return Ok(Plan::SelectingAll);
+    }
+    if pool.metadata.deletion_timestamp.is_some() {
+        return Ok(Plan::StatusOnly("the pool is being deleted"));
     }
     if pool.spec.paused == Some(true) {
         return Ok(Plan::StatusOnly("the pool is paused"));
     }
     let max = max_unavailable(pool, nodes.len())?;
-    let mut update = Update { target: target.clone(), max_unavailable: max, ..Update::default() };
+    let topology = topology.filter(|t| !t.is_empty());
+    let mut update = Update {
+        target: target.clone(),
+        max_unavailable: max,
+        topology: topology.map(str::to_string),
+        ..Update::default()
+    };
     for n in nodes {
-        let on_target = annotation(n, mco_api::constants::DESIRED_CONFIG_ANNOTATION) == Some(target.as_str())
+        if topology.is_some_and(|t| annotation(n, CONTROL_PLANE_TOPOLOGY_ANNOTATION) != Some(t)) {
+            update.set_topology.push(node::name(n).to_string());
+        }
+        let on_target = annotation(n, DESIRED_CONFIG_ANNOTATION) == Some(target.as_str())
             && !(annotation(n, CURRENT_IMAGE_ANNOTATION).is_some()
                 && annotation(n, DESIRED_IMAGE_ANNOTATION).is_some());
         if on_target == has_update_taint(n) {
@@ -126,7 +197,9 @@ pub fn plan(pool: &MachineConfigPool, nodes: &[&Node], operator_node: Option<&st
     if let Some(pos) =
         operator_candidate.filter(|_| pool.metadata.name.as_deref() == Some(MASTER_POOL) && candidates.len() > 1)
     {
-        update.waiting.push(node::name(candidates.remove(pos)).to_string());
+        let operator = node::name(candidates.remove(pos)).to_string();
+        update.waiting.push(operator.clone());
+        update.deferred_operator_node = Some(operator);
     }
     if capacity < candidates.len() {
         candidates.sort_by_key(|n| zone_order(n));
@@ -136,12 +209,30 @@ pub fn plan(pool: &MachineConfigPool, nodes: &[&Node], operator_node: Option<&st
     Ok(Plan::Update(update))
 }
 
+fn is_update_taint(t: &Taint) -> bool {
+    t.key == UPDATE_IN_PROGRESS_TAINT_KEY && t.effect == UPDATE_IN_PROGRESS_TAINT_EFFECT
+}
+
 fn has_update_taint(n: &Node) -> bool {
-    let taints = n.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default();
-    taints.iter().any(|t| {
-        t.key == mco_api::constants::UPDATE_IN_PROGRESS_TAINT_KEY
-            && t.effect == mco_api::constants::UPDATE_IN_PROGRESS_TAINT_EFFECT
-    })
+    n.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default().iter().any(is_update_taint)
+}
+
+/// A node's taints with the UpdateInProgress taint added (`on`) or removed, other taints kept in
+/// order; `None` when they already are so.
+pub fn with_update_taint(n: &Node, on: bool) -> Option<Vec<Taint>> {
+    if has_update_taint(n) == on {
+        return None;
+    }
+    let taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    let mut taints: Vec<Taint> = taints.into_iter().filter(|t| !is_update_taint(t)).collect();
+    if on {
+        taints.push(Taint {
+            key: UPDATE_IN_PROGRESS_TAINT_KEY.to_string(),
+            effect: UPDATE_IN_PROGRESS_TAINT_EFFECT.to_string(),
+            ..Taint::default()
+        });
+    }
+    Some(taints)
 }
 
 /// Zones in order, oldest node first within a zone, nodes without a zone after all others.
@@ -198,7 +289,7 @@ mod tests {
     fn update(pool: &MachineConfigPool, specs: &[Spec], operator: Option<&str>) -> Update {
         let nodes: Vec<Node> = specs.iter().map(|(n, c, d, s, r)| node(n, c, d, s, *r)).collect();
         let refs: Vec<&Node> = nodes.iter().collect();
-        match plan(pool, &refs, operator).unwrap() {
+        match plan(pool, &refs, operator, None).unwrap() {
             Plan::Update(u) => u,
             other => panic!("{other:?}"),
         }
@@ -256,7 +347,7 @@ mod tests {
         })
         .collect();
         let refs: Vec<&Node> = nodes.iter().collect();
-        let Plan::Update(u) = plan(&pool("worker", json!(3), false), &refs, None).unwrap() else { panic!() };
+        let Plan::Update(u) = plan(&pool("worker", json!(3), false), &refs, None, None).unwrap() else { panic!() };
         assert_eq!(u.to_target, ["d", "c", "a"]);
         assert_eq!(u.waiting, ["b"]);
     }
@@ -264,7 +355,9 @@ mod tests {
     #[test]
     fn operator_node_goes_last_in_master() {
         let specs = [("m1", "old", "old", "Done", true), ("m2", "old", "old", "Done", true)];
-        assert_eq!(update(&pool("master", json!(1), false), &specs, Some("m1")).to_target, ["m2"]);
+        let master = update(&pool("master", json!(1), false), &specs, Some("m1"));
+        assert_eq!(master.to_target, ["m2"]);
+        assert_eq!(master.deferred_operator_node.as_deref(), Some("m1"));
         assert_eq!(update(&pool("worker", json!(1), false), &specs, Some("m1")).to_target, ["m1"]);
         assert_eq!(
             update(&pool("master", json!(1), false), &specs[..1], Some("m1")).to_target,
@@ -274,30 +367,21 @@ mod tests {
     }
 
     #[test]
-    fn status_only_pools() {
+    fn pools_that_do_not_move() {
         let n = node("a", "old", "old", "Done", true);
-        let cases = [
-            (pool("worker", json!(1), true), "the pool is paused"),
-            (
-                {
-                    let mut p = pool("worker", json!(1), false);
-                    p.spec.configuration = None;
-                    p
-                },
-                "the pool has no rendered config yet",
-            ),
-            (
-                {
-                    let mut p = pool("worker", json!(1), false);
-                    p.spec.node_selector = Some(Default::default());
-                    p
-                },
-                "the pool's node selector selects all nodes",
-            ),
-        ];
-        for (p, why) in cases {
-            assert_eq!(plan(&p, &[&n], None).unwrap(), Plan::StatusOnly(why));
-        }
+        assert_eq!(
+            plan(&pool("worker", json!(1), true), &[&n], None, None).unwrap(),
+            Plan::StatusOnly("the pool is paused")
+        );
+        let mut deleted = pool("worker", json!(1), false);
+        deleted.metadata.deletion_timestamp = Some(serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap());
+        assert_eq!(plan(&deleted, &[&n], None, None).unwrap(), Plan::StatusOnly("the pool is being deleted"));
+        let mut unrendered = pool("worker", json!(1), false);
+        unrendered.spec.configuration = None;
+        assert_eq!(plan(&unrendered, &[&n], None, None).unwrap(), Plan::NoRenderedConfig);
+        let mut everything = pool("worker", json!(1), false);
+        everything.spec.node_selector = Some(Default::default());
+        assert_eq!(plan(&everything, &[&n], None, None).unwrap(), Plan::SelectingAll);
     }
 
     #[test]
@@ -310,7 +394,8 @@ mod tests {
         let waiting = node("w", "old", "old", "Done", true);
         let mut finished = node("f", "new", "new", "Done", true);
         finished.spec = targeted.spec.clone();
-        let Plan::Update(u) = plan(&pool("worker", json!(1), false), &[&targeted, &waiting, &finished], None).unwrap()
+        let Plan::Update(u) =
+            plan(&pool("worker", json!(1), false), &[&targeted, &waiting, &finished], None, None).unwrap()
         else {
             panic!()
         };
@@ -319,5 +404,57 @@ mod tests {
         assert_eq!(u.add_taint, ["w"]);
         assert_eq!(u.remove_taint, ["t", "f"]);
         assert!(u.to_target.is_empty(), "the working node uses the only slot");
+    }
+
+    #[test]
+    fn one_change_per_node_targeted_first() {
+        let mut labelled = node("b", "old", "old", "Done", true);
+        labelled.metadata.annotations.as_mut().unwrap().insert(CONTROL_PLANE_TOPOLOGY_ANNOTATION.into(), "HA".into());
+        let nodes = [node("c", "new", "new", "Done", true), labelled, node("a", "old", "old", "Done", true)];
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let Plan::Update(u) = plan(&pool("worker", json!(1), false), &refs, None, Some("HA")).unwrap() else {
+            panic!()
+        };
+        let change = |desired: Option<&str>, taint, topology: Option<&str>| NodeChange {
+            desired_config: desired.map(str::to_string),
+            update_taint: taint,
+            topology: topology.map(str::to_string),
+        };
+        assert_eq!(
+            u.node_changes(),
+            [
+                ("b".to_string(), change(Some("new"), Some(true), None)),
+                ("a".to_string(), change(None, Some(true), Some("HA"))),
+                ("c".to_string(), change(None, None, Some("HA"))),
+            ]
+        );
+        let Plan::Update(no_topology) = plan(&pool("worker", json!(1), false), &refs, None, Some("")).unwrap() else {
+            panic!()
+        };
+        assert!(no_topology.set_topology.is_empty(), "an empty topology is not copied");
+    }
+
+    #[test]
+    fn update_taint_edits_keep_other_taints() {
+        let taint = |key: &str, effect: &str| Taint { key: key.into(), effect: effect.into(), ..Taint::default() };
+        let with = |taints: Vec<Taint>| {
+            let mut n = node("n", "a", "a", "Done", true);
+            n.spec = Some(k8s_openapi::api::core::v1::NodeSpec { taints: Some(taints), ..Default::default() });
+            n
+        };
+        let other = taint("dedicated", "NoSchedule");
+        let ours = taint("UpdateInProgress", "PreferNoSchedule");
+        let cases = [
+            (vec![], true, Some(vec![ours.clone()])),
+            (vec![other.clone()], true, Some(vec![other.clone(), ours.clone()])),
+            (vec![ours.clone()], true, None),
+            (vec![ours.clone(), other.clone()], false, Some(vec![other.clone()])),
+            (vec![other.clone()], false, None),
+            (vec![taint("UpdateInProgress", "NoSchedule")], false, None),
+        ];
+        for (taints, on, want) in cases {
+            assert_eq!(with_update_taint(&with(taints.clone()), on), want, "{taints:?} {on}");
+        }
+        assert_eq!(with_update_taint(&node("n", "a", "a", "Done", true), true), Some(vec![ours]));
     }
 }

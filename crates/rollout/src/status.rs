@@ -6,18 +6,15 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mco_api::MachineConfigPool;
 use mco_api::constants::{REASON_ANNOTATION, STATE_ANNOTATION, STATE_DEGRADED, STATE_UNRECONCILABLE};
+use mco_api::machineconfiguration::pool_condition::{DEGRADED, NODE_DEGRADED, RENDER_DEGRADED, UPDATED, UPDATING};
 use mco_api::machineconfiguration::{MachineConfigPoolCondition, MachineConfigPoolStatus};
 
+use crate::conditions;
 use crate::node::{self, annotation};
 
-pub const UPDATED: &str = "Updated";
-pub const UPDATING: &str = "Updating";
-pub const NODE_DEGRADED: &str = "NodeDegraded";
-pub const RENDER_DEGRADED: &str = "RenderDegraded";
-pub const DEGRADED: &str = "Degraded";
-
 /// The status a pool should have; `now` stamps conditions whose status changes. Conditions
-/// set by others (RenderDegraded) are kept.
+/// set by others (RenderDegraded) are kept. Equal to the pool's status when nothing changed, so
+/// the caller writes only a status that differs.
 pub fn calculate_status(pool: &MachineConfigPool, nodes: &[&Node], now: &Time) -> MachineConfigPoolStatus {
     let old = pool.status.clone().unwrap_or_default();
     let target = pool.spec.configuration.as_ref().and_then(|c| c.name.clone()).unwrap_or_default();
@@ -32,34 +29,31 @@ pub fn calculate_status(pool: &MachineConfigPool, nodes: &[&Node], now: &Time) -
 
     let mut status = MachineConfigPoolStatus {
         observed_generation: pool.metadata.generation,
-        configuration: old.configuration.clone(),
         machine_count: Some(total as i32),
         updated_machine_count: Some(updated as i32),
         ready_machine_count: Some(ready as i32),
         unavailable_machine_count: Some(unavailable as i32),
         degraded_machine_count: Some(degraded.len() as i32),
-        conditions: old.conditions.clone(),
         ..old
     };
     let mut conditions = status.conditions.take().unwrap_or_default();
+    let render_degraded_message = conditions::get(&conditions, RENDER_DEGRADED)
+        .filter(|c| c.status == "True")
+        .map(|c| c.message.clone().unwrap_or_default());
+    let mut set = |kind: &str, on: bool, reason: &str, message: &str| {
+        conditions::set_in(&mut conditions, condition(kind, on, reason, message, now));
+    };
     let all_updated = updated == total && ready == total && unavailable == 0;
     if all_updated {
-        set(&mut conditions, now, UPDATED, true, "", &format!("All nodes are updated with MachineConfig {target}"));
-        set(&mut conditions, now, UPDATING, false, "", "");
+        set(UPDATED, true, "", &format!("All nodes are updated with MachineConfig {target}"));
+        set(UPDATING, false, "", "");
         status.configuration = pool.spec.configuration.clone();
     } else {
-        set(&mut conditions, now, UPDATED, false, "", "");
+        set(UPDATED, false, "", "");
         if pool.spec.paused == Some(true) {
-            set(
-                &mut conditions,
-                now,
-                UPDATING,
-                false,
-                "",
-                &format!("Pool is paused; will not update to MachineConfig {target}"),
-            );
+            set(UPDATING, false, "", &format!("Pool is paused; will not update to MachineConfig {target}"));
         } else {
-            set(&mut conditions, now, UPDATING, true, "", &format!("All nodes are updating to MachineConfig {target}"));
+            set(UPDATING, true, "", &format!("All nodes are updating to MachineConfig {target}"));
         }
     }
     let node_message = degraded
@@ -70,57 +64,34 @@ pub fn calculate_status(pool: &MachineConfigPool, nodes: &[&Node], now: &Time) -
         .collect::<Vec<_>>()
         .join(", ");
     if degraded.is_empty() {
-        set(&mut conditions, now, NODE_DEGRADED, false, "", "");
+        set(NODE_DEGRADED, false, "", "");
     } else {
         let reason = format!("{} nodes are reporting degraded status on sync", degraded.len());
-        set(&mut conditions, now, NODE_DEGRADED, true, &reason, &node_message);
+        set(NODE_DEGRADED, true, &reason, &node_message);
     }
-    let render_degraded = conditions.iter().any(|c| c.type_ == RENDER_DEGRADED && c.status == "True");
-    if !degraded.is_empty() || render_degraded {
-        let message = if degraded.is_empty() {
-            conditions.iter().find(|c| c.type_ == RENDER_DEGRADED).and_then(|c| c.message.clone()).unwrap_or_default()
-        } else {
-            node_message
-        };
-        set(&mut conditions, now, DEGRADED, true, "", &message);
-    } else {
-        set(&mut conditions, now, DEGRADED, false, "", "");
+    let degraded_message = if !degraded.is_empty() { Some(node_message) } else { render_degraded_message };
+    match degraded_message {
+        Some(message) => set(DEGRADED, true, "", &message),
+        None => set(DEGRADED, false, "", ""),
     }
     status.conditions = Some(conditions);
     status
 }
 
-/// Sets a condition, keeping its transition time when the status does not change.
-pub fn set(
-    conditions: &mut Vec<MachineConfigPoolCondition>,
-    now: &Time,
-    kind: &str,
-    on: bool,
-    reason: &str,
-    message: &str,
-) {
-    let status = if on { "True" } else { "False" }.to_string();
-    let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_string());
-    let new = MachineConfigPoolCondition {
+/// A condition as upstream builds it: reason and message written even when empty.
+fn condition(kind: &str, on: bool, reason: &str, message: &str, now: &Time) -> MachineConfigPoolCondition {
+    MachineConfigPoolCondition {
         type_: kind.to_string(),
-        status,
+        status: if on { "True" } else { "False" }.to_string(),
         last_transition_time: Some(now.clone()),
-        reason: non_empty(reason),
-        message: non_empty(message),
-    };
-    match conditions.iter_mut().find(|c| c.type_ == kind) {
-        Some(existing) if existing.status == new.status => {
-            existing.reason = new.reason;
-            existing.message = new.message;
-        }
-        Some(existing) => *existing = new,
-        None => conditions.push(new),
+        reason: Some(reason.to_string()),
+        message: Some(message.to_string()),
     }
 }
 
-/// The status of a condition, if present.
-pub fn condition<'a>(status: &'a MachineConfigPoolStatus, kind: &str) -> Option<&'a MachineConfigPoolCondition> {
-    status.conditions.as_ref()?.iter().find(|c| c.type_ == kind)
+/// The last condition of `kind`, if present.
+pub fn condition_of<'a>(status: &'a MachineConfigPoolStatus, kind: &str) -> Option<&'a MachineConfigPoolCondition> {
+    conditions::get(status.conditions.as_deref()?, kind)
 }
 
 #[cfg(test)]
@@ -157,7 +128,7 @@ mod tests {
     }
 
     fn cond(s: &MachineConfigPoolStatus, kind: &str) -> (String, String) {
-        let c = condition(s, kind).unwrap();
+        let c = condition_of(s, kind).unwrap();
         (c.status.clone(), c.message.clone().unwrap_or_default())
     }
 
@@ -174,7 +145,7 @@ mod tests {
         assert_eq!(cond(&s, UPDATING), ("True".into(), "All nodes are updating to MachineConfig new".into()));
         assert_eq!(cond(&s, UPDATED).0, "False");
         assert_eq!(
-            condition(&s, UPDATED).unwrap().last_transition_time,
+            condition_of(&s, UPDATED).unwrap().last_transition_time,
             pool(false).status.unwrap().conditions.unwrap()[1].last_transition_time,
             "unchanged status keeps its time"
         );
@@ -198,7 +169,7 @@ mod tests {
         let s = calculate_status(&pool(false), &refs, &now());
         assert_eq!(counts(&s), [2, 2, 2, 0, 0]);
         assert_eq!(cond(&s, UPDATED), ("True".into(), "All nodes are updated with MachineConfig new".into()));
-        assert_eq!(condition(&s, UPDATED).unwrap().last_transition_time, Some(now()));
+        assert_eq!(condition_of(&s, UPDATED).unwrap().last_transition_time, Some(now()));
         assert_eq!(s.configuration, pool(false).spec.configuration);
         assert_eq!(cond(&s, DEGRADED).0, "False");
     }
@@ -211,7 +182,7 @@ mod tests {
         let refs: Vec<&Node> = nodes.iter().collect();
         let s = calculate_status(&pool(false), &refs, &now());
         assert_eq!(counts(&s), [2, 1, 1, 0, 1]);
-        let nd = condition(&s, NODE_DEGRADED).unwrap();
+        let nd = condition_of(&s, NODE_DEGRADED).unwrap();
         assert_eq!(nd.reason.as_deref(), Some("1 nodes are reporting degraded status on sync"));
         assert_eq!(nd.message.as_deref(), Some("Node b is reporting: \"failed to write /etc/x\""));
         assert_eq!(cond(&s, DEGRADED), ("True".into(), "Node b is reporting: \"failed to write /etc/x\"".into()));
@@ -229,5 +200,17 @@ mod tests {
             ("True".into(), "Failed to render configuration for pool worker: bad MC".into())
         );
         assert_eq!(cond(&s, RENDER_DEGRADED).0, "True", "kept as the render controller set it");
+    }
+
+    #[test]
+    fn recomputing_changes_nothing() {
+        // The controller writes only a status that differs: a second computation over the same
+        // nodes, even later, must give back exactly the status the first one wrote.
+        let nodes = [node("a", "new", "new", "Done", true), node("b", "old", "new", "Degraded", true)];
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let mut p = pool(false);
+        p.status = Some(calculate_status(&p, &refs, &now()));
+        let later: Time = serde_json::from_value(json!("2026-11-21T13:00:00Z")).unwrap();
+        assert_eq!(calculate_status(&p, &refs, &later), p.status.unwrap());
     }
 }

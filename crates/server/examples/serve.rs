@@ -11,13 +11,16 @@ fn main() -> anyhow::Result<()> {
         mco_server::certs::write(certs, &mco_server::certs::generate(&["127.0.0.1".to_string()])?)?;
     }
     mco_server::run::run(mco_server::run::Options {
-        bootstrap_dir: dir.clone(),
-        bootstrap_kubeconfig: dir.join("kubeconfig"),
-        bootstrap_certs: Vec::new(),
+        mode: mco_server::run::Mode::Bootstrap {
+            dir: dir.clone(),
+            kubeconfig: dir.join("kubeconfig"),
+            certs: Vec::new(),
+        },
         tls_cert: certs.join(mco_server::certs::TLS_CERT),
         tls_key: certs.join(mco_server::certs::TLS_KEY),
         listen: "127.0.0.1:0".parse()?,
         insecure_listen: Some("127.0.0.1:0".parse()?),
         limits: mco_server::Limits::default(),
+        cache_bytes: mco_server::cache::DEFAULT_CAPACITY,
     })
 }

@@ -1,10 +1,14 @@
 //! The HTTP side: routing and status codes as upstream (mco-behaviour.md §4.2), one handler for
 //! the TLS and the plain listener, and the limits that keep a misbehaving client from hurting
-//! others (header size, header read timeout, handshake timeout, connection cap).
+//! others (header size, header read timeout, handshake timeout, write stall timeout, connection
+//! cap).
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,9 +18,10 @@ use hyper::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, USER_AGEN
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use mco_ignition::convert::Target;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio::time::Sleep;
 use tokio_rustls::TlsAcceptor;
 
 use crate::accept;
@@ -67,6 +72,10 @@ pub struct Limits {
     pub header_read_timeout: Duration,
     /// Time a client has to complete the TLS handshake.
     pub handshake_timeout: Duration,
+    /// Time a write may make no progress before the connection is closed: a client that stops
+    /// reading a response cannot hold its connection (and the response) forever. A slow client
+    /// that keeps reading is not affected.
+    pub write_stall_timeout: Duration,
     /// Largest request head accepted; larger ones get 431.
     pub max_header_bytes: usize,
     /// Connections served at once; further clients wait in the listen backlog.
@@ -78,6 +87,7 @@ impl Default for Limits {
         Limits {
             header_read_timeout: Duration::from_secs(10),
             handshake_timeout: Duration::from_secs(10),
+            write_stall_timeout: Duration::from_secs(30),
             max_header_bytes: 16 * 1024,
             max_connections: 4096,
         }
@@ -112,6 +122,7 @@ impl<S: ConfigSource> Server<S> {
                 }
             };
             let _ = stream.set_nodelay(true);
+            let stream = WriteStallGuard::new(stream, self.limits.write_stall_timeout);
             let server = Arc::clone(&self);
             let tls = tls.clone();
             tokio::spawn(async move {
@@ -207,6 +218,73 @@ impl<S: ConfigSource> Server<S> {
     }
 }
 
+/// Fails writes (and flushes) that make no progress for `timeout`. Wraps the TCP stream, under
+/// TLS, so handshake and response writes are both covered.
+struct WriteStallGuard<IO> {
+    io: IO,
+    timeout: Duration,
+    /// Running while the current write is blocked.
+    stalled: Option<Pin<Box<Sleep>>>,
+}
+
+impl<IO> WriteStallGuard<IO> {
+    fn new(io: IO, timeout: Duration) -> Self {
+        WriteStallGuard { io, timeout, stalled: None }
+    }
+
+    fn guard<T>(&mut self, cx: &mut Context<'_>, poll: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        if poll.is_ready() {
+            self.stalled = None;
+            return poll;
+        }
+        let timeout = self.timeout;
+        let stalled = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match stalled.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the client read nothing for {timeout:?}"),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for WriteStallGuard<IO> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for WriteStallGuard<IO> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.guard(cx, poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.guard(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let poll = Pin::new(&mut self.io).poll_flush(cx);
+        self.guard(cx, poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let poll = Pin::new(&mut self.io).poll_shutdown(cx);
+        self.guard(cx, poll)
+    }
+}
+
 fn empty(status: StatusCode) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::new()));
     *response.status_mut() = status;
@@ -257,6 +335,40 @@ mod tests {
         }
         assert_eq!(route(&format!("/config/{}", "a".repeat(253))), Route::Config("a".repeat(253)));
         assert_eq!(route(&format!("/config/{}", "a".repeat(254))), Route::BadPool);
+    }
+
+    #[tokio::test]
+    async fn a_write_that_makes_no_progress_fails_after_the_timeout() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let timeout = Duration::from_millis(200);
+        // Nobody reads: the 16-byte pipe fills and the write stalls.
+        let (client, server) = tokio::io::duplex(16);
+        let mut guarded = WriteStallGuard::new(server, timeout);
+        let started = std::time::Instant::now();
+        let err = guarded.write_all(&[0; 64]).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= timeout, "{:?}", started.elapsed());
+        drop(client);
+
+        // A slow reader that keeps reading is never cut off, however long the whole write takes.
+        let (mut client, server) = tokio::io::duplex(16);
+        let mut guarded = WriteStallGuard::new(server, timeout);
+        let reader = tokio::spawn(async move {
+            let mut received = Vec::new();
+            let mut chunk = [0u8; 8];
+            loop {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                match client.read(&mut chunk).await.unwrap() {
+                    0 => return received,
+                    n => received.extend_from_slice(&chunk[..n]),
+                }
+            }
+        });
+        let data: Vec<u8> = (0..=255).collect();
+        guarded.write_all(&data).await.unwrap();
+        guarded.shutdown().await.unwrap();
+        drop(guarded);
+        assert_eq!(reader.await.unwrap(), data);
     }
 
     #[test]

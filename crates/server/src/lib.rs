@@ -6,12 +6,14 @@
 //! * [`serve`]: the body for a version: the rendered config plus the files the server adds,
 //!   converted down (pure).
 //! * [`source`]: where configs come from ([`source::ConfigSource`]; bootstrap directory, or the
-//!   cluster), and the per-version body cache.
+//!   cluster through watches); [`cache`]: the encoded bodies, per config and version, capped in
+//!   total bytes.
 //! * [`http`]: routing, status codes, limits, the listeners.
 //! * [`tls`]: rustls with certificate reload; [`certs`]: creating a CA and serving certificate;
 //!   [`stub`]: the pointer config machines boot with; [`run`]: the `mco server` process.
 
 pub mod accept;
+pub mod cache;
 pub mod certs;
 pub mod http;
 pub mod run;
@@ -21,5 +23,7 @@ mod stamp;
 pub mod stub;
 pub mod tls;
 
+pub use cache::BodyCache;
 pub use http::{Limits, Server};
+pub use source::cluster::{ClusterOptions, ClusterSource};
 pub use source::{BootstrapSource, ConfigSource, Snapshot, SourceError};

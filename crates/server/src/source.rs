@@ -3,22 +3,27 @@
 //! pools and rendered configs from the API server and picks the config with
 //! [`cluster_config_name`].
 //!
-//! A source hands out [`Snapshot`]s: the inputs of one pool's body plus the encoded bodies,
-//! built once per spec version and shared (`Bytes`) by every response. A source that sees its
-//! inputs change hands out a new snapshot, so the cache can never serve stale bytes, and the old
-//! bodies are freed when the last response using them is done.
+//! A source hands out [`Snapshot`]s: the inputs of one pool's body; the encoded bodies are built
+//! once per spec version and shared (`Bytes`) by every response through the size-capped
+//! [`BodyCache`]. A source that sees its inputs change hands out a new snapshot, so the cache can
+//! never serve stale bytes; the old snapshot's bodies leave the cache when it is dropped, and are
+//! freed when the last response using them is done.
+
+pub mod cluster;
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use bytes::Bytes;
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use mco_ignition::convert::Target;
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::Semaphore;
 
+use crate::cache::BodyCache;
 use crate::serve::{self, Inputs, ServeError};
 use crate::stamp::Stamp;
 
@@ -46,16 +51,24 @@ pub trait ConfigSource: Send + Sync + 'static {
 /// time keeps memory bounded when many versions or pools are asked for at once.
 static BUILD_PERMITS: Semaphore = Semaphore::const_new(1);
 
-/// One pool's inputs and its encoded bodies, one per spec version, built on first use.
+/// Snapshot ids: a new one for every new set of inputs, so cached bodies are never stale.
+static NEXT_SNAPSHOT: AtomicU64 = AtomicU64::new(1);
+
+/// One pool's inputs at one moment. Its encoded bodies, one per spec version, are built on first
+/// use and kept in the shared [`BodyCache`] (until evicted, or until the snapshot is replaced).
 #[derive(Debug)]
 pub struct Snapshot {
+    id: u64,
     inputs: Inputs,
-    bodies: [OnceCell<Result<Bytes, ServeError>>; Target::ALL.len()],
+    cache: Arc<BodyCache>,
+    /// One build per version at a time; a failed build is remembered (the inputs cannot change).
+    builds: [tokio::sync::Mutex<Option<ServeError>>; Target::ALL.len()],
 }
 
 impl Snapshot {
-    pub fn new(inputs: Inputs) -> Self {
-        Snapshot { inputs, bodies: Default::default() }
+    pub fn new(inputs: Inputs, cache: Arc<BodyCache>) -> Self {
+        let id = NEXT_SNAPSHOT.fetch_add(1, Ordering::Relaxed);
+        Snapshot { id, inputs, cache, builds: Default::default() }
     }
 
     pub fn inputs(&self) -> &Inputs {
@@ -64,17 +77,45 @@ impl Snapshot {
 
     /// The body for `version`; concurrent first requests wait for one build.
     pub async fn body(self: &Arc<Self>, version: Target) -> Result<Bytes, ServeError> {
+        let key = (self.id, version);
+        if let Some(body) = self.cache.get(key) {
+            return Ok(body);
+        }
         let index = Target::ALL.iter().position(|t| *t == version).expect("every target is in ALL");
-        self.bodies[index]
-            .get_or_init(|| async {
-                let _permit = BUILD_PERMITS.acquire().await.expect("never closed");
-                let this = Arc::clone(self);
-                tokio::task::spawn_blocking(move || serve::build(&this.inputs, version).map(Bytes::from))
-                    .await
-                    .unwrap_or_else(|e| Err(ServeError::Serialize(format!("building the body panicked: {e}"))))
-            })
+        let mut failed = self.builds[index].lock().await;
+        if let Some(e) = &*failed {
+            return Err(e.clone());
+        }
+        if let Some(body) = self.cache.get(key) {
+            return Ok(body);
+        }
+        let _permit = BUILD_PERMITS.acquire().await.expect("never closed");
+        let this = Arc::clone(self);
+        let built = tokio::task::spawn_blocking(move || serve::build(&this.inputs, version).map(Bytes::from))
             .await
-            .clone()
+            .unwrap_or_else(|e| Err(ServeError::Serialize(format!("building the body panicked: {e}"))));
+        match built {
+            Ok(body) => {
+                if !self.cache.insert(key, body.clone()) {
+                    tracing::warn!(
+                        config = %self.inputs.config_name,
+                        bytes = body.len(),
+                        "the body is larger than the whole body cache: it is rebuilt for every request"
+                    );
+                }
+                Ok(body)
+            }
+            Err(e) => {
+                *failed = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        self.cache.remove_snapshot(self.id);
     }
 }
 
@@ -102,6 +143,7 @@ const BOOTSTRAP_POOLS: [&str; 2] = ["master", "arbiter"];
 #[derive(Debug)]
 pub struct BootstrapSource {
     layout: Arc<Layout>,
+    cache: Arc<BodyCache>,
     loaded: Mutex<HashMap<String, Arc<Loaded>>>,
     /// Serializes reloads so a burst of requests after a change reads the files once.
     reload: tokio::sync::Mutex<()>,
@@ -124,8 +166,8 @@ struct Loaded {
 
 impl BootstrapSource {
     /// Checks that the kubeconfig exists (as upstream does at start) and that every
-    /// `--bootstrap-certs` value is `host=file`.
-    pub fn new(dir: PathBuf, kubeconfig: PathBuf, certs: &[String]) -> anyhow::Result<Self> {
+    /// `--bootstrap-certs` value is `host=file`. Bodies are kept in `cache`.
+    pub fn new(dir: PathBuf, kubeconfig: PathBuf, certs: &[String], cache: Arc<BodyCache>) -> anyhow::Result<Self> {
         std::fs::metadata(&kubeconfig)
             .with_context(|| format!("kubeconfig not found at location: {}", kubeconfig.display()))?;
         let certs = certs
@@ -139,6 +181,7 @@ impl BootstrapSource {
             .collect::<anyhow::Result<_>>()?;
         Ok(BootstrapSource {
             layout: Arc::new(Layout { dir, kubeconfig, certs }),
+            cache,
             loaded: Mutex::default(),
             reload: tokio::sync::Mutex::new(()),
         })
@@ -153,7 +196,7 @@ impl BootstrapSource {
 }
 
 impl Layout {
-    fn load(&self, pool: &str) -> Result<Loaded, SourceError> {
+    fn load(&self, pool: &str, cache: Arc<BodyCache>) -> Result<Loaded, SourceError> {
         let mut stamps = Vec::new();
         let pool_path = self.dir.join("machine-pools").join(format!("{pool}.yaml"));
         let mcp: PoolFile = read_yaml(&pool_path, &mut stamps)?
@@ -188,7 +231,7 @@ impl Layout {
             desired_image: String::new(),
             encapsulate_requested_version: false,
         };
-        Ok(Loaded { stamps, snapshot: Arc::new(Snapshot::new(inputs)) })
+        Ok(Loaded { stamps, snapshot: Arc::new(Snapshot::new(inputs, cache)) })
     }
 }
 
@@ -202,8 +245,8 @@ impl ConfigSource for BootstrapSource {
             return Ok(snapshot);
         }
         // Parsing a large config takes a while: keep it off the threads that serve requests.
-        let (layout, name) = (Arc::clone(&self.layout), pool.to_string());
-        let loaded = tokio::task::spawn_blocking(move || layout.load(&name))
+        let (layout, name, cache) = (Arc::clone(&self.layout), pool.to_string(), Arc::clone(&self.cache));
+        let loaded = tokio::task::spawn_blocking(move || layout.load(&name, cache))
             .await
             .unwrap_or_else(|e| Err(SourceError::Failed(anyhow::anyhow!("loading pool {pool} panicked: {e}"))));
         let mut cache = self.loaded.lock().expect("not poisoned");
@@ -287,14 +330,18 @@ mod tests {
     fn bootstrap_flags_are_checked_at_start() {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
-        let err = BootstrapSource::new(dir.path().into(), kubeconfig.clone(), &[]).unwrap_err();
+        let err = BootstrapSource::new(dir.path().into(), kubeconfig.clone(), &[], Arc::default()).unwrap_err();
         assert!(format!("{err:#}").starts_with("kubeconfig not found at location: "), "{err:#}");
         std::fs::write(&kubeconfig, "").unwrap();
         for bad in ["registry", "=ca.crt", "registry=", "a=b=c"] {
-            let err = BootstrapSource::new(dir.path().into(), kubeconfig.clone(), &[bad.to_string()]).unwrap_err();
+            let err = BootstrapSource::new(dir.path().into(), kubeconfig.clone(), &[bad.to_string()], Arc::default())
+                .unwrap_err();
             assert_eq!(err.to_string(), format!("could not use cert, missing key or value {bad}"));
         }
-        assert!(BootstrapSource::new(dir.path().into(), kubeconfig, &["r:5000=certs/ca.crt".to_string()]).is_ok());
+        assert!(
+            BootstrapSource::new(dir.path().into(), kubeconfig, &["r:5000=certs/ca.crt".to_string()], Arc::default())
+                .is_ok()
+        );
     }
 
     #[test]

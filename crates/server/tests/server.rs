@@ -330,3 +330,48 @@ where
     }
     out
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_disconnected() {
+    let limits = Limits {
+        write_stall_timeout: Duration::from_millis(500),
+        header_read_timeout: Duration::from_secs(120),
+        ..Limits::default()
+    };
+    let addr = start(&fixture(), limits, None).await;
+    let body_len = get(addr, "/config/master", None).await.body.len();
+    // Enough pipelined requests that the responses overflow every socket buffer on the way.
+    let requests = 64 * 1024 * 1024 / body_len;
+    let (mut reader, mut writer) = TcpStream::connect(addr).await.unwrap().into_split();
+    let pipelined = request("GET", "/config/master", &[]).repeat(requests);
+    // The writing half stays open (the task returns it): the client never says it is done.
+    let sender = tokio::spawn(async move { writer.write_all(pipelined.as_bytes()).await.map(|()| writer) });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The server gave up on the connection: reading what is left ends (EOF or reset) instead of
+    // receiving all responses and then waiting for the next request.
+    let mut received = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(20), reader.read_to_end(&mut received)).await;
+    assert!(ended.is_ok(), "the stalled connection was kept open");
+    assert!(received.len() < requests * body_len, "every response was sent");
+    sender.abort();
+    assert_eq!(get(addr, "/healthz", None).await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_are_right_under_a_small_cache_cap() {
+    // Room for about one body: every version asked in turn evicts the previous one.
+    let one_body = get(start(&fixture(), Limits::default(), None).await, "/config/master", None).await.body.len();
+    let cache = std::sync::Arc::new(mco_server::BodyCache::new(one_body * 3 / 2));
+    let certs = [format!("{REGISTRY_HOST}=registry-ca.crt")];
+    let source =
+        mco_server::BootstrapSource::new(fixture(), fixture().join("kubeconfig"), &certs, cache.clone()).unwrap();
+    let addr = serve(source, Limits::default(), None).await;
+    for round in 0..2 {
+        for version in ["2.2.0", "3.1.0", "3.3.0", "3.5.0"] {
+            let r = get(addr, "/config/master", Some(&format!("{IGN};version={version}"))).await;
+            assert_eq!((r.status, r.json()["ignition"]["version"].as_str()), (200, Some(version)), "{round}");
+            assert!(cache.bytes() <= one_body * 3 / 2, "{} cached bytes", cache.bytes());
+            assert!(cache.bytes() > 0);
+        }
+    }
+}

@@ -96,8 +96,23 @@ impl TestEnv {
     /// Starts etcd and the API server, and installs [`mco_api::crds`], waiting until they are
     /// served.
     pub async fn start() -> Result<TestEnv, Error> {
-        let binaries = Binaries::find()?;
         let dir = tempfile::Builder::new().prefix("mco-testenv-").tempdir().context("creating the temp dir")?;
+        Self::start_with(dir).await
+    }
+
+    /// [`TestEnv::start`] in a new directory under `parent` that is kept after the environment
+    /// is dropped (the lab keeps its API server's logs and data with its other state).
+    pub async fn start_in(parent: &Path) -> Result<TestEnv, Error> {
+        let mut dir = tempfile::Builder::new()
+            .prefix("apiserver-")
+            .tempdir_in(parent)
+            .with_context(|| format!("creating a directory in {}", parent.display()))?;
+        dir.disable_cleanup(true);
+        Self::start_with(dir).await
+    }
+
+    async fn start_with(dir: TempDir) -> Result<TestEnv, Error> {
+        let binaries = Binaries::find()?;
         let pki = Pki::generate().context("generating certificates")?;
         let files = write_pki(dir.path(), &pki)?;
         let [etcd_port, etcd_peer_port, apiserver_port] = process::free_ports()?;

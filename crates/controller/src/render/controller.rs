@@ -100,7 +100,7 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
 }
 
 /// A mapper sending an event of any object to every pool.
-fn every_pool<T>(pools: Store<MachineConfigPool>) -> impl Fn(T) -> Vec<ObjectRef<MachineConfigPool>> {
+pub(crate) fn every_pool<T>(pools: Store<MachineConfigPool>) -> impl Fn(T) -> Vec<ObjectRef<MachineConfigPool>> {
     move |_| pools.state().iter().map(|pool| ObjectRef::from_obj(&**pool)).collect()
 }
 

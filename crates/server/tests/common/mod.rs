@@ -1,11 +1,14 @@
 //! A running server on an ephemeral port, and a raw HTTP/1.1 client that can send anything
 //! (malformed requests, partial heads) over plain TCP or TLS.
 
+// Each test binary uses a part of this.
+#![allow(dead_code)]
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mco_server::{BootstrapSource, Limits, Server};
+use mco_server::{BootstrapSource, ConfigSource, Limits, Server};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -44,13 +47,18 @@ pub fn replace(path: &Path, contents: &[u8]) {
 }
 
 pub fn source(dir: &Path) -> BootstrapSource {
-    BootstrapSource::new(dir.to_path_buf(), dir.join("kubeconfig"), &[format!("{REGISTRY_HOST}=registry-ca.crt")])
-        .unwrap()
+    let certs = [format!("{REGISTRY_HOST}=registry-ca.crt")];
+    BootstrapSource::new(dir.to_path_buf(), dir.join("kubeconfig"), &certs, Arc::default()).unwrap()
 }
 
 /// Starts a server for `dir`; TLS when `tls` is given.
 pub async fn start(dir: &Path, limits: Limits, tls: Option<Arc<rustls::ServerConfig>>) -> SocketAddr {
-    let server = Server::new(source(dir), limits);
+    serve(source(dir), limits, tls).await
+}
+
+/// Starts a server for `source` on an ephemeral loopback port.
+pub async fn serve<S: ConfigSource>(source: S, limits: Limits, tls: Option<Arc<rustls::ServerConfig>>) -> SocketAddr {
+    let server = Server::new(source, limits);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(server.serve(listener, tls.map(tokio_rustls::TlsAcceptor::from)));

@@ -1,0 +1,550 @@
+//! The IO shell of `mco daemon run`: reads the Node and the objects an update needs, asks
+//! [`handshake`] what to do, does it (patch an annotation, apply with the engine, request the
+//! reboot) and reports failures as the node's state and reason, retrying with backoff.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{FutureExt as _, StreamExt as _};
+use k8s_openapi::api::core::v1::{ConfigMap, Node as KubeNode};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, Client};
+use mco_api::constants::{
+    BOOT_IMAGE_ANNOTATION, CONTROL_PLANE_TOPOLOGY_ANNOTATION, CONTROLLER_CONFIG_NAME, DESIRED_DRAIN_ANNOTATION,
+    DRAIN_PREFIX, MACHINE_CONFIGURATION_NAME, MCO_NAMESPACE, POST_CONFIG_ACTION_ANNOTATION, STATE_ANNOTATION,
+    STATE_REBOOTING, STATE_WORKING,
+};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfiguration};
+use mco_daemon::apply::{self, ApplyError, Disruption, Node, Recovered};
+use mco_daemon::failpoint::Failpoints;
+use mco_daemon::fsutil::host_path;
+use mco_daemon::plan::{self, Side};
+use mco_daemon::{state, validate};
+use mco_disruption::ConfigDiff;
+use serde_json::Value;
+
+use crate::aleph;
+use crate::annotations::{self, Change};
+use crate::backoff::Backoff;
+use crate::handshake::{self, Next, Observed, UpdateStep};
+
+/// ConfigMap (ns/MCO) whose presence means registries.conf changes never drain (upstream
+/// `constants.ImageRegistryDrainOverrideConfigmap`).
+pub const IMAGE_REGISTRY_DRAIN_OVERRIDE_CONFIGMAP: &str = "image-registry-override-drain";
+/// Where the seed annotations go once the node has started with them (upstream's name).
+pub const NODE_ANNOTATIONS_DONE: &str = "/etc/machine-config-daemon/node-annotation.json.bak";
+
+/// What `mco daemon run` is given.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The Node this daemon runs on; it reads and writes no other.
+    pub node_name: String,
+    /// The boot image's aleph file (`SYSROOT/.coreos-aleph-version.json`).
+    pub aleph: PathBuf,
+    pub timing: Timing,
+}
+
+/// Delays and limits of the handshake; [`Timing::default`] is upstream's.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// How often the Node is read again while waiting, besides the watch (the handshake polls every 10 s).
+    pub poll: Duration,
+    /// How long a drain may take before the node reports Degraded (it keeps waiting).
+    pub drain_timeout: Duration,
+    /// How long an uncordon may take before the node reports Degraded (it keeps waiting).
+    pub uncordon_timeout: Duration,
+    /// The first delay before a failure is retried; it doubles up to `retry_max`.
+    pub retry: Duration,
+    pub retry_max: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            poll: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(60 * 60),
+            uncordon_timeout: Duration::from_secs(10 * 60),
+            retry: Duration::from_secs(1),
+            retry_max: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Why [`run`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// An update needs a reboot and it was requested: on a host the system is going down; on a
+    /// directory root whoever runs it restarts the daemon as the "rebooted" node.
+    RebootRequested,
+}
+
+/// Runs the daemon for `settings.node_name` until a reboot is requested. Every failure is
+/// retried: node problems are reported on the Node first (Degraded or Unreconcilable with the
+/// reason), API errors only logged.
+pub async fn run(client: Client, node: Node, settings: Settings) -> Stopped {
+    let nodes: Api<KubeNode> = Api::all(client.clone());
+    let watch = watcher::Config::default().fields(&format!("metadata.name={}", settings.node_name));
+    let mut changes = watcher(nodes.clone(), watch).default_backoff().boxed();
+    let timing = settings.timing;
+    let mut agent = Agent {
+        client,
+        nodes,
+        node: Arc::new(node),
+        settings,
+        started: false,
+        booting: true,
+        validated: false,
+        waiting: None,
+        backoff: Backoff::new(timing.retry, timing.retry_max),
+    };
+    loop {
+        let flow = match agent.sync().await {
+            Ok(flow) => flow,
+            Err(failure) => {
+                agent.report(failure).await;
+                Flow::Retry(agent.backoff.failed())
+            }
+        };
+        match flow {
+            Flow::Again => {}
+            Flow::Wait => {
+                tokio::select! {
+                    _ = changes.next() => {}
+                    () = tokio::time::sleep(timing.poll) => {}
+                }
+            }
+            Flow::Retry(delay) => {
+                tokio::time::sleep(delay).await;
+                // Changes seen meanwhile (our own patches among them) are in the next read.
+                while let Some(Some(_)) = changes.next().now_or_never() {}
+            }
+            Flow::Stop(stopped) => return stopped,
+        }
+    }
+}
+
+enum Flow {
+    /// Decide again at once (the last step changed what the next one is).
+    Again,
+    /// Nothing to do until the Node changes (or the poll interval passes).
+    Wait,
+    /// A failure: try again after this delay.
+    Retry(Duration),
+    Stop(Stopped),
+}
+
+enum Failure {
+    /// The node cannot reach its desired config: reported as its state and reason.
+    Node(ApplyError),
+    /// The API server could not be read or written: logged and retried.
+    Api(anyhow::Error),
+}
+
+impl From<ApplyError> for Failure {
+    fn from(e: ApplyError) -> Self {
+        Failure::Node(e)
+    }
+}
+
+fn api(context: String) -> impl FnOnce(kube::Error) -> Failure {
+    move |e| Failure::Api(anyhow::Error::new(e).context(context))
+}
+
+fn degraded(e: anyhow::Error) -> Failure {
+    Failure::Node(ApplyError::Degraded(format!("{e:#}")))
+}
+
+/// A request to the drain controller this daemon waits for.
+struct Waiting {
+    request: String,
+    since: Instant,
+    reported: bool,
+}
+
+/// The cluster-wide inputs of an update.
+struct ClusterInputs {
+    disruption: Disruption,
+    topology: Option<String>,
+}
+
+struct Agent {
+    client: Client,
+    nodes: Api<KubeNode>,
+    node: Arc<Node>,
+    settings: Settings,
+    /// The start-up steps ran (recovery, seed annotations, boot image).
+    started: bool,
+    /// No SetDone and no update yet in this process.
+    booting: bool,
+    /// The on-disk state was found to match the running config since the process started.
+    validated: bool,
+    waiting: Option<Waiting>,
+    backoff: Backoff,
+}
+
+impl Agent {
+    fn name(&self) -> &str {
+        &self.settings.node_name
+    }
+
+    async fn sync(&mut self) -> Result<Flow, Failure> {
+        if !self.started {
+            if let Some(stopped) = self.start().await? {
+                return Ok(Flow::Stop(stopped));
+            }
+            self.started = true;
+        }
+        let node = self.get_node().await?;
+        if node.metadata.deletion_timestamp.is_some() {
+            tracing::info!(node = self.name(), "the Node is being deleted; nothing to do");
+            return Ok(Flow::Wait);
+        }
+        let mut annotations = node.metadata.annotations.unwrap_or_default();
+        let root = self.node.root.clone();
+        let on_disk = state::read_current_config(&root).map_err(degraded)?;
+        let force = state::force_file_present(&root);
+        if !self.validated {
+            self.validate_on_start(&annotations, on_disk.as_ref(), force).await?;
+            self.validated = true;
+        }
+        let observed = Observed {
+            on_disk: on_disk.as_ref().and_then(|mc| mc.metadata.name.as_deref()),
+            force,
+            booting: self.booting,
+            ..Observed::from_annotations(&annotations)
+        };
+        let next = handshake::next(&observed);
+        tracing::debug!(?next, "decided");
+        if !matches!(next, Next::WaitForDrain(_)) {
+            self.waiting = None;
+        }
+        match next {
+            Next::NoTarget => {
+                tracing::debug!(node = self.name(), "no desiredConfig yet");
+                Ok(Flow::Wait)
+            }
+            Next::WaitForDrain(request) => self.wait_for_drain(request),
+            Next::Idle => {
+                self.backoff.reset();
+                Ok(Flow::Wait)
+            }
+            Next::RequestUncordon(config) => {
+                let request = handshake::uncordon_request(&config);
+                tracing::info!(node = self.name(), %request, "requesting the uncordon");
+                self.patch(&mut annotations, &[(DESIRED_DRAIN_ANNOTATION, Some(request))]).await?;
+                Ok(Flow::Wait)
+            }
+            Next::SetDone(config) => {
+                let image = read_current_image(&root).map_err(degraded)?;
+                let changes = annotations::done(&annotations, &config, image.as_deref());
+                self.patch(&mut annotations, &changes).await?;
+                tracing::info!(node = self.name(), %config, "update complete: state Done");
+                self.booting = false;
+                self.backoff.reset();
+                Ok(Flow::Again)
+            }
+            Next::Update { from, to } => {
+                self.booting = false;
+                self.update(annotations, on_disk, from, to, force).await
+            }
+        }
+    }
+
+    /// §5.3: finish or roll back an interrupted update, seed the annotations of a new node,
+    /// clear the reboot marker, report the boot image.
+    async fn start(&mut self) -> Result<Option<Stopped>, Failure> {
+        // Reading the on-disk config is only meaningful once an interrupted update is resolved.
+        match blocking(&self.node, apply::recover).await.map_err(degraded)? {
+            Recovered::Nothing | Recovered::Completed => {}
+            Recovered::RolledBack => tracing::warn!("rolled back an update that was interrupted"),
+            Recovered::RebootRequested => {
+                tracing::warn!("an interrupted update was complete but not rebooted into: reboot requested again");
+                return Ok(Some(Stopped::RebootRequested));
+            }
+        }
+        let node = self.get_node().await?;
+        let mut annotations = node.metadata.annotations.unwrap_or_default();
+        if let Some(seed) = read_seed(&self.node.root).map_err(degraded)?
+            && let Some(patch) = annotations::seed_patch(&annotations, &seed)
+        {
+            tracing::info!(node = self.name(), "setting the initial annotations from {}", state::NODE_ANNOTATIONS);
+            self.patch_raw(&mut annotations, &patch).await?;
+        }
+        if annotations.get(POST_CONFIG_ACTION_ANNOTATION).map(String::as_str) == Some(STATE_REBOOTING) {
+            self.patch(&mut annotations, &[annotations::rebooting(false)]).await?;
+        }
+        match aleph::read(&self.settings.aleph) {
+            Ok(Some(image)) => {
+                tracing::info!(build = %image.build, commit = %image.ostree_commit, "boot image");
+                let value = aleph::annotation(&image);
+                self.patch(&mut annotations, &[(BOOT_IMAGE_ANNOTATION, Some(value))]).await?;
+            }
+            Ok(None) => tracing::info!("no boot image information: {} does not exist", self.settings.aleph.display()),
+            Err(e) => tracing::warn!("boot image information not reported: {e}"),
+        }
+        Ok(None)
+    }
+
+    /// §5.3 steps 5–7: the node must be what its running config says (the on-disk config, else
+    /// `currentConfig`) before anything else happens; the force file skips this.
+    async fn validate_on_start(
+        &self,
+        annotations: &BTreeMap<String, String>,
+        on_disk: Option<&MachineConfig>,
+        force: bool,
+    ) -> Result<(), Failure> {
+        if force {
+            tracing::info!("{} present: skipping the on-disk validation", state::FORCE_FILE);
+            return Ok(());
+        }
+        let running = match (on_disk, Observed::from_annotations(annotations).current) {
+            (Some(mc), _) => mc.clone(),
+            (None, Some(name)) => self.machine_config(name).await?,
+            (None, None) => {
+                tracing::info!("no current config on disk or on the Node: nothing to validate");
+                return Ok(());
+            }
+        };
+        let name = name_of(&running).to_string();
+        let ignition = plan::ignition_of(&name, &running.spec).map_err(ApplyError::from)?;
+        let checked = blocking(&self.node, move |node| {
+            validate::validate(&node.root, node.systemd.as_ref(), node.os.as_deref(), &running.spec, &ignition)
+        });
+        checked.await.map_err(|problems| {
+            ApplyError::Degraded(format!("unexpected on-disk state validating against {name}: {}", problems.join("; ")))
+        })?;
+        tracing::info!(config = %name, "the node matches its current config");
+        let seed = host_path(&self.node.root, state::NODE_ANNOTATIONS);
+        if seed.exists() {
+            std::fs::rename(&seed, host_path(&self.node.root, NODE_ANNOTATIONS_DONE))
+                .map_err(|e| degraded(anyhow::Error::new(e).context(format!("renaming {}", seed.display()))))?;
+        }
+        Ok(())
+    }
+
+    fn wait_for_drain(&mut self, request: String) -> Result<Flow, Failure> {
+        let (verb, limit) = if request.starts_with(DRAIN_PREFIX) {
+            ("drain", self.settings.timing.drain_timeout)
+        } else {
+            ("uncordon", self.settings.timing.uncordon_timeout)
+        };
+        let waiting = match &mut self.waiting {
+            Some(w) if w.request == request => w,
+            slot => slot.insert(Waiting { request, since: Instant::now(), reported: false }),
+        };
+        if !waiting.reported && waiting.since.elapsed() > limit {
+            waiting.reported = true;
+            return Err(Failure::Node(ApplyError::Degraded(format!(
+                "failed to {verb} node: {} after {}s ({} is not answered by lastAppliedDrain). Please see \
+                 machine-config-controller logs for more information",
+                self.settings.node_name,
+                limit.as_secs(),
+                waiting.request
+            ))));
+        }
+        Ok(Flow::Wait)
+    }
+
+    /// One step of the update `from` → `to`: Working, drain, or apply.
+    async fn update(
+        &mut self,
+        mut annotations: BTreeMap<String, String>,
+        on_disk: Option<MachineConfig>,
+        from: Option<String>,
+        to: String,
+        force: bool,
+    ) -> Result<Flow, Failure> {
+        let new = self.machine_config(&to).await?;
+        let old = match (from, on_disk) {
+            (Some(from), Some(disk)) if name_of(&disk) == from => disk,
+            (Some(from), _) => self.machine_config(&from).await?,
+            // Nothing known about the node: every file of the config is new (upstream `mco-empty-mc`).
+            (None, _) => MachineConfig::new("mco-empty-mc", Default::default()),
+        };
+        let inputs = self.cluster_inputs(&annotations).await?;
+        let plan = check(&old, &new, &inputs.disruption, force)?;
+        let observed = Observed::from_annotations(&annotations);
+        let drain = handshake::drain_required(plan.drain, inputs.topology.as_deref());
+        match handshake::update_step(observed.state, observed.desired_drain, &to, drain) {
+            UpdateStep::SetWorking => {
+                self.patch(&mut annotations, &[(STATE_ANNOTATION, Some(STATE_WORKING.to_string()))]).await?;
+                Ok(Flow::Again)
+            }
+            UpdateStep::RequestDrain(request) => {
+                tracing::info!(node = self.name(), %request, reason = %plan.drain_reason, "requesting a drain");
+                self.patch(&mut annotations, &[(DESIRED_DRAIN_ANNOTATION, Some(request))]).await?;
+                Ok(Flow::Wait)
+            }
+            UpdateStep::Apply => {
+                if !drain {
+                    tracing::info!(node = self.name(), reason = %plan.drain_reason, "no drain");
+                }
+                let reboots = plan.reboots();
+                if reboots {
+                    self.patch(&mut annotations, &[annotations::rebooting(true)]).await?;
+                }
+                let disruption = inputs.disruption;
+                let applied = blocking(&self.node, move |node| {
+                    let failpoints = Failpoints::from_env().map_err(|e| ApplyError::Degraded(format!("{e:#}")))?;
+                    apply::apply(node, &old, &new, &disruption, &failpoints)
+                });
+                match applied.await {
+                    Ok(done) if done.disruption.reboots() => {
+                        tracing::info!(node = self.name(), config = %to, "applied; rebooting into it");
+                        Ok(Flow::Stop(Stopped::RebootRequested))
+                    }
+                    Ok(_) => {
+                        tracing::info!(node = self.name(), config = %to, "applied without a reboot");
+                        Ok(Flow::Again)
+                    }
+                    Err(e) => {
+                        if reboots {
+                            self.patch(&mut annotations, &[annotations::rebooting(false)]).await?;
+                        }
+                        Err(e.into())
+                    }
+                }
+            }
+        }
+    }
+
+    /// The node disruption policies (MachineConfiguration `cluster`, defaults without it), the
+    /// registry drain override and the control plane topology.
+    async fn cluster_inputs(&self, annotations: &BTreeMap<String, String>) -> Result<ClusterInputs, Failure> {
+        let configurations: Api<MachineConfiguration> = Api::all(self.client.clone());
+        let configuration = configurations
+            .get_opt(MACHINE_CONFIGURATION_NAME)
+            .await
+            .map_err(api(format!("reading MachineConfiguration {MACHINE_CONFIGURATION_NAME}")))?;
+        let policies = match &configuration {
+            Some(c) => mco_disruption::policies_of(c),
+            None => mco_disruption::default_cluster_policies(),
+        };
+        let config_maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), MCO_NAMESPACE);
+        let skip_registry_drain = config_maps
+            .get_opt(IMAGE_REGISTRY_DRAIN_OVERRIDE_CONFIGMAP)
+            .await
+            .map_err(api(format!("reading ConfigMap {IMAGE_REGISTRY_DRAIN_OVERRIDE_CONFIGMAP}")))?
+            .is_some();
+        let controller_configs: Api<ControllerConfig> = Api::all(self.client.clone());
+        let controller_config = controller_configs
+            .get_opt(CONTROLLER_CONFIG_NAME)
+            .await
+            .map_err(api(format!("reading ControllerConfig {CONTROLLER_CONFIG_NAME}")))?;
+        let topology = controller_config
+            .as_ref()
+            .and_then(|cc| cc.spec.infra.as_ref())
+            .and_then(|infra| infra.pointer("/status/controlPlaneTopology"))
+            .and_then(Value::as_str)
+            .or_else(|| annotations.get(CONTROL_PLANE_TOPOLOGY_ANNOTATION).map(String::as_str))
+            .map(str::to_string);
+        Ok(ClusterInputs { disruption: Disruption::Cluster { policies, skip_registry_drain }, topology })
+    }
+
+    async fn get_node(&self) -> Result<KubeNode, Failure> {
+        self.nodes.get(self.name()).await.map_err(api(format!("reading Node {}", self.name())))
+    }
+
+    async fn machine_config(&self, name: &str) -> Result<MachineConfig, Failure> {
+        let configs: Api<MachineConfig> = Api::all(self.client.clone());
+        match configs.get_opt(name).await.map_err(api(format!("reading MachineConfig {name}")))? {
+            Some(mc) => Ok(mc),
+            None => Err(Failure::Node(ApplyError::Degraded(format!("could not find MachineConfig {name}")))),
+        }
+    }
+
+    /// Writes `changes` (only those that differ from `annotations`, which then hold the result).
+    async fn patch(&self, annotations: &mut BTreeMap<String, String>, changes: &[Change]) -> Result<(), Failure> {
+        match annotations::merge_patch(annotations, changes) {
+            Some(patch) => self.patch_raw(annotations, &patch).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn patch_raw(&self, annotations: &mut BTreeMap<String, String>, patch: &Value) -> Result<(), Failure> {
+        let node = self
+            .nodes
+            .patch(self.name(), &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(api(format!("annotating Node {}", self.name())))?;
+        *annotations = node.metadata.annotations.unwrap_or_default();
+        Ok(())
+    }
+
+    /// Logs a failure; a node failure also becomes the Node's state and reason.
+    async fn report(&self, failure: Failure) {
+        let e = match failure {
+            Failure::Api(e) => return tracing::warn!("{e:#}; retrying"),
+            Failure::Node(e) => e,
+        };
+        tracing::error!(node = self.name(), state = e.state(), reason = %e.reason(), "update failed; retrying");
+        let written = async {
+            let mut annotations = self.get_node().await?.metadata.annotations.unwrap_or_default();
+            self.patch(&mut annotations, &annotations::failed(e.state(), e.reason())).await
+        };
+        match written.await {
+            Ok(()) => {}
+            Err(Failure::Api(e)) => tracing::warn!("reporting the failure: {e:#}"),
+            Err(Failure::Node(e)) => tracing::warn!("reporting the failure: {}", e.reason()),
+        }
+    }
+}
+
+/// Everything that can refuse an update before the node is drained (upstream checks the same
+/// before `performDrain`): the config parses, the change is reconcilable, the disruption plan.
+fn check(
+    old: &MachineConfig,
+    new: &MachineConfig,
+    disruption: &Disruption,
+    force: bool,
+) -> Result<mco_disruption::Plan, ApplyError> {
+    let (old_name, new_name) = (name_of(old), name_of(new));
+    let old_ignition = plan::ignition_of(old_name, &old.spec)?;
+    let new_ignition = plan::ignition_of(new_name, &new.spec)?;
+    plan::plan(
+        Side { name: old_name, spec: &old.spec, ignition: &old_ignition },
+        Side { name: new_name, spec: &new.spec, ignition: &new_ignition },
+        force,
+    )?;
+    let diff = ConfigDiff::between(Some(old), new, force).map_err(|e| ApplyError::Degraded(e.to_string()))?;
+    disruption.plan(&diff).map_err(|e| ApplyError::Degraded(e.to_string()))
+}
+
+fn name_of(mc: &MachineConfig) -> &str {
+    mc.metadata.name.as_deref().unwrap_or("")
+}
+
+/// Runs `f` on the blocking pool (the engine does file and command IO).
+async fn blocking<T: Send + 'static>(node: &Arc<Node>, f: impl FnOnce(&Node) -> T + Send + 'static) -> T {
+    let node = node.clone();
+    match tokio::task::spawn_blocking(move || f(&node)).await {
+        Ok(value) => value,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// The seed annotations, if the server left them.
+fn read_seed(root: &std::path::Path) -> anyhow::Result<Option<BTreeMap<String, String>>> {
+    let path = host_path(root, state::NODE_ANNOTATIONS);
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(Some(
+            serde_json::from_slice(&bytes)
+                .map_err(|e| anyhow::anyhow!("{}: not a JSON object of strings: {e}", state::NODE_ANNOTATIONS))?,
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("reading {}", path.display()))),
+    }
+}
+
+/// The on-disk OS image of on-cluster layering (`currentimage`), if any.
+fn read_current_image(root: &std::path::Path) -> anyhow::Result<Option<String>> {
+    let path = host_path(root, state::CURRENT_IMAGE);
+    match std::fs::read_to_string(&path) {
+        Ok(image) => Ok(Some(image.trim().to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("reading {}", path.display()))),
+    }
+}

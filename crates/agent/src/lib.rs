@@ -1,0 +1,20 @@
+//! The node daemon's cluster side (`mco daemon run --node NAME`): it watches only its own Node,
+//! moves the node to the `desiredConfig` the node controller sets with the apply engine of
+//! `mco-daemon`, and talks to the controller through the Node's annotations (§3.5 of the
+//! behaviour spec): `state`, `reason`, the drain/uncordon handshake, `currentConfig`.
+//!
+//! * [`handshake`]: pure — what to do next from the annotations and the on-disk config.
+//! * [`annotations`]: pure — the merge patches of the keys the daemon owns.
+//! * [`aleph`]: the boot image the node was installed from, reported on the Node.
+//! * [`agent`]: the thin IO shell (kube-rs), failures reported and retried with [`backoff`].
+//!
+//! The apply engine stays free of Kubernetes; this crate is the only daemon code that talks to
+//! the API server.
+
+pub mod agent;
+pub mod aleph;
+pub mod annotations;
+pub mod backoff;
+pub mod handshake;
+
+pub use agent::{Settings, Stopped, Timing, run};

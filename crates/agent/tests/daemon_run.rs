@@ -1,0 +1,512 @@
+//! `mco daemon run` against a real API server (mco-testenv) on a node root in a temp directory,
+//! without an OS backend. The tests play the node controller (they set `desiredConfig`) and the
+//! drain controller (a task that answers every `desiredDrain` with `lastAppliedDrain`).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mco_agent::{Settings, Stopped, Timing};
+use mco_api::constants::{
+    BOOT_IMAGE_ANNOTATION, CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_DRAIN_ANNOTATION,
+    LAST_APPLIED_DRAIN_ANNOTATION, POST_CONFIG_ACTION_ANNOTATION, REASON_ANNOTATION, STATE_ANNOTATION,
+};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfiguration};
+use mco_daemon::Node;
+use mco_daemon::apply::REBOOT_REQUEST;
+use mco_daemon::units::ACTIONS_LOG;
+use mco_testenv::TestEnv;
+use mco_testenv::k8s_openapi::api::core::v1::Node as KubeNode;
+use mco_testenv::kube::api::{Patch, PatchParams, PostParams};
+use mco_testenv::kube::{Api, Client};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+/// The drain requests answered, each with /etc/app.conf as it was then.
+type Answered = Arc<Mutex<Vec<(String, String)>>>;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const APP_CONF: &str = "/etc/app.conf";
+const APP_UNIT: &str = "/usr/lib/systemd/system/app.service";
+
+/// Polls `probe` until it returns `Some`, or panics naming `what`.
+async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn host(root: &Path, node_path: &str) -> PathBuf {
+    root.join(node_path.trim_start_matches('/'))
+}
+
+fn read(root: &Path, node_path: &str) -> Option<String> {
+    std::fs::read_to_string(host(root, node_path)).ok()
+}
+
+fn write(root: &Path, node_path: &str, contents: &str) {
+    let path = host(root, node_path);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, contents).unwrap();
+}
+
+/// A node root with users and `/etc/app.conf` as config `a` has it; `unit`: app.service exists.
+fn node_root(app_conf: &str, unit: bool) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    write(r, "/etc/passwd", "root:x:0:0:root:/root:/bin/sh\ncore:x:1000:1000::/home/core:/bin/sh\n");
+    write(r, "/etc/group", "root:x:0:\ncore:x:1000:\n");
+    write(r, APP_CONF, app_conf);
+    std::fs::set_permissions(host(r, APP_CONF), std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    if unit {
+        write(r, APP_UNIT, "[Service]\nExecStart=/bin/true\n");
+    }
+    dir
+}
+
+fn data_url(text: &str) -> String {
+    let escaped: String = text
+        .bytes()
+        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect();
+    format!("data:,{escaped}")
+}
+
+/// A rendered config writing `files` (path, contents), with `storage` extras merged in.
+fn config(name: &str, files: &[(&str, &str)], storage_extra: Value) -> MachineConfig {
+    let files: Vec<Value> = files
+        .iter()
+        .map(|(path, text)| json!({"path": path, "mode": 420, "contents": {"source": data_url(text)}}))
+        .collect();
+    let mut storage = json!({"files": files});
+    storage.as_object_mut().unwrap().extend(storage_extra.as_object().unwrap().clone());
+    serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+        "metadata": {"name": name},
+        "spec": {"config": {"ignition": {"version": "3.5.0"}, "storage": storage}},
+    }))
+    .unwrap()
+}
+
+struct Cluster {
+    _env: TestEnv,
+    client: Client,
+    nodes: Api<KubeNode>,
+}
+
+impl Cluster {
+    /// An API server with configs `rendered-a` (app.conf "v1") and `rendered-b` (app.conf "v2").
+    async fn start() -> Cluster {
+        // MCO_LOG=debug shows the daemon's decisions.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_env("MCO_LOG"))
+            .with_test_writer()
+            .try_init();
+        let env = TestEnv::start().await.unwrap();
+        let client = env.client();
+        let cluster = Cluster { nodes: Api::all(client.clone()), client, _env: env };
+        cluster.create_config(config("rendered-a", &[(APP_CONF, "v1\n")], json!({}))).await;
+        cluster.create_config(config("rendered-b", &[(APP_CONF, "v2\n")], json!({}))).await;
+        cluster
+    }
+
+    async fn create_config(&self, mc: MachineConfig) {
+        Api::<MachineConfig>::all(self.client.clone()).create(&PostParams::default(), &mc).await.unwrap();
+    }
+
+    /// The `cluster` MachineConfiguration with these file policies.
+    async fn create_policies(&self, files: Value) {
+        let configuration: MachineConfiguration = serde_json::from_value(json!({
+            "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+            "metadata": {"name": "cluster"},
+            "spec": {"nodeDisruptionPolicy": {"files": files}},
+        }))
+        .unwrap();
+        Api::<MachineConfiguration>::all(self.client.clone())
+            .create(&PostParams::default(), &configuration)
+            .await
+            .unwrap();
+    }
+
+    /// A Node as the node controller leaves it: on `rendered-a`, Done.
+    async fn create_node(&self, name: &str, annotations: &[(&str, &str)]) {
+        let annotations: BTreeMap<&str, &str> = annotations.iter().copied().collect();
+        let node: KubeNode = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": annotations},
+        }))
+        .unwrap();
+        self.nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+
+    async fn create_done_node(&self, name: &str) {
+        self.create_node(
+            name,
+            &[
+                (CURRENT_CONFIG_ANNOTATION, "rendered-a"),
+                (DESIRED_CONFIG_ANNOTATION, "rendered-a"),
+                (STATE_ANNOTATION, "Done"),
+            ],
+        )
+        .await;
+    }
+
+    async fn annotations(&self, name: &str) -> BTreeMap<String, String> {
+        self.nodes.get(name).await.unwrap().metadata.annotations.unwrap_or_default()
+    }
+
+    /// Plays the node controller.
+    async fn set_desired(&self, name: &str, config: &str) {
+        let patch = json!({"metadata": {"annotations": {DESIRED_CONFIG_ANNOTATION: config}}});
+        self.nodes.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    }
+
+    /// Waits until the node reports `state` on `config` (with the handshake settled when Done).
+    async fn wait_for_state(&self, name: &str, state: &str, config: &str) -> BTreeMap<String, String> {
+        eventually(&format!("{name} to be {state} on {config}"), || async {
+            let a = self.annotations(name).await;
+            let on = |key: &str, value: &str| a.get(key).map(String::as_str) == Some(value);
+            let settled = state != "Done"
+                || (on(DESIRED_DRAIN_ANNOTATION, &format!("uncordon-{config}"))
+                    && a.get(LAST_APPLIED_DRAIN_ANNOTATION) == a.get(DESIRED_DRAIN_ANNOTATION));
+            (on(STATE_ANNOTATION, state) && on(CURRENT_CONFIG_ANNOTATION, config) && settled).then_some(a)
+        })
+        .await
+    }
+
+    /// Plays the drain controller for `name`: answers every `desiredDrain`, and records each
+    /// request with `/etc/app.conf` as it was at that moment (to show what ran before the drain).
+    fn drain_controller(&self, name: &str, root: &Path) -> Answered {
+        let answered = Arc::new(Mutex::new(Vec::new()));
+        let (nodes, name, root, log) = (self.nodes.clone(), name.to_string(), root.to_path_buf(), answered.clone());
+        tokio::spawn(async move {
+            // Until the API server is gone at the end of the test.
+            while let Ok(node) = nodes.get(&name).await {
+                let a = node.metadata.annotations.unwrap_or_default();
+                if let Some(request) = a.get(DESIRED_DRAIN_ANNOTATION)
+                    && a.get(LAST_APPLIED_DRAIN_ANNOTATION) != Some(request)
+                {
+                    let app_conf = read(&root, APP_CONF).unwrap_or_default();
+                    log.lock().unwrap().push((request.clone(), app_conf));
+                    let patch = json!({"metadata": {"annotations": {LAST_APPLIED_DRAIN_ANNOTATION: request}}});
+                    if nodes.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.is_err() {
+                        return;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        answered
+    }
+
+    /// Starts `mco daemon run` for `name` on `root` (a directory root, no OS backend).
+    fn agent(&self, name: &str, root: &Path) -> JoinHandle<Stopped> {
+        self.agent_with_drain_timeout(name, root, TIMEOUT)
+    }
+
+    fn agent_with_drain_timeout(&self, name: &str, root: &Path, drain_timeout: Duration) -> JoinHandle<Stopped> {
+        let settings = Settings {
+            node_name: name.to_string(),
+            aleph: host(root, "/sysroot/.coreos-aleph-version.json"),
+            timing: Timing {
+                poll: Duration::from_millis(500),
+                drain_timeout,
+                uncordon_timeout: TIMEOUT,
+                retry: Duration::from_millis(100),
+                retry_max: Duration::from_secs(1),
+            },
+        };
+        let node = Node::directory_root(root.to_path_buf(), None);
+        tokio::spawn(mco_agent::run(self.client.clone(), node, settings))
+    }
+}
+
+fn requests(answered: &Answered) -> Vec<(String, String)> {
+    answered.lock().unwrap().clone()
+}
+
+fn pair(request: &str, app_conf: &str) -> (String, String) {
+    (request.to_string(), app_conf.to_string())
+}
+
+/// Policies: /etc/app.conf changes drain and restart app.service, /etc/other.conf changes need nothing.
+fn drain_and_restart_app() -> Value {
+    json!([
+        {"path": APP_CONF, "actions": [{"type": "Drain"}, {"type": "Restart", "restart": {"serviceName": "app.service"}}]},
+        {"path": "/etc/other.conf", "actions": [{"type": "None"}]},
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_update_drains_applies_and_reports_done() {
+    let cluster = Cluster::start().await;
+    cluster.create_policies(drain_and_restart_app()).await;
+    cluster.create_done_node("node-1").await;
+    let root = node_root("v1\n", true);
+    let r = root.path();
+    let answered = cluster.drain_controller("node-1", r);
+    let agent = cluster.agent("node-1", r);
+
+    // Starting on its desired config, the node still goes through the uncordon handshake.
+    cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+    cluster.set_desired("node-1", "rendered-b").await;
+    let a = cluster.wait_for_state("node-1", "Done", "rendered-b").await;
+
+    assert_eq!(a[REASON_ANNOTATION], "");
+    assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
+    assert_eq!(
+        requests(&answered),
+        [pair("uncordon-rendered-a", "v1\n"), pair("drain-rendered-b", "v1\n"), pair("uncordon-rendered-b", "v2\n")],
+        "drained before the write, uncordoned after it"
+    );
+    assert_eq!(read(r, ACTIONS_LOG).as_deref(), Some("restart app.service\n"));
+    assert_eq!(read(r, REBOOT_REQUEST), None);
+    assert!(!agent.is_finished(), "the daemon keeps running");
+    agent.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reboot_ends_the_run_and_the_restarted_daemon_completes_the_handshake() {
+    let cluster = Cluster::start().await;
+    cluster.create_done_node("node-1").await;
+    let root = node_root("v1\n", true);
+    let r = root.path();
+    let answered = cluster.drain_controller("node-1", r);
+    let agent = cluster.agent("node-1", r);
+    cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+
+    // /etc/app.conf has no policy: the change reboots.
+    cluster.set_desired("node-1", "rendered-b").await;
+    let stopped = tokio::time::timeout(TIMEOUT, agent).await.expect("the daemon stops for the reboot").unwrap();
+    assert_eq!(stopped, Stopped::RebootRequested);
+    assert_eq!(read(r, REBOOT_REQUEST).as_deref(), Some("Node will reboot into config rendered-b\n"));
+    assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
+    let a = cluster.annotations("node-1").await;
+    assert_eq!(a[STATE_ANNOTATION], "Working");
+    assert_eq!(a[CURRENT_CONFIG_ANNOTATION], "rendered-a", "current only after the reboot");
+    assert_eq!(a[POST_CONFIG_ACTION_ANNOTATION], "Rebooting");
+    assert_eq!(a[DESIRED_DRAIN_ANNOTATION], "drain-rendered-b");
+
+    // The "reboot": /run is emptied and the daemon starts again.
+    std::fs::remove_dir_all(host(r, "/run")).unwrap();
+    let agent = cluster.agent("node-1", r);
+    let a = cluster.wait_for_state("node-1", "Done", "rendered-b").await;
+    assert_eq!(a[POST_CONFIG_ACTION_ANNOTATION], "");
+    assert_eq!(a[REASON_ANNOTATION], "");
+    assert_eq!(
+        requests(&answered),
+        [pair("uncordon-rendered-a", "v1\n"), pair("drain-rendered-b", "v1\n"), pair("uncordon-rendered-b", "v2\n")]
+    );
+    assert_eq!(read(r, REBOOT_REQUEST), None, "no second reboot");
+    agent.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreconcilable_change_is_reported_and_nothing_is_written() {
+    let cluster = Cluster::start().await;
+    cluster
+        .create_config(config("rendered-dirs", &[(APP_CONF, "v2\n")], json!({"directories": [{"path": "/etc/d"}]})))
+        .await;
+    cluster.create_done_node("node-1").await;
+    let root = node_root("v1\n", true);
+    let r = root.path();
+    let answered = cluster.drain_controller("node-1", r);
+    let agent = cluster.agent("node-1", r);
+    cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+
+    cluster.set_desired("node-1", "rendered-dirs").await;
+    let a = cluster.wait_for_state("node-1", "Unreconcilable", "rendered-a").await;
+    assert_eq!(
+        a[REASON_ANNOTATION],
+        "can't reconcile config rendered-a with rendered-dirs: ignition directories section contains changes"
+    );
+    assert_eq!(read(r, APP_CONF).as_deref(), Some("v1\n"));
+    assert!(!host(r, "/etc/d").exists());
+    assert_eq!(requests(&answered), [pair("uncordon-rendered-a", "v1\n")], "no drain");
+
+    // The controller moves the node back to its config: Done again.
+    cluster.set_desired("node-1", "rendered-a").await;
+    let a = cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+    assert_eq!(a[REASON_ANNOTATION], "");
+    agent.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_apply_degrades_rolls_back_and_recovers_when_the_cause_is_fixed() {
+    let cluster = Cluster::start().await;
+    cluster.create_config(config("rendered-c", &[(APP_CONF, "v2\n"), ("/etc/other.conf", "new\n")], json!({}))).await;
+    cluster.create_policies(drain_and_restart_app()).await;
+    cluster.create_done_node("node-1").await;
+    // app.service does not exist: restarting it fails after the files are written.
+    let root = node_root("v1\n", false);
+    let r = root.path();
+    cluster.drain_controller("node-1", r);
+    let agent = cluster.agent("node-1", r);
+    cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+
+    cluster.set_desired("node-1", "rendered-c").await;
+    let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
+    assert!(a[REASON_ANNOTATION].contains("Unit app.service not found."), "{}", a[REASON_ANNOTATION]);
+    assert_eq!(read(r, APP_CONF).as_deref(), Some("v1\n"), "rolled back");
+    assert_eq!(read(r, "/etc/other.conf"), None, "rolled back");
+
+    write(r, APP_UNIT, "[Service]\nExecStart=/bin/true\n");
+    let a = cluster.wait_for_state("node-1", "Done", "rendered-c").await;
+    assert_eq!(a[REASON_ANNOTATION], "");
+    assert_eq!(read(r, "/etc/other.conf").as_deref(), Some("new\n"));
+    agent.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drift_found_at_start_degrades_naming_the_mismatch_until_it_is_fixed() {
+    let cluster = Cluster::start().await;
+    cluster.create_done_node("node-1").await;
+    let root = node_root("edited by hand\n", true);
+    let r = root.path();
+    let answered = cluster.drain_controller("node-1", r);
+    let agent = cluster.agent("node-1", r);
+
+    let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
+    assert_eq!(
+        a[REASON_ANNOTATION],
+        "unexpected on-disk state validating against rendered-a: content mismatch for file \"/etc/app.conf\""
+    );
+    assert!(requests(&answered).is_empty(), "nothing happens on a drifted node");
+
+    write(r, APP_CONF, "v1\n");
+    let a = cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+    assert_eq!(a[REASON_ANNOTATION], "");
+    agent.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_force_file_skips_validation_and_reapplies_the_config_with_a_reboot() {
+    let cluster = Cluster::start().await;
+    cluster.create_done_node("node-1").await;
+    let root = node_root("edited by hand\n", true);
+    let r = root.path();
+    write(r, "/run/machine-config-daemon-force", "");
+    let answered = cluster.drain_controller("node-1", r);
+    let agent = cluster.agent("node-1", r);
+
+    let stopped = tokio::time::timeout(TIMEOUT, agent).await.expect("the daemon stops for the reboot").unwrap();
+    assert_eq!(stopped, Stopped::RebootRequested);
+    assert_eq!(read(r, APP_CONF).as_deref(), Some("v1\n"), "the config is written again");
+    assert_eq!(read(r, REBOOT_REQUEST).as_deref(), Some("Node will reboot into config rendered-a\n"));
+    assert_eq!(requests(&answered), [pair("drain-rendered-a", "edited by hand\n")]);
+
+    std::fs::remove_dir_all(host(r, "/run")).unwrap();
+    let agent = cluster.agent("node-1", r);
+    let a = cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+    assert_eq!(a[REASON_ANNOTATION], "");
+    agent.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_node_takes_its_seed_annotations_and_reports_its_boot_image() {
+    let cluster = Cluster::start().await;
+    let seed = json!({CURRENT_CONFIG_ANNOTATION: "rendered-a", DESIRED_CONFIG_ANNOTATION: "rendered-a",
+        STATE_ANNOTATION: "Done"});
+    let aleph = r#"{"build": "416.94.202405211741-0", "imgid": "rhcos-416.94.202405211741-0-metal.x86_64.raw",
+        "ostree-commit": "3d8e3c0f3e9f", "ref": ""}"#;
+    let mut agents = Vec::new();
+    let mut roots = Vec::new();
+    for (name, aleph) in [("node-1", aleph), ("node-2", "not json")] {
+        cluster.create_node(name, &[]).await;
+        let root = node_root("v1\n", true);
+        write(root.path(), "/etc/machine-config-daemon/node-annotations.json", &seed.to_string());
+        write(root.path(), "/sysroot/.coreos-aleph-version.json", aleph);
+        cluster.drain_controller(name, root.path());
+        agents.push(cluster.agent(name, root.path()));
+        roots.push(root);
+    }
+
+    let a = cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+    assert_eq!(a[DESIRED_CONFIG_ANNOTATION], "rendered-a");
+    assert_eq!(a[BOOT_IMAGE_ANNOTATION], r#"{"build":"416.94.202405211741-0","ostree-commit":"3d8e3c0f3e9f"}"#);
+    let r = roots[0].path();
+    assert_eq!(read(r, "/etc/machine-config-daemon/node-annotations.json"), None);
+    assert_eq!(read(r, "/etc/machine-config-daemon/node-annotation.json.bak"), Some(seed.to_string()));
+
+    // An unreadable aleph file is only logged.
+    let a = cluster.wait_for_state("node-2", "Done", "rendered-a").await;
+    assert!(!a.contains_key(BOOT_IMAGE_ANNOTATION));
+    for agent in agents {
+        agent.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_replica_cluster_does_not_drain() {
+    let cluster = Cluster::start().await;
+    let example = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster/controllerconfig.yaml"),
+    )
+    .unwrap();
+    let mut controller_config: ControllerConfig = serde_yaml::from_str(&example).unwrap();
+    controller_config.spec.infra = Some(json!({"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
+        "metadata": {"name": "cluster"}, "status": {"controlPlaneTopology": "SingleReplica"}}));
+    Api::<ControllerConfig>::all(cluster.client.clone())
+        .create(&PostParams::default(), &controller_config)
+        .await
+        .unwrap();
+    cluster.create_done_node("node-1").await;
+    let root = node_root("v1\n", true);
+    let r = root.path();
+    let answered = cluster.drain_controller("node-1", r);
+    let agent = cluster.agent("node-1", r);
+    cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+
+    // A change that reboots: no drain on a single node.
+    cluster.set_desired("node-1", "rendered-b").await;
+    let stopped = tokio::time::timeout(TIMEOUT, agent).await.expect("the daemon stops for the reboot").unwrap();
+    assert_eq!(stopped, Stopped::RebootRequested);
+    assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
+    assert_eq!(requests(&answered), [pair("uncordon-rendered-a", "v1\n")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_that_takes_too_long_degrades_the_node_until_it_completes() {
+    let cluster = Cluster::start().await;
+    cluster.create_policies(drain_and_restart_app()).await;
+    cluster
+        .create_node(
+            "node-1",
+            &[
+                (CURRENT_CONFIG_ANNOTATION, "rendered-a"),
+                (DESIRED_CONFIG_ANNOTATION, "rendered-b"),
+                (STATE_ANNOTATION, "Done"),
+            ],
+        )
+        .await;
+    let root = node_root("v1\n", true);
+    let r = root.path();
+    let agent = cluster.agent_with_drain_timeout("node-1", r, Duration::from_secs(1));
+
+    // Nobody answers the drain.
+    let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
+    assert_eq!(a[DESIRED_DRAIN_ANNOTATION], "drain-rendered-b");
+    assert_eq!(
+        a[REASON_ANNOTATION],
+        "failed to drain node: node-1 after 1s (drain-rendered-b is not answered by lastAppliedDrain). Please see \
+         machine-config-controller logs for more information"
+    );
+    assert_eq!(read(r, APP_CONF).as_deref(), Some("v1\n"), "nothing applied before the drain");
+
+    // The drain completes late: the update goes on.
+    cluster.drain_controller("node-1", r);
+    let a = cluster.wait_for_state("node-1", "Done", "rendered-b").await;
+    assert_eq!(a[REASON_ANNOTATION], "");
+    assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
+    agent.abort();
+}

@@ -1,0 +1,457 @@
+//! The IO half: watches (§6.3), `syncAll` (§6.4), the MachineSet pass (§6.5, §6.6), the stub
+//! upgrade (§6.11) and the status writes.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context as _;
+use fn_error_context::context;
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::core::Selector;
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use mco_api::MachineSet;
+use mco_api::constants::{
+    BOOT_IMAGE_UPDATES_OPTED_IN_AT_ANNOTATION, BOOT_IMAGES_CONFIGMAP, BOOT_IMAGES_STREAM_KEY, MACHINE_API_NAMESPACE,
+    MACHINE_CONFIGURATION_NAME, MCO_NAMESPACE, RELEASE_VERSION_KEY,
+};
+use mco_api::machine::provider;
+use mco_api::operator::{MachineConfiguration, MachineConfigurationStatus, MachineManagerSelectorMode};
+use mco_bootimage::ec2::KnownOwners;
+use mco_bootimage::platform::Platform;
+use mco_bootimage::skew::{ClusterVersion, is_machinesets};
+use mco_bootimage::stub::{rfc3339, upgrade_user_data_secret};
+use mco_bootimage::{Decision, Infrastructure, PlanContext, Stream, plan};
+use serde_json::{Value, json};
+
+use crate::Options;
+use crate::ec2::{self, StaticCredentials};
+use crate::events::{Tracker, Watched};
+use crate::hotloop::HotLoopGuard;
+use crate::status::{self, Counts, Pass};
+
+/// Upstream's name, used as field manager.
+const FIELD_MANAGER: &str = "machine-config-controller";
+/// The cluster's AWS credentials (ns/MAPI).
+const AWS_CREDENTIALS_SECRET: &str = "aws-cloud-credentials";
+/// The stub Ignition version new boot images get (upstream converts to the newest spec).
+const STUB_TARGET: mco_ignition::Target = mco_ignition::Target::V3_5;
+
+fn cluster_version_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("config.openshift.io", "v1", "ClusterVersion"),
+        "clusterversions",
+    )
+}
+
+fn infrastructure_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("config.openshift.io", "v1", "Infrastructure"),
+        "infrastructures",
+    )
+}
+
+/// One stream of event names from every watch of §6.3 (Infrastructure is read, not watched).
+pub(crate) fn watch_events(client: &Client) -> BoxStream<'static, &'static str> {
+    fn named<K>(
+        api: Api<K>,
+        config: watcher::Config,
+        kind: Watched,
+        fingerprint: fn(&K) -> Value,
+    ) -> BoxStream<'static, &'static str>
+    where
+        K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    {
+        let mut tracker = Tracker::new(kind);
+        watcher(api, config)
+            .default_backoff()
+            .filter_map(move |event| {
+                let name = match event {
+                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                        tracker.applied(&o.name_any(), fingerprint(&o))
+                    }
+                    Ok(watcher::Event::Delete(o)) => tracker.deleted(&o.name_any()),
+                    Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+                    Err(e) => {
+                        tracing::debug!("watching {kind:?}: {e}");
+                        None
+                    }
+                };
+                futures::future::ready(name)
+            })
+            .boxed()
+    }
+    let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
+    futures::stream::select_all([
+        named(
+            Api::<MachineSet>::namespaced(client.clone(), MACHINE_API_NAMESPACE),
+            watcher::Config::default(),
+            Watched::MachineSet,
+            |ms| json!([ms.provider_spec(), ms.metadata.labels, ms.metadata.annotations, ms.metadata.owner_references]),
+        ),
+        named(
+            Api::<ConfigMap>::namespaced(client.clone(), MCO_NAMESPACE),
+            by_name(BOOT_IMAGES_CONFIGMAP),
+            Watched::BootImagesConfigMap,
+            |cm| json!(cm.metadata.resource_version),
+        ),
+        named(
+            Api::<MachineConfiguration>::all(client.clone()),
+            by_name(MACHINE_CONFIGURATION_NAME),
+            Watched::MachineConfiguration,
+            |mc| {
+                let status = mc.status.as_ref();
+                json!([
+                    mc.spec.managed_boot_images,
+                    mc.spec.boot_image_skew_enforcement,
+                    status.map(|s| &s.managed_boot_images_status),
+                    status.map(|s| &s.boot_image_skew_enforcement_status),
+                ])
+            },
+        ),
+        named(
+            Api::<DynamicObject>::all_with(client.clone(), &cluster_version_resource()),
+            by_name("version"),
+            Watched::ClusterVersion,
+            |cv| cv.data.pointer("/status/history/0/state").cloned().unwrap_or(Value::Null),
+        ),
+    ])
+    .boxed()
+}
+
+/// What one MachineSet's sync came to.
+enum Outcome {
+    /// Patched, already current, or nothing to do for it.
+    Synced,
+    /// Left alone for a reason that counts as skipped.
+    Skipped(String),
+}
+
+/// The controller's state between syncs.
+pub(crate) struct Controller {
+    client: Client,
+    pub(crate) options: Options,
+    hot_loops: HotLoopGuard,
+    ec2: ec2::Clients,
+}
+
+impl Controller {
+    pub(crate) fn new(client: Client, options: Options) -> Controller {
+        let ec2 = ec2::Clients::new(options.ec2_endpoint_url.clone());
+        Controller { client, options, hot_loops: HotLoopGuard::default(), ec2 }
+    }
+
+    /// `syncAll`: the effective configuration, then (on a stable cluster) every selected
+    /// MachineSet, then the skew bookkeeping and the `Upgradeable` condition, written at once.
+    pub(crate) async fn sync_all(&mut self, event: &'static str) -> anyhow::Result<()> {
+        let Some(infrastructure) = self.read_infrastructure().await? else {
+            tracing::debug!("no Infrastructure cluster: nothing to manage");
+            return Ok(());
+        };
+        let support = infrastructure.boot_image_support();
+        let cluster_version = self.read_cluster_version().await?;
+        let configurations = Api::<MachineConfiguration>::all(self.client.clone());
+        let configuration = self.ensure_machine_configuration(&configurations).await?;
+
+        let now = Time(Timestamp::now());
+        let (mut desired, opted_in) = status::effective_configuration(
+            &configuration,
+            &support,
+            infrastructure.platform_type(),
+            infrastructure.is_single_replica(),
+            cluster_version.as_ref().unwrap_or(&ClusterVersion::default()),
+        );
+        if support.supported {
+            status::ensure_default_conditions(desired.conditions.get_or_insert_with(Vec::new), &now);
+        }
+        let docs_version = cluster_version.as_ref().map_or_else(|| "latest".to_string(), ClusterVersion::docs_version);
+
+        // Upstream's gate: no boot image changes while the cluster itself is updating.
+        let stable =
+            cluster_version.as_ref().and_then(|cv| cv.status.history.first()).is_some_and(|h| h.state == "Completed");
+        if support.supported && !stable {
+            tracing::info!(event, "cluster is not stable (ClusterVersion not Completed): boot image updates deferred");
+        }
+        if support.supported
+            && stable
+            && let Some(pass) =
+                self.sync_machinesets(&desired, &infrastructure, cluster_version.as_ref(), event).await?
+        {
+            let install_version =
+                cluster_version.as_ref().map_or_else(|| "0.0.0".to_string(), ClusterVersion::install_version);
+            status::record_pass(&mut desired, &pass, event, &install_version, &now);
+        }
+        self.write_status(&configurations, &configuration, desired, &docs_version, &now).await?;
+        self.annotate_opt_in(&configurations, opted_in).await
+    }
+
+    #[context("Reading Infrastructure cluster")]
+    async fn read_infrastructure(&self) -> anyhow::Result<Option<Infrastructure>> {
+        let api = Api::<DynamicObject>::all_with(self.client.clone(), &infrastructure_resource());
+        let Some(object) = api.get_opt("cluster").await? else { return Ok(None) };
+        Ok(Some(serde_json::from_value(serde_json::to_value(object)?)?))
+    }
+
+    /// ClusterVersion `version`; `None` when absent (the cluster counts as not stable).
+    #[context("Reading ClusterVersion version")]
+    async fn read_cluster_version(&self) -> anyhow::Result<Option<ClusterVersion>> {
+        let api = Api::<DynamicObject>::all_with(self.client.clone(), &cluster_version_resource());
+        let Some(object) = api.get_opt("version").await? else { return Ok(None) };
+        Ok(Some(serde_json::from_value(serde_json::to_value(object)?)?))
+    }
+
+    /// MachineConfiguration `cluster`, created (`managementState: Managed`) when absent, as the
+    /// operator does.
+    #[context("Reading MachineConfiguration {MACHINE_CONFIGURATION_NAME}")]
+    async fn ensure_machine_configuration(
+        &self,
+        api: &Api<MachineConfiguration>,
+    ) -> anyhow::Result<MachineConfiguration> {
+        if let Some(existing) = api.get_opt(MACHINE_CONFIGURATION_NAME).await? {
+            return Ok(existing);
+        }
+        let patch = json!({
+            "apiVersion": "operator.openshift.io/v1",
+            "kind": "MachineConfiguration",
+            "metadata": {"name": MACHINE_CONFIGURATION_NAME},
+            "spec": {"managementState": "Managed"},
+        });
+        let params = PatchParams::apply(FIELD_MANAGER);
+        Ok(api.patch(MACHINE_CONFIGURATION_NAME, &params, &Patch::Apply(&patch)).await?)
+    }
+
+    /// Writes `desired` (plus the `Upgradeable` verdict on it) if it differs from what
+    /// `configuration` holds. The write is conditional on the resourceVersion read, so that a
+    /// concurrent change fails the sync (retried) instead of being overwritten.
+    #[context("Updating the status of MachineConfiguration {MACHINE_CONFIGURATION_NAME}")]
+    async fn write_status(
+        &self,
+        api: &Api<MachineConfiguration>,
+        configuration: &MachineConfiguration,
+        mut desired: MachineConfigurationStatus,
+        docs_version: &str,
+        now: &Time,
+    ) -> anyhow::Result<()> {
+        let upgradeable = status::upgradeable_condition(&desired, docs_version, now);
+        status::set_condition(desired.conditions.get_or_insert_with(Vec::new), upgradeable);
+        if configuration.status.as_ref() == Some(&desired) {
+            return Ok(());
+        }
+        let mut updated = configuration.clone();
+        updated.status = Some(desired);
+        let params = PostParams { field_manager: Some(FIELD_MANAGER.to_string()), ..Default::default() };
+        api.replace_status(MACHINE_CONFIGURATION_NAME, &params, &updated).await?;
+        Ok(())
+    }
+
+    /// Records when the cluster was opted in by default (§6.2 step 6).
+    #[context("Annotating MachineConfiguration {MACHINE_CONFIGURATION_NAME}")]
+    async fn annotate_opt_in(&self, api: &Api<MachineConfiguration>, opted_in: bool) -> anyhow::Result<()> {
+        if !opted_in {
+            return Ok(());
+        }
+        let now = now_rfc3339();
+        let patch = json!({"metadata": {"annotations": {BOOT_IMAGE_UPDATES_OPTED_IN_AT_ANNOTATION: now}}});
+        api.patch(MACHINE_CONFIGURATION_NAME, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        Ok(())
+    }
+
+    /// §6.5: the MachineSets the effective configuration selects. `None` when none is managed.
+    async fn sync_machinesets(
+        &mut self,
+        effective: &MachineConfigurationStatus,
+        infrastructure: &Infrastructure,
+        cluster_version: Option<&ClusterVersion>,
+        event: &'static str,
+    ) -> anyhow::Result<Option<Pass>> {
+        let manager = effective
+            .managed_boot_images_status
+            .as_ref()
+            .and_then(|m| m.machine_managers.as_ref())
+            .and_then(|managers| managers.iter().find(|m| is_machinesets(m)));
+        let params = match manager.map(|m| (&m.selection.mode, &m.selection.partial)) {
+            Some((MachineManagerSelectorMode::All, _)) => ListParams::default(),
+            Some((MachineManagerSelectorMode::Partial, Some(partial))) => {
+                let selector = Selector::try_from(partial.machine_resource_selector.clone().unwrap_or_default())
+                    .context("status.managedBootImagesStatus: the Partial machineResourceSelector")?;
+                ListParams::default().labels_from(&selector)
+            }
+            _ => {
+                self.hot_loops.clear();
+                return Ok(None);
+            }
+        };
+        let machinesets = Api::<MachineSet>::namespaced(self.client.clone(), MACHINE_API_NAMESPACE)
+            .list(&params)
+            .await
+            .context("Listing MachineSets")?
+            .items;
+        if machinesets.is_empty() {
+            self.hot_loops.clear();
+            return Ok(None);
+        }
+        let mut pass = Pass { counts: Counts { total: machinesets.len(), ..Default::default() }, ..Default::default() };
+        let configmap = Api::<ConfigMap>::namespaced(self.client.clone(), MCO_NAMESPACE)
+            .get_opt(BOOT_IMAGES_CONFIGMAP)
+            .await
+            .context("Reading the boot images ConfigMap")?;
+        let stream = match configmap.as_ref().map(read_stream) {
+            Some(Ok(stream)) => stream,
+            problem => {
+                let error = match problem {
+                    Some(Err(e)) => e,
+                    _ => format!("ConfigMap {MCO_NAMESPACE}/{BOOT_IMAGES_CONFIGMAP} not found"),
+                };
+                pass.counts.errored = pass.counts.total;
+                pass.errors.push(error);
+                return Ok(Some(pass));
+            }
+        };
+        pass.release_version = configmap.as_ref().and_then(|c| c.data.as_ref()?.get(RELEASE_VERSION_KEY).cloned());
+        let default_arch =
+            (!cluster_version.is_some_and(ClusterVersion::is_multi_arch)).then_some(self.options.control_plane_arch);
+        tracing::info!(event, count = machinesets.len(), "syncing MachineSets");
+        for machineset in &machinesets {
+            let name = machineset.name_any();
+            match self.sync_machineset(machineset, &stream, infrastructure, default_arch).await {
+                Ok(Outcome::Synced) => pass.counts.in_progress += 1,
+                Ok(Outcome::Skipped(reason)) => {
+                    tracing::info!(machineset = %name, "skipped: {reason}");
+                    pass.counts.in_progress += 1;
+                    pass.counts.skipped += 1;
+                    pass.skip_reasons.push((name, reason));
+                }
+                Err(e) => {
+                    tracing::warn!(machineset = %name, "{e:#}");
+                    pass.counts.errored += 1;
+                    pass.errors.push(format!("{e:#}"));
+                }
+            }
+        }
+        Ok(Some(pass))
+    }
+
+    /// §6.6: one MachineSet.
+    async fn sync_machineset(
+        &mut self,
+        machineset: &MachineSet,
+        stream: &Stream,
+        infrastructure: &Infrastructure,
+        default_arch: Option<mco_bootimage::Arch>,
+    ) -> anyhow::Result<Outcome> {
+        let name = machineset.name_any();
+        let amis = self.ami_owners(machineset, infrastructure).await?;
+        // The context (a `dyn` lookup, not `Sync`) must not live across an await.
+        let decision =
+            plan(machineset, &PlanContext { stream, infrastructure: Some(infrastructure), default_arch, amis: &amis })?;
+        let patch = match decision {
+            Decision::Patch(patch) => patch,
+            Decision::UpToDate { .. } => return Ok(Outcome::Synced),
+            Decision::Skipped(reason) if reason.counts_as_skipped() => return Ok(Outcome::Skipped(reason.to_string())),
+            Decision::Skipped(reason) => {
+                tracing::debug!(machineset = %name, "nothing to do: {reason}");
+                return Ok(Outcome::Synced);
+            }
+            Decision::VsphereTemplate { ova, .. } => {
+                return Ok(Outcome::Skipped(format!(
+                    "vSphere template for release {} must be imported through vCenter, which this controller does not do yet",
+                    ova.release
+                )));
+            }
+        };
+        let value = serde_json::to_string(&patch.provider_spec)?;
+        self.hot_loops.check(&name, &value)?;
+        let secret = patch
+            .user_data_secret
+            .as_deref()
+            .with_context(|| format!("MachineSet {name}: providerSpec.value.userDataSecret.name is not set"))?;
+        self.upgrade_stub(secret).await?;
+        // A whole-object update, conditional on the resourceVersion listed: a JSON merge patch
+        // (upstream's way) replaces arrays such as GCP's `disks` whole, and the API server then
+        // drops the `null`s inside them, so fields we never meant to touch would change.
+        let params = PostParams { field_manager: Some(FIELD_MANAGER.to_string()), ..Default::default() };
+        Api::<MachineSet>::namespaced(self.client.clone(), MACHINE_API_NAMESPACE)
+            .replace(&name, &params, &patch.apply(machineset))
+            .await
+            .with_context(|| format!("Updating MachineSet {name}"))?;
+        self.hot_loops.record(&name, &value);
+        tracing::info!(machineset = %name, from = %patch.from, to = %patch.to, "boot image updated");
+        Ok(Outcome::Synced)
+    }
+
+    /// On AWS, the owner of the MachineSet's AMI from EC2 (other platforms need none).
+    async fn ami_owners(
+        &mut self,
+        machineset: &MachineSet,
+        infrastructure: &Infrastructure,
+    ) -> anyhow::Result<KnownOwners> {
+        let mut owners = KnownOwners::default();
+        if infrastructure.boot_image_support().platform != Some(Platform::Aws) {
+            return Ok(owners);
+        }
+        let spec = machineset.provider_spec();
+        let (Some(ami), Some(region)) =
+            (spec.and_then(provider::aws::ami_id), spec.and_then(provider::aws::region).filter(|r| !r.is_empty()))
+        else {
+            // The planner reports what is missing.
+            return Ok(owners);
+        };
+        let (credentials, version) = self.aws_credentials().await?;
+        let client = self.ec2.get(region, &credentials, &version);
+        let owner = ec2::describe_owner(&client, ami, region).await?;
+        owners.0.insert(ami.to_string(), owner);
+        Ok(owners)
+    }
+
+    #[context("Reading the AWS credentials (secret {MACHINE_API_NAMESPACE}/{AWS_CREDENTIALS_SECRET})")]
+    async fn aws_credentials(&self) -> anyhow::Result<(StaticCredentials, String)> {
+        let secret = Api::<Secret>::namespaced(self.client.clone(), MACHINE_API_NAMESPACE)
+            .get_opt(AWS_CREDENTIALS_SECRET)
+            .await?
+            .context("not found")?;
+        let data = secret.data.clone().unwrap_or_default();
+        let key = |k: &str| -> anyhow::Result<String> {
+            let value = data.get(k).with_context(|| format!("no key {k} (only static keys are supported)"))?;
+            String::from_utf8(value.0.clone()).with_context(|| format!("key {k} is not UTF-8"))
+        };
+        let credentials = StaticCredentials {
+            access_key_id: key(ec2::ACCESS_KEY_ID_KEY)?,
+            secret_access_key: key(ec2::SECRET_ACCESS_KEY_KEY)?,
+        };
+        Ok((credentials, secret.resource_version().unwrap_or_default()))
+    }
+
+    /// §6.11: a spec 2 stub in the user-data secret becomes spec 3 before the MachineSet moves
+    /// to a boot image that only reads spec 3.
+    #[context("Upgrading the stub Ignition in secret {MACHINE_API_NAMESPACE}/{name}")]
+    async fn upgrade_stub(&self, name: &str) -> anyhow::Result<()> {
+        let api = Api::<Secret>::namespaced(self.client.clone(), MACHINE_API_NAMESPACE);
+        let secret = api.get_opt(name).await?.context("not found")?;
+        let now = now_rfc3339();
+        if let Some(upgraded) = upgrade_user_data_secret(&secret, STUB_TARGET, &now)? {
+            // Conditional on the resourceVersion read: a concurrent edit fails this sync.
+            let params = PostParams { field_manager: Some(FIELD_MANAGER.to_string()), ..Default::default() };
+            api.replace(name, &params, &upgraded).await?;
+            tracing::info!(secret = name, "stub Ignition upgraded to {}", STUB_TARGET.version());
+        }
+        Ok(())
+    }
+}
+
+/// The current time as the annotations upstream writes carry it.
+fn now_rfc3339() -> String {
+    rfc3339(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default())
+}
+
+fn read_stream(configmap: &ConfigMap) -> Result<Stream, String> {
+    let where_ = format!("ConfigMap {MCO_NAMESPACE}/{BOOT_IMAGES_CONFIGMAP}");
+    let data: &BTreeMap<String, String> =
+        configmap.data.as_ref().ok_or_else(|| format!("{where_} has no data.{BOOT_IMAGES_STREAM_KEY}"))?;
+    let json =
+        data.get(BOOT_IMAGES_STREAM_KEY).ok_or_else(|| format!("{where_} has no data.{BOOT_IMAGES_STREAM_KEY}"))?;
+    Stream::parse(json.as_bytes()).map_err(|e| format!("{where_}: {e}"))
+}

@@ -1,0 +1,248 @@
+//! The IO half of the drain controller. A drain cordons the node, evicts its pods through the
+//! Eviction API (so PodDisruptionBudgets hold: a refused eviction, HTTP 429, is retried until the
+//! attempt times out), then waits until every evicted pod is gone from the API, as `kubectl
+//! drain` does: deleted, or replaced by a pod of the same name with another UID. On a real node
+//! the kubelet removes a pod once its containers stopped; a pod whose grace period is 0 is
+//! removed by the API server at once. Only then is `lastAppliedDrain` written.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use fn_error_context::context;
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{EvictParams, ListParams, Patch};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::EventType;
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource as _, ResourceExt as _};
+use mco_api::constants::{DESIRED_DRAIN_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION};
+use mco_rollout::drain::{Request, RetryPolicy, Warning, pending, pods_to_evict};
+use mco_rollout::node::annotation;
+use serde_json::json;
+
+use crate::{KubeError, kube_error, patch_params, publish};
+
+/// Timing of drains.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// When to retry a failed drain, and when to warn about it.
+    pub retry: RetryPolicy,
+    /// How long one drain attempt may take (upstream 90 s); then it counts as failed.
+    pub attempt_timeout: Duration,
+    /// Wait before asking again to evict a pod a disruption budget protects (upstream 5 s).
+    pub eviction_retry: Duration,
+    /// Interval of the checks whether evicted pods are gone (upstream 1 s).
+    pub deletion_poll: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            retry: RetryPolicy::default(),
+            attempt_timeout: Duration::from_secs(90),
+            eviction_retry: Duration::from_secs(5),
+            deletion_poll: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Why a request could not be acknowledged; the node is retried with the controller's backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Kube(#[from] KubeError),
+}
+
+struct Context {
+    client: Client,
+    options: Options,
+    /// Drains under way: node → (its `desiredDrain`, when the first attempt began).
+    drains: Mutex<HashMap<String, (String, Instant)>>,
+}
+
+impl Context {
+    /// When the drain `request` of `node` began: now, unless it is already under way.
+    fn drain_started(&self, node: &str, request: &str) -> Instant {
+        let mut drains = self.drains.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match drains.get(node) {
+            Some((under_way, started)) if under_way == request => *started,
+            _ => {
+                let now = Instant::now();
+                drains.insert(node.to_string(), (request.to_string(), now));
+                now
+            }
+        }
+    }
+
+    fn forget(&self, node: &str) {
+        self.drains.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(node);
+    }
+}
+
+/// Runs the drain controller until its watch ends (it retries errors, so: forever). It makes
+/// its own client from `config`, without the client's retries of refused requests: a refused
+/// eviction (429) is retried here, every [`Options::eviction_retry`] until the attempt times out,
+/// where the client would back off exponentially for minutes.
+pub async fn run(mut config: kube::Config, options: Options) -> Result<(), kube::Error> {
+    config.default_retry = false;
+    let client = Client::try_from(config)?;
+    let context = Arc::new(Context { client: client.clone(), options, drains: Mutex::default() });
+    Controller::new(Api::<Node>::all(client), watcher::Config::default())
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            match result {
+                Ok((node, _)) => tracing::trace!(node = %node.name, "synced"),
+                Err(e) => tracing::debug!("{e}"),
+            }
+        })
+        .await;
+    Ok(())
+}
+
+fn error_policy(node: Arc<Node>, error: &Error, context: Arc<Context>) -> Action {
+    tracing::warn!(node = %node.name_any(), "{error}");
+    Action::requeue(context.options.eviction_retry)
+}
+
+async fn reconcile(node: Arc<Node>, context: Arc<Context>) -> Result<Action, Error> {
+    let name = node.name_any();
+    let reference = node.object_ref(&());
+    let request = match pending(&node) {
+        Ok(Some(request)) => request,
+        Ok(None) => {
+            context.forget(&name);
+            return Ok(Action::await_change());
+        }
+        Err(unknown) => {
+            // Retrying cannot help: the daemon has to ask for something else.
+            tracing::error!("{unknown}");
+            let note = unknown.to_string();
+            publish(&context.client, &reference, EventType::Warning, "InvalidDrainRequest", &note, "Drain").await;
+            return Ok(Action::await_change());
+        }
+    };
+    let desired = annotation(&node, DESIRED_DRAIN_ANNOTATION).unwrap_or_default().to_string();
+    match request {
+        Request::Uncordon => {
+            tracing::info!(node = %name, "uncordoning");
+            set_unschedulable(&context.client, &name, false).await?;
+        }
+        Request::Drain => {
+            let policy = context.options.retry;
+            let draining_for = context.drain_started(&name, &desired).elapsed();
+            if let Some(warning) = policy.before_attempt(&name, draining_for) {
+                warn(&context, &reference, &warning).await;
+            }
+            tracing::info!(node = %name, "draining for {desired}");
+            let attempt = tokio::time::timeout(context.options.attempt_timeout, drain(&context, &name));
+            let result = attempt.await.unwrap_or_else(|_| {
+                Err(anyhow::anyhow!("Draining node {name}: not done within {:?}", context.options.attempt_timeout))
+            });
+            if let Err(e) = result {
+                let (after, warning) = policy.after_failure(draining_for, &format!("{e:#}"));
+                tracing::warn!(node = %name, "drain failed, retrying in {after:?}: {e:#}");
+                if let Some(warning) = warning {
+                    warn(&context, &reference, &warning).await;
+                }
+                return Ok(Action::requeue(after));
+            }
+        }
+    }
+    let patch = json!({ "metadata": { "annotations": { LAST_APPLIED_DRAIN_ANNOTATION: desired } } });
+    Api::<Node>::all(context.client.clone())
+        .patch(&name, &patch_params(), &Patch::Merge(&patch))
+        .await
+        .map_err(kube_error(format!("writing {LAST_APPLIED_DRAIN_ANNOTATION} on node {name}")))?;
+    context.forget(&name);
+    tracing::info!(node = %name, "{desired} done");
+    Ok(Action::await_change())
+}
+
+async fn warn(context: &Context, reference: &k8s_openapi::api::core::v1::ObjectReference, warning: &Warning) {
+    tracing::warn!(node = ?reference.name, "{}", warning.message);
+    publish(&context.client, reference, EventType::Warning, warning.reason, &warning.message, "Drain").await;
+}
+
+async fn set_unschedulable(client: &Client, node: &str, unschedulable: bool) -> Result<(), KubeError> {
+    let verb = if unschedulable { "cordoning" } else { "uncordoning" };
+    let patch = json!({ "spec": { "unschedulable": unschedulable } });
+    Api::<Node>::all(client.clone())
+        .patch(node, &patch_params(), &Patch::Merge(&patch))
+        .await
+        .map_err(kube_error(format!("{verb} node {node}")))?;
+    Ok(())
+}
+
+/// One drain attempt: cordon, evict, wait for the pods to go, all within the attempt timeout.
+#[context("Draining node {node}")]
+async fn drain(context: &Context, node: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + context.options.attempt_timeout;
+    set_unschedulable(&context.client, node, true).await?;
+    let pods = Api::<Pod>::all(context.client.clone())
+        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+        .await
+        .context("listing the node's pods")?
+        .items;
+    let evicted = pods_to_evict(&pods);
+    futures::future::try_join_all(evicted.iter().map(|pod| evict(context, pod, deadline))).await?;
+    wait_until_gone(context, &evicted, deadline).await?;
+    // Uncordoned meanwhile (by an administrator): new pods may have been scheduled.
+    let now = Api::<Node>::all(context.client.clone()).get(node).await.context("reading the node")?;
+    if !now.spec.and_then(|s| s.unschedulable).unwrap_or(false) {
+        anyhow::bail!("the node was uncordoned during the drain");
+    }
+    Ok(())
+}
+
+/// Evicts one pod, asking again while a disruption budget refuses (HTTP 429).
+async fn evict(context: &Context, pod: &Pod, deadline: Instant) -> anyhow::Result<()> {
+    let (namespace, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+    let api = Api::<Pod>::namespaced(context.client.clone(), &namespace);
+    loop {
+        match api.evict(&name, &EvictParams::default()).await {
+            Ok(_) => {
+                tracing::info!("evicted pod {namespace}/{name}");
+                return Ok(());
+            }
+            Err(kube::Error::Api(status)) if status.is_not_found() => return Ok(()),
+            Err(kube::Error::Api(status))
+                if status.code == 429 && Instant::now() + context.options.eviction_retry < deadline =>
+            {
+                tracing::debug!("evicting pod {namespace}/{name} refused, retrying: {}", status.message);
+                tokio::time::sleep(context.options.eviction_retry).await;
+            }
+            // The API's own message ("Cannot evict pod as it would violate the pod's disruption
+            // budget.") is what a person needs to see.
+            Err(kube::Error::Api(status)) => anyhow::bail!("evicting pod {namespace}/{name}: {}", status.message),
+            Err(e) => return Err(e).with_context(|| format!("evicting pod {namespace}/{name}")),
+        }
+    }
+}
+
+/// Waits until every evicted pod is deleted or replaced (same name, another UID).
+async fn wait_until_gone(context: &Context, evicted: &[&Pod], deadline: Instant) -> anyhow::Result<()> {
+    let mut remaining: Vec<&Pod> = evicted.to_vec();
+    loop {
+        let mut still_there = Vec::new();
+        for pod in remaining {
+            let api = Api::<Pod>::namespaced(context.client.clone(), &pod.namespace().unwrap_or_default());
+            let now = api.get_opt(&pod.name_any()).await.context("checking evicted pods")?;
+            if now.is_some_and(|now| now.uid() == pod.uid()) {
+                still_there.push(pod);
+            }
+        }
+        if still_there.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            let names: Vec<String> =
+                still_there.iter().map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())).collect();
+            anyhow::bail!("evicted pods still there after {:?}: {}", context.options.attempt_timeout, names.join(", "));
+        }
+        remaining = still_there;
+        tokio::time::sleep(context.options.deletion_poll).await;
+    }
+}

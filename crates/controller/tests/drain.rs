@@ -1,0 +1,197 @@
+//! The drain controller against a real API server (mco-testenv): cordon, evictions through the
+//! Eviction API held by a PodDisruptionBudget, DaemonSet and mirror pods left alone, the warning
+//! events of a drain that keeps failing, uncordon, and a request it does not understand.
+
+mod common;
+
+use std::time::Duration;
+
+use common::eventually;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use mco_api::constants::{DESIRED_DRAIN_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION};
+use mco_controller::drain::controller::{Options, run};
+use mco_rollout::drain::RetryPolicy;
+use mco_rollout::node::annotation;
+use mco_testenv::TestEnv;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+const NAMESPACE: &str = "apps";
+
+fn object<T: DeserializeOwned>(value: serde_json::Value) -> T {
+    serde_json::from_value(value).unwrap()
+}
+
+async fn create_pod(client: &Client, name: &str, node: &str, metadata: serde_json::Value, volumes: serde_json::Value) {
+    let mut pod = json!({
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": "example.com/app:1"}],
+            "volumes": volumes,
+        },
+    });
+    pod["metadata"].as_object_mut().unwrap().extend(metadata.as_object().unwrap().clone());
+    let api = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    api.create(&PostParams::default(), &object(pod)).await.unwrap();
+    // The kubelet's part: running and ready (a disruption budget only protects such pods).
+    let status = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+}
+
+async fn pod_names(client: &Client) -> Vec<String> {
+    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE).list(&ListParams::default()).await.unwrap();
+    let mut names: Vec<String> = pods.items.into_iter().filter_map(|p| p.metadata.name).collect();
+    names.sort();
+    names
+}
+
+async fn node(client: &Client) -> Node {
+    Api::<Node>::all(client.clone()).get("worker-0").await.unwrap()
+}
+
+fn cordoned(node: &Node) -> bool {
+    node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
+}
+
+async fn request(client: &Client, value: &str) {
+    let patch = json!({"metadata": {"annotations": {DESIRED_DRAIN_ANNOTATION: value}}});
+    Api::<Node>::all(client.clone()).patch("worker-0", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+async fn warning_notes(client: &Client, reason: &str) -> Vec<String> {
+    let events = Api::<Event>::namespaced(client.clone(), "default").list(&ListParams::default()).await.unwrap();
+    events
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("worker-0"))
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+#[tokio::test]
+async fn drains_hold_for_disruption_budgets() {
+    common::init_logs();
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    common::create_nodes(&client, 2, "rendered-worker-0").await;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &object(json!({"metadata": {"name": NAMESPACE}})))
+        .await
+        .unwrap();
+    // No controller-manager creates it; pods need it.
+    Api::<ServiceAccount>::namespaced(client.clone(), NAMESPACE)
+        .create(&PostParams::default(), &object(json!({"metadata": {"name": "default"}})))
+        .await
+        .unwrap();
+    let daemon_set_owner = json!({"ownerReferences": [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "6c1b6a5e-0000-4000-8000-000000000001", "controller": true}
+    ]});
+    create_pod(&client, "web", "worker-0", json!({}), json!([])).await;
+    create_pod(&client, "cache", "worker-0", json!({}), json!([{"name": "scratch", "emptyDir": {}}])).await;
+    create_pod(&client, "agent", "worker-0", daemon_set_owner, json!([])).await;
+    create_pod(
+        &client,
+        "static",
+        "worker-0",
+        json!({"annotations": {"kubernetes.io/config.mirror": "abc"}}),
+        json!([]),
+    )
+    .await;
+    create_pod(&client, "elsewhere", "worker-1", json!({}), json!([])).await;
+    let budgets = Api::<PodDisruptionBudget>::namespaced(client.clone(), NAMESPACE);
+    budgets
+        .create(
+            &PostParams::default(),
+            &object(json!({"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}})),
+        )
+        .await
+        .unwrap();
+    // No disruption controller computes it: without a status the API server keeps the eviction
+    // request waiting instead of refusing it.
+    let status = json!({"status": {
+        "observedGeneration": 1, "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1
+    }});
+    budgets.patch_status("web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+
+    let options = Options {
+        retry: RetryPolicy {
+            delay: Duration::from_millis(300),
+            failing_threshold: Duration::from_secs(2),
+            failing_delay: Duration::from_millis(300),
+            timeout: Duration::from_secs(4),
+        },
+        attempt_timeout: Duration::from_secs(1),
+        eviction_retry: Duration::from_millis(200),
+        deletion_poll: Duration::from_millis(100),
+    };
+    let config = mco_controller::config(Some(env.kubeconfig())).await.unwrap();
+    let controller = tokio::spawn(run(config, options));
+
+    // The budget holds the drain: cordoned, the unprotected pod evicted, `web` still there and
+    // the drain not acknowledged, with warnings once it has failed for a while.
+    request(&client, "drain-rendered-worker-1").await;
+    eventually("the emptyDir pod evicted", || async {
+        (!pod_names(&client).await.contains(&"cache".to_string())).then_some(())
+    })
+    .await;
+    assert!(cordoned(&node(&client).await));
+    let threshold = eventually("a DrainThresholdExceeded warning", || async {
+        warning_notes(&client, "DrainThresholdExceeded").await.into_iter().next()
+    })
+    .await;
+    assert!(threshold.starts_with("Drain failed. Drain has been failing for more than "), "{threshold}");
+    assert!(
+        threshold.ends_with("evicting pod apps/web: Cannot evict pod as it would violate the pod's disruption budget."),
+        "{threshold}"
+    );
+    let failed = eventually("a DrainFailed warning", || async {
+        warning_notes(&client, "DrainFailed").await.into_iter().next()
+    })
+    .await;
+    assert_eq!(failed, "node worker-0: drain exceeded timeout: 4s. Will continue to retry.");
+    let now = node(&client).await;
+    assert_eq!(annotation(&now, LAST_APPLIED_DRAIN_ANNOTATION), None, "not drained while the budget holds");
+    assert!(cordoned(&now));
+    assert_eq!(pod_names(&client).await, ["agent", "elsewhere", "static", "web"]);
+
+    // Without the budget the drain completes; DaemonSet and mirror pods stay, as do other nodes' pods.
+    budgets.delete("web", &DeleteParams::default()).await.unwrap();
+    eventually("lastAppliedDrain = drain-rendered-worker-1", || async {
+        (annotation(&node(&client).await, LAST_APPLIED_DRAIN_ANNOTATION) == Some("drain-rendered-worker-1"))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(pod_names(&client).await, ["agent", "elsewhere", "static"]);
+    assert!(cordoned(&node(&client).await));
+
+    request(&client, "uncordon-rendered-worker-1").await;
+    let uncordoned = eventually("lastAppliedDrain = uncordon-rendered-worker-1", || async {
+        let node = node(&client).await;
+        (annotation(&node, LAST_APPLIED_DRAIN_ANNOTATION) == Some("uncordon-rendered-worker-1")).then_some(node)
+    })
+    .await;
+    assert!(!cordoned(&uncordoned));
+
+    // A request it does not understand: a warning, nothing done.
+    request(&client, "reboot-rendered-worker-1").await;
+    let invalid = eventually("an InvalidDrainRequest warning", || async {
+        warning_notes(&client, "InvalidDrainRequest").await.into_iter().next()
+    })
+    .await;
+    assert_eq!(
+        invalid,
+        "node worker-0: unknown drain request \"reboot-rendered-worker-1\" (expected drain-<config> or uncordon-<config>)"
+    );
+    let now = node(&client).await;
+    assert_eq!(annotation(&now, LAST_APPLIED_DRAIN_ANNOTATION), Some("uncordon-rendered-worker-1"));
+    assert!(!cordoned(&now));
+
+    controller.abort();
+}

@@ -1,0 +1,140 @@
+//! The first boot (§5.10, upstream `machine-config-daemon firstboot-complete-machineconfig`):
+//! Ignition wrote the pool's files, units and SSH keys and left the rendered MachineConfig in
+//! `/etc/ignition-machine-config-encapsulated.json`; before kubelet starts, the daemon applies
+//! what Ignition cannot (OS image, kernel arguments), records the config, renames the file to
+//! `.bak` and reboots into the new deployment.
+//!
+//! The machine's state is an empty config with the booted image, those requested kernel
+//! arguments the booted deployment already has, and the running FIPS mode. If that already
+//! matches the target, the file is deleted and nothing else happens (as upstream).
+
+use std::fs;
+
+use mco_api::{MachineConfig, MachineConfigSpec};
+use mco_disruption::ConfigDiff;
+
+use crate::apply::{self, Applied, ApplyError, Disruption, Node};
+use crate::failpoint::Failpoints;
+use crate::fsutil::{host_path, sync_dir};
+use crate::os::OsStatus;
+use crate::plan::split_kargs;
+
+/// The target config Ignition wrote: the first-boot marker.
+pub const ENCAPSULATED: &str = "/etc/ignition-machine-config-encapsulated.json";
+/// Where the marker goes once the first boot is done.
+pub const ENCAPSULATED_BAK: &str = "/etc/ignition-machine-config-encapsulated.json.bak";
+/// The running kernel's FIPS mode ("1" when on).
+pub const FIPS_ENABLED: &str = "/proc/sys/crypto/fips_enabled";
+
+/// What a first-boot run did.
+#[derive(Debug)]
+pub enum Firstboot {
+    /// No encapsulated config: not a first boot, or it is done.
+    NotFirstboot,
+    /// The machine already ran the config: the encapsulated file was deleted, no reboot.
+    AlreadyMatches { config: String },
+    /// The config was applied, the file renamed to `.bak` and the reboot requested.
+    Applied { config: String, applied: Applied },
+}
+
+/// The config the machine runs before its first update (upstream's `oldConfig`).
+pub fn booted_config(desired: &MachineConfig, os: &OsStatus, fips: bool) -> MachineConfig {
+    let present: Vec<String> = split_kargs(desired.spec.kernel_arguments.as_deref().unwrap_or_default())
+        .into_iter()
+        .filter(|k| os.kargs.contains(k))
+        .collect();
+    let spec = MachineConfigSpec {
+        os_image_url: os.booted_image.clone().unwrap_or_default(),
+        kernel_arguments: (!present.is_empty()).then_some(present),
+        fips,
+        ..MachineConfigSpec::default()
+    };
+    MachineConfig::new("mco-empty-mc", spec)
+}
+
+/// Completes the first boot of `node` (which needs an OS backend).
+pub fn firstboot(node: &Node, failpoints: &Failpoints) -> Result<Firstboot, ApplyError> {
+    let degraded = |e: anyhow::Error| ApplyError::Degraded(format!("{e:#}"));
+    let path = host_path(&node.root, ENCAPSULATED);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Firstboot::NotFirstboot),
+        Err(e) => return Err(ApplyError::Degraded(format!("reading {ENCAPSULATED}: {e}"))),
+    };
+    let desired: MachineConfig = serde_json::from_slice(&bytes)
+        .map_err(|e| ApplyError::Degraded(format!("{ENCAPSULATED} is not a MachineConfig: {e}")))?;
+    let config = desired.metadata.name.clone().unwrap_or_default();
+    // An interrupted earlier attempt is rolled back before the machine's state is read.
+    apply::recover(node).map_err(degraded)?;
+    let os = node
+        .os
+        .as_deref()
+        .ok_or_else(|| ApplyError::Degraded("the first boot needs an OS backend (give a sysroot)".into()))?;
+    let status = os.status().map_err(degraded)?;
+    let fips = fs::read_to_string(host_path(&node.root, FIPS_ENABLED)).is_ok_and(|s| s.trim() == "1");
+    let old = booted_config(&desired, &status, fips);
+    let diff = ConfigDiff::between(Some(&old), &desired, false).map_err(|e| ApplyError::Degraded(e.to_string()))?;
+    if diff.is_empty() {
+        fs::remove_file(&path).map_err(|e| ApplyError::Degraded(format!("removing {ENCAPSULATED}: {e}")))?;
+        sync_parent(&path).map_err(degraded)?;
+        tracing::info!(config, "the machine already runs the first-boot config");
+        return Ok(Firstboot::AlreadyMatches { config });
+    }
+    let applied =
+        apply::apply(node, &old, &desired, &Disruption::Firstboot { skip_registry_drain: false }, failpoints)?;
+    // A crash before this rename repeats the (idempotent) first boot on the next run.
+    fs::rename(&path, host_path(&node.root, ENCAPSULATED_BAK))
+        .map_err(|e| ApplyError::Degraded(format!("renaming {ENCAPSULATED}: {e}")))?;
+    sync_parent(&path).map_err(degraded)?;
+    if !applied.disruption.reboots() {
+        node.reboot.reboot(&format!("Completing firstboot provisioning to {config}")).map_err(degraded)?;
+    }
+    Ok(Firstboot::Applied { config, applied })
+}
+
+fn sync_parent(path: &std::path::Path) -> anyhow::Result<()> {
+    sync_dir(path.parent().unwrap_or(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn booted_config_keeps_only_requested_kargs_the_machine_has() {
+        let desired = |kargs: Option<&[&str]>| {
+            let spec = MachineConfigSpec {
+                os_image_url: "reg/os@sha256:2".into(),
+                kernel_arguments: kargs.map(s),
+                ..Default::default()
+            };
+            MachineConfig::new("rendered-worker-1", spec)
+        };
+        let os = OsStatus {
+            booted_image: Some("reg/os@sha256:1".into()),
+            kargs: s(&["root=x", "nosmt", "b=2"]),
+            ..Default::default()
+        };
+        // (requested kargs, FIPS on, the kargs of the booted config)
+        type Case<'a> = (Option<&'a [&'a str]>, bool, Option<Vec<String>>);
+        let cases: &[Case] = &[
+            (None, false, None),
+            (Some(&["nosmt", "a=1 b=2", "c"]), false, Some(s(&["nosmt", "b=2"]))),
+            (Some(&["c"]), true, None),
+        ];
+        for (kargs, fips, want) in cases {
+            let old = booted_config(&desired(*kargs), &os, *fips);
+            assert_eq!(old.metadata.name.as_deref(), Some("mco-empty-mc"));
+            assert_eq!(old.spec.os_image_url, "reg/os@sha256:1");
+            assert_eq!(&old.spec.kernel_arguments, want, "{kargs:?}");
+            assert_eq!(old.spec.fips, *fips);
+            assert!(old.spec.config.is_none());
+        }
+        let unknown = booted_config(&desired(None), &OsStatus::default(), false);
+        assert_eq!(unknown.spec.os_image_url, "");
+    }
+}

@@ -1,0 +1,134 @@
+//! The [`OsBackend`] of a directory OSTree sysroot, with libostree and ostree-ext
+//! ([`mco_os::sysroot`]): what rpm-ostree does on a host, for the lab and the tests.
+//!
+//! An update stages a new default deployment: the new image imported by digest (registry
+//! settings and pull secret from the node's root), or the booted commit again when only the
+//! kernel arguments change, with the booted deployment's arguments edited as `rpm-ostree kargs`
+//! edits them. A plain ostree sysroot has no package layering, so kernel types other than the
+//! default and extensions are refused, before anything is staged.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use fn_error_context::context;
+use mco_os::image::PullConfig;
+use mco_os::sysroot;
+
+use super::{OsBackend, OsStatus};
+use crate::plan::{KernelType, OsChanges, split_kargs};
+
+/// A directory sysroot whose booted deployment the kernel command line file `cmdline` names.
+pub struct OstreeSysroot {
+    pub sysroot: PathBuf,
+    pub cmdline: PathBuf,
+    pub pull: PullConfig,
+}
+
+/// OS changes an ostree sysroot cannot make.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unsupported {
+    #[error(
+        "kernelType {0} is not supported on a plain ostree sysroot (no package layering to swap the kernel; \
+         build the kernel into the OS image)"
+    )]
+    KernelType(&'static str),
+    #[error(
+        "extensions [{0}] are not supported on a plain ostree sysroot (no package layering; build them into the OS image)"
+    )]
+    Extensions(String),
+}
+
+/// Refuses what a plain ostree sysroot cannot do (pure).
+pub fn check_supported(changes: &OsChanges) -> Result<(), Unsupported> {
+    match changes.kernel {
+        Some(KernelType::Realtime) => return Err(Unsupported::KernelType("realtime")),
+        Some(KernelType::SixtyFourKPages) => return Err(Unsupported::KernelType("64k-pages")),
+        None | Some(KernelType::Default) => {}
+    }
+    match &changes.extensions {
+        Some(e) if !e.is_empty() => Err(Unsupported::Extensions(e.join(", "))),
+        _ => Ok(()),
+    }
+}
+
+impl OsBackend for OstreeSysroot {
+    #[context("Reading the OSTree sysroot {}", self.sysroot.display())]
+    fn status(&self) -> anyhow::Result<OsStatus> {
+        let status = sysroot::status(&self.sysroot, &self.cmdline)?;
+        let booted =
+            status.booted().ok_or_else(|| sysroot::SysrootError::NotBooted(self.cmdline.display().to_string()))?;
+        Ok(OsStatus {
+            booted_image: booted.image.clone(),
+            // Re-split by the kernel's quoting rules, which libostree's split does not follow.
+            kargs: split_kargs(&[booted.kargs.join(" ")]),
+            staged: !status.pending().is_empty(),
+            ..OsStatus::default()
+        })
+    }
+
+    #[context("Staging OS changes in the OSTree sysroot {}", self.sysroot.display())]
+    fn apply(&self, changes: &OsChanges) -> anyhow::Result<()> {
+        check_supported(changes)?;
+        sysroot::undeploy_pending(&self.sysroot, &self.cmdline)?;
+        let status = sysroot::status(&self.sysroot, &self.cmdline)?;
+        let booted = status.booted().context("no booted deployment")?;
+        let image = changes.image.as_deref().filter(|img| booted.image.as_deref() != Some(*img));
+        if image.is_none() && changes.kargs.is_none() {
+            return Ok(());
+        }
+        let booted_kargs = split_kargs(&[booted.kargs.join(" ")]);
+        let kargs = match &changes.kargs {
+            Some(k) => sysroot::edit_kargs(&booted_kargs, &k.delete, &k.append),
+            None => booted_kargs,
+        };
+        let staged = sysroot::deploy(&self.sysroot, &self.cmdline, image, &kargs, &self.pull)?;
+        tracing::info!(commit = %staged.commit, image = ?staged.image, kargs = ?staged.kargs, "OS changes staged");
+        Ok(())
+    }
+
+    fn discard_staged(&self) -> anyhow::Result<()> {
+        sysroot::undeploy_pending(&self.sysroot, &self.cmdline).map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layering_changes_are_refused_by_name() {
+        let ext = |e: &[&str]| Some(e.iter().map(|s| s.to_string()).collect());
+        let cases: Vec<(OsChanges, Result<(), Unsupported>)> = vec![
+            (OsChanges::default(), Ok(())),
+            (
+                OsChanges {
+                    image: Some("r/os@sha256:1".into()),
+                    kernel: Some(KernelType::Default),
+                    ..Default::default()
+                },
+                Ok(()),
+            ),
+            (OsChanges { extensions: ext(&[]), ..Default::default() }, Ok(())),
+            (
+                OsChanges { kernel: Some(KernelType::Realtime), ..Default::default() },
+                Err(Unsupported::KernelType("realtime")),
+            ),
+            (
+                OsChanges { kernel: Some(KernelType::SixtyFourKPages), ..Default::default() },
+                Err(Unsupported::KernelType("64k-pages")),
+            ),
+            (
+                OsChanges { extensions: ext(&["usbguard", "wasm"]), ..Default::default() },
+                Err(Unsupported::Extensions("usbguard, wasm".into())),
+            ),
+        ];
+        for (changes, want) in cases {
+            assert_eq!(check_supported(&changes), want, "{changes:?}");
+        }
+        assert!(
+            Unsupported::KernelType("realtime")
+                .to_string()
+                .starts_with("kernelType realtime is not supported on a plain ostree sysroot")
+        );
+    }
+}

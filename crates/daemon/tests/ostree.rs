@@ -1,0 +1,350 @@
+//! The daemon on a real OSTree sysroot (libostree, ostree-ext, skopeo) with OS images in a real
+//! registry (docker-registry on loopback): install a boot image, complete the first boot from
+//! the encapsulated config Ignition leaves, boot, update (files only, kernel arguments, a new
+//! image), and roll back at every failpoint of an update.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use base64::Engine;
+use mco_api::MachineConfig;
+use mco_daemon::apply::{self, ApplyError, Disruption, Node, REBOOT_REQUEST};
+use mco_daemon::failpoint::{Action, Failpoints};
+use mco_daemon::firstboot::{self, ENCAPSULATED, ENCAPSULATED_BAK, Firstboot};
+use mco_daemon::os::sysroot::OstreeSysroot;
+use mco_daemon::state;
+use mco_os::image::PullConfig;
+use mco_os::registry::LocalRegistry;
+use mco_os::sysroot::{self, Status};
+use mco_os::tree::{self, TreeSpec};
+use serde_json::json;
+
+const KVER: &str = "6.8.1-1.mco.x86_64";
+const BOOT_KARGS: [&str; 2] = ["root=UUID=2b5e", "rw"];
+
+/// A lab in a tmpfs directory: a registry, the images pushed to it, a node root and a sysroot.
+struct Lab {
+    tmp: tempfile::TempDir,
+    registry: LocalRegistry,
+    root: PathBuf,
+    sysroot: PathBuf,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        sysroot::remove(&self.sysroot).unwrap();
+    }
+}
+
+impl Lab {
+    fn new() -> Lab {
+        // tmpfs: fast.
+        let tmp = tempfile::Builder::new().prefix("mco-daemon-ostree-").tempdir_in("/dev/shm").unwrap();
+        let registry = LocalRegistry::start(&tmp.path().join("registry")).unwrap();
+        let root = tmp.path().join("root");
+        for d in ["etc/containers", "usr/etc", "run", "var/lib/kubelet"] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+        fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
+        // The node pulls with its own registries.conf and pull secret.
+        fs::copy(&registry.registries_conf, root.join("etc/containers/registries.conf")).unwrap();
+        fs::write(root.join("var/lib/kubelet/config.json"), r#"{"auths":{}}"#).unwrap();
+        let sysroot = tmp.path().join("sysroot");
+        Lab { tmp, registry, root, sysroot }
+    }
+
+    /// Commits a test tree of `version` and pushes it; returns its osImageURL (by digest).
+    fn image(&self, version: &str) -> String {
+        let dir = self.tmp.path().join(format!("tree-{version}"));
+        tree::write_tree(&dir, &TreeSpec { kernel_version: KVER.into(), version_id: version.into() }).unwrap();
+        let repo = self.tmp.path().join("build-repo");
+        tree::commit(&repo, "mco/os", &dir, version, &BTreeMap::new()).unwrap();
+        let name = format!("{}/mco/os", self.registry.host());
+        let pull = PullConfig { registries_conf: Some(self.registry.registries_conf.clone()), authfile: None };
+        let to = format!("docker://{name}:{version}");
+        let digest = mco_os::block_on(mco_os::image::encapsulate_with(&repo, "mco/os", &to, &pull)).unwrap().unwrap();
+        format!("{name}@{digest}")
+    }
+
+    fn cmdline(&self) -> PathBuf {
+        sysroot::default_cmdline(&self.sysroot)
+    }
+
+    fn install(&self, image: &str) {
+        let kargs: Vec<String> = BOOT_KARGS.iter().map(|s| s.to_string()).collect();
+        sysroot::install(&self.sysroot, &self.cmdline(), "mco", image, &kargs, &PullConfig::of_node_root(&self.root))
+            .unwrap();
+    }
+
+    fn node(&self) -> Node {
+        let os = OstreeSysroot {
+            sysroot: self.sysroot.clone(),
+            cmdline: self.cmdline(),
+            pull: PullConfig::of_node_root(&self.root),
+        };
+        Node::directory_root(self.root.clone(), Some(Box::new(os)))
+    }
+
+    fn status(&self) -> Status {
+        sysroot::status(&self.sysroot, &self.cmdline()).unwrap()
+    }
+
+    /// The lab's reboot: the node asked for it; boot the default deployment.
+    fn reboot(&self) {
+        fs::remove_file(self.root.join(REBOOT_REQUEST.trim_start_matches('/'))).expect("a reboot was requested");
+        sysroot::boot(&self.sysroot, &self.cmdline()).unwrap();
+    }
+
+    fn reboot_requested(&self) -> bool {
+        self.root.join(REBOOT_REQUEST.trim_start_matches('/')).exists()
+    }
+
+    fn read(&self, path: &str) -> Option<String> {
+        fs::read_to_string(self.root.join(path.trim_start_matches('/'))).ok()
+    }
+
+    /// What Ignition leaves on a first boot: the config's files and the encapsulated config.
+    fn ignition_writes(&self, mc: &MachineConfig) {
+        for (path, text) in files_of(mc) {
+            let host = self.root.join(path.trim_start_matches('/'));
+            fs::create_dir_all(host.parent().unwrap()).unwrap();
+            fs::write(host, text).unwrap();
+        }
+        fs::write(self.root.join(ENCAPSULATED.trim_start_matches('/')), serde_json::to_vec(mc).unwrap()).unwrap();
+    }
+}
+
+fn data(text: &str) -> String {
+    format!("data:;base64,{}", base64::engine::general_purpose::STANDARD.encode(text))
+}
+
+fn mc(name: &str, image: &str, kargs: &[&str], files: &[(&str, &str)], extra: serde_json::Value) -> MachineConfig {
+    let files: Vec<_> =
+        files.iter().map(|(p, t)| json!({"path": p, "mode": 420, "contents": {"source": data(t)}})).collect();
+    let mut spec = json!({
+        "config": {"ignition": {"version": "3.5.0"}, "storage": {"files": files}},
+        "osImageURL": image,
+        "kernelArguments": kargs,
+    });
+    spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    serde_json::from_value(json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+        "metadata": {"name": name}, "spec": spec}))
+    .unwrap()
+}
+
+fn files_of(mc: &MachineConfig) -> Vec<(String, String)> {
+    let config = mc.spec.config.as_ref().unwrap();
+    config["storage"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let src = f["contents"]["source"].as_str().unwrap().strip_prefix("data:;base64,").unwrap();
+            let text = base64::engine::general_purpose::STANDARD.decode(src).unwrap();
+            (f["path"].as_str().unwrap().to_string(), String::from_utf8(text).unwrap())
+        })
+        .collect()
+}
+
+fn cluster() -> Disruption {
+    Disruption::Cluster { policies: mco_disruption::default_cluster_policies(), skip_registry_drain: false }
+}
+
+fn kargs_with(extra: &[&str]) -> Vec<String> {
+    BOOT_KARGS.iter().chain(extra).map(|s| s.to_string()).collect()
+}
+
+/// `ostree admin status` of the real CLI agrees on the number of deployments.
+fn ostree_cli_deployments(sysroot: &Path) -> usize {
+    let out = Command::new("ostree")
+        .args(["admin", "status"])
+        .arg(format!("--sysroot={}", sysroot.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().filter(|l| l.starts_with("  mco ")).count()
+}
+
+#[test]
+fn firstboot_pivot_then_updates_then_rollback() {
+    let lab = Lab::new();
+    let (boot_image, image_a, image_d) = (lab.image("1"), lab.image("2"), lab.image("3"));
+    lab.install(&boot_image);
+    let installed = lab.status();
+    assert_eq!(installed.deployments.len(), 1);
+    assert_eq!(installed.booted, Some(0));
+    assert_eq!(installed.deployments[0].image.as_deref(), Some(boot_image.as_str()));
+    assert_eq!(installed.deployments[0].kargs, kargs_with(&[]));
+
+    // First boot: Ignition wrote the files and the encapsulated config; the daemon pivots.
+    let a = mc(
+        "rendered-worker-a",
+        &image_a,
+        &["nosmt", "mitigations=auto quiet"],
+        &[("/etc/mco/a.conf", "a\n")],
+        json!({}),
+    );
+    lab.ignition_writes(&a);
+    let node = lab.node();
+    let done = firstboot::firstboot(&node, &Failpoints::default()).unwrap();
+    assert!(matches!(done, Firstboot::Applied { ref config, .. } if config == "rendered-worker-a"), "{done:?}");
+    let staged = lab.status();
+    assert_eq!(staged.deployments.len(), 2);
+    assert_eq!(staged.booted, Some(1), "still on the boot image until the reboot");
+    assert_eq!(staged.pending().len(), 1);
+    let new = &staged.deployments[0];
+    assert_eq!(new.image.as_deref(), Some(image_a.as_str()));
+    assert_eq!(new.kargs, kargs_with(&["nosmt", "mitigations=auto", "quiet"]));
+    assert_ne!(new.commit, installed.deployments[0].commit);
+    assert!(node.os.as_ref().unwrap().status().unwrap().staged);
+    assert_eq!(lab.read("/etc/mco/a.conf").as_deref(), Some("a\n"));
+    assert!(lab.read(ENCAPSULATED).is_none());
+    assert!(lab.read(ENCAPSULATED_BAK).is_some());
+    assert_eq!(
+        state::read_current_config(&lab.root).unwrap().unwrap().metadata.name.as_deref(),
+        Some("rendered-worker-a")
+    );
+    assert_eq!(ostree_cli_deployments(&lab.sysroot), 2);
+    // The deployment holds the image's content.
+    let os_release = fs::read_to_string(lab.sysroot.join(&new.path).join("usr/lib/os-release")).unwrap();
+    assert!(os_release.contains("VERSION_ID=2\n"), "{os_release}");
+
+    lab.reboot();
+    let booted = lab.status();
+    assert_eq!(booted.booted, Some(0));
+    assert_eq!(booted.deployments[1].commit, installed.deployments[0].commit, "the boot image is the rollback");
+    let os = node.os.as_ref().unwrap().status().unwrap();
+    assert_eq!(os.booted_image.as_deref(), Some(image_a.as_str()));
+    assert!(!os.staged);
+    assert!(matches!(firstboot::firstboot(&node, &Failpoints::default()).unwrap(), Firstboot::NotFirstboot));
+
+    // Files only: no new deployment, no reboot.
+    let booted_before = lab.status();
+    let b = mc(
+        "rendered-worker-b",
+        &image_a,
+        &["nosmt", "mitigations=auto quiet"],
+        &[("/etc/mco/a.conf", "b\n")],
+        json!({}),
+    );
+    apply::apply(&node, &a, &b, &cluster(), &Failpoints::default()).unwrap();
+    assert_eq!(lab.status(), booted_before);
+    assert_eq!(lab.read("/etc/mco/a.conf").as_deref(), Some("b\n"));
+
+    // Kernel arguments: the booted commit again, with the new arguments.
+    let c = mc("rendered-worker-c", &image_a, &["nosmt", "console=ttyS0"], &[("/etc/mco/a.conf", "b\n")], json!({}));
+    apply::apply(&node, &b, &c, &cluster(), &Failpoints::default()).unwrap();
+    let staged = lab.status();
+    assert_eq!(staged.pending().len(), 1);
+    assert_eq!(staged.deployments[0].commit, booted_before.deployments[0].commit);
+    assert_eq!(staged.deployments[0].kargs, kargs_with(&["nosmt", "console=ttyS0"]));
+    lab.reboot();
+
+    // A new OS image from the registry keeps the kernel arguments.
+    let d = mc("rendered-worker-d", &image_d, &["nosmt", "console=ttyS0"], &[("/etc/mco/a.conf", "b\n")], json!({}));
+    apply::apply(&node, &c, &d, &cluster(), &Failpoints::default()).unwrap();
+    lab.reboot();
+    let on_d = lab.status();
+    let booted = on_d.booted().unwrap();
+    assert_eq!(on_d.booted, Some(0));
+    assert_eq!(booted.image.as_deref(), Some(image_d.as_str()));
+    assert_eq!(booted.kargs, kargs_with(&["nosmt", "console=ttyS0"]));
+
+    // A failure at any point of the next update leaves the node on d: no pending deployment,
+    // files and state as they were.
+    let e = mc(
+        "rendered-worker-e",
+        &image_a,
+        &["nosmt"],
+        &[("/etc/mco/a.conf", "e\n"), ("/etc/mco/e.conf", "e\n")],
+        json!({}),
+    );
+    let mut point = 1;
+    loop {
+        let failpoints = Failpoints::new(Some((point, Action::Error)));
+        match apply::apply(&node, &d, &e, &cluster(), &failpoints) {
+            Err(ApplyError::Degraded(reason)) => {
+                assert!(reason.contains("injected failure"), "{reason}");
+                assert_eq!(lab.status(), on_d, "failpoint {point}");
+                assert_eq!(lab.read("/etc/mco/a.conf").as_deref(), Some("b\n"), "failpoint {point}");
+                assert_eq!(lab.read("/etc/mco/e.conf"), None, "failpoint {point}");
+                let current = state::read_current_config(&lab.root).unwrap().unwrap();
+                assert_eq!(current.metadata.name.as_deref(), Some("rendered-worker-d"), "failpoint {point}");
+                assert!(!lab.reboot_requested(), "failpoint {point}");
+                point += 1;
+            }
+            Err(other) => panic!("failpoint {point}: {other}"),
+            Ok(_) => break,
+        }
+    }
+    assert!(point > 3, "the update passed only {point} failpoints");
+    let staged = lab.status();
+    assert_eq!(staged.deployments[0].image.as_deref(), Some(image_a.as_str()));
+    assert_eq!(staged.deployments[0].kargs, kargs_with(&["nosmt"]));
+    assert!(lab.reboot_requested());
+}
+
+#[test]
+fn firstboot_refuses_layering_and_does_nothing_on_a_matching_machine() {
+    let lab = Lab::new();
+    let boot_image = lab.image("1");
+    lab.install(&boot_image);
+    let node = lab.node();
+    let installed = lab.status();
+
+    let rt = mc(
+        "rendered-worker-rt",
+        &lab.image("2"),
+        &[],
+        &[("/etc/mco/rt.conf", "rt\n")],
+        json!({"kernelType": "realtime"}),
+    );
+    lab.ignition_writes(&rt);
+    let err = firstboot::firstboot(&node, &Failpoints::default()).unwrap_err();
+    assert!(
+        err.reason().contains("kernelType realtime is not supported on a plain ostree sysroot"),
+        "{}",
+        err.reason()
+    );
+    assert_eq!(lab.status(), installed, "nothing staged");
+    assert!(lab.read(ENCAPSULATED).is_some(), "kept for the next attempt");
+    assert!(state::read_current_config(&lab.root).unwrap().is_none());
+    assert!(!lab.reboot_requested());
+
+    let ext = mc("rendered-worker-ext", &boot_image, &[], &[], json!({"extensions": ["usbguard"]}));
+    lab.ignition_writes(&ext);
+    let err = firstboot::firstboot(&node, &Failpoints::default()).unwrap_err();
+    assert!(err.reason().contains("extensions [usbguard] are not supported"), "{}", err.reason());
+
+    // The boot image already is the pool's image and carries its kernel arguments.
+    let same = mc("rendered-worker-same", &boot_image, &["rw"], &[], json!({}));
+    lab.ignition_writes(&same);
+    let done = firstboot::firstboot(&node, &Failpoints::default()).unwrap();
+    assert!(matches!(done, Firstboot::AlreadyMatches { .. }), "{done:?}");
+    assert!(lab.read(ENCAPSULATED).is_none());
+    assert!(lab.read(ENCAPSULATED_BAK).is_none(), "deleted, as upstream does");
+    assert_eq!(lab.status(), installed);
+    assert!(!lab.reboot_requested());
+}
+
+#[test]
+fn install_refuses_tags_and_a_used_sysroot() {
+    let lab = Lab::new();
+    let image = lab.image("1");
+    let pull = PullConfig::of_node_root(&lab.root);
+    let tagged = format!("{}/mco/os:1", lab.registry.host());
+    let err = sysroot::install(&lab.sysroot, &lab.cmdline(), "mco", &tagged, &[], &pull).unwrap_err();
+    assert!(format!("{err:#}").contains("pinned by digest"), "{err:#}");
+    assert!(!lab.sysroot.exists(), "nothing written for a refused image");
+    lab.install(&image);
+    let err = sysroot::install(&lab.sysroot, &lab.cmdline(), "mco", &image, &[], &pull).unwrap_err();
+    assert!(format!("{err:#}").contains("already holds deployments"), "{err:#}");
+
+    // A command line naming no deployment of the sysroot is an error, not a guess.
+    fs::write(lab.cmdline(), "root=x ostree=/ostree/boot.1/mco/0000/0\n").unwrap();
+    let err = sysroot::status(&lab.sysroot, &lab.cmdline()).unwrap_err();
+    assert!(format!("{err:#}").contains("is not a deployment of"), "{err:#}");
+}

@@ -1,0 +1,153 @@
+//! The lab's OCI registry (Debian's docker-registry on loopback) and the OS images in it, built
+//! with `mco image`: an older boot image the nodes are installed from, the base OS image, and the
+//! node image derived from it (`FROM base` + a kubelet) that the pools run, pinned by digest.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use fn_error_context::context;
+use tokio::process::Command;
+
+use crate::layout::Layout;
+use crate::process::{Service, run_tool};
+
+/// Kernel version of the test OS trees.
+const KERNEL: &str = "6.6.1-100.mco.x86_64";
+/// OS version of the boot image the nodes are installed from.
+pub const BOOT_VERSION: &str = "9.6.20260101-0";
+/// OS version of the base image the pools run.
+pub const BASE_VERSION: &str = "9.6.20261101-0";
+
+/// The images, each pinned by digest.
+#[derive(Debug, Clone)]
+pub struct LabImages {
+    /// `HOST/mco/os@sha256:…`: the older image a new node is installed from.
+    pub boot: String,
+    /// `HOST/mco/os@sha256:…`
+    pub base: String,
+    /// `HOST/mco/node@sha256:…`: the pools' OS image.
+    pub node: String,
+}
+
+/// Starts the registry on `port`, storing blobs in the lab directory.
+#[context("Starting the OCI registry")]
+pub async fn start_registry(layout: &Layout, port: u16) -> anyhow::Result<Service> {
+    let dir = layout.registry();
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\n\
+             http:\n  addr: 127.0.0.1:{port}\n",
+            dir.join("data").display()
+        ),
+    )?;
+    std::fs::write(
+        layout.registries_conf(),
+        format!("[[registry]]\nlocation = \"127.0.0.1:{port}\"\ninsecure = true\n"),
+    )?;
+    let mut command = Command::new("docker-registry");
+    command.arg("serve").arg(&config);
+    let mut service = Service::spawn("registry", command, &layout.log("registry"))?;
+    wait_for_port(&mut service, port).await?;
+    Ok(service)
+}
+
+/// Waits until something accepts connections on 127.0.0.1:`port`, failing early if the service exits.
+pub async fn wait_for_port(service: &mut Service, port: u16) -> anyhow::Result<()> {
+    for _ in 0..600 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return Ok(());
+        }
+        if let Some(status) = service.exited()? {
+            anyhow::bail!("{} exited ({status}) before listening on port {port}:\n{}", service.name, service.tail());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::bail!("{} is not listening on port {port} after 60 s:\n{}", service.name, service.tail())
+}
+
+/// Builds the three images into the registry at `registry` (`127.0.0.1:<port>`).
+#[context("Building the OS images")]
+pub async fn build(mco: &Path, layout: &Layout, registry: &str) -> anyhow::Result<LabImages> {
+    let dir = layout.images();
+    let repo = dir.join("repo");
+    let log = layout.log("images");
+    let conf = layout.registries_conf();
+    let env = [("CONTAINERS_REGISTRIES_CONF", conf.as_os_str())];
+    let mut encapsulated = Vec::new();
+    for (version, tag) in [(BOOT_VERSION, "boot"), (BASE_VERSION, "base")] {
+        let tree = dir.join(format!("tree-{tag}"));
+        run_tool(
+            mco,
+            [
+                OsStr::new("image"),
+                "test-tree".as_ref(),
+                "--kernel".as_ref(),
+                KERNEL.as_ref(),
+                "--version-id".as_ref(),
+                version.as_ref(),
+                tree.as_os_str(),
+            ],
+            &env,
+            &log,
+        )
+        .await?;
+        run_tool(
+            mco,
+            [
+                OsStr::new("image"),
+                "commit".as_ref(),
+                "--repo".as_ref(),
+                repo.as_os_str(),
+                "--ref".as_ref(),
+                "mco/os".as_ref(),
+                "--version".as_ref(),
+                version.as_ref(),
+                "--tree".as_ref(),
+                tree.as_os_str(),
+            ],
+            &env,
+            &log,
+        )
+        .await?;
+        let to = format!("docker://{registry}/mco/os:{tag}");
+        let digest = run_tool(
+            mco,
+            [
+                OsStr::new("image"),
+                "encapsulate".as_ref(),
+                "--repo".as_ref(),
+                repo.as_os_str(),
+                "--ref".as_ref(),
+                "mco/os".as_ref(),
+                "--to".as_ref(),
+                to.as_ref(),
+            ],
+            &env,
+            &log,
+        )
+        .await?;
+        encapsulated.push(format!("{registry}/mco/os@{}", digest.trim()));
+    }
+    let [boot, base] = <[String; 2]>::try_from(encapsulated).expect("two images");
+
+    // The node image: base + the node's own binaries, as a `FROM base` build would add them.
+    let layer = dir.join("node-layer");
+    std::fs::create_dir_all(&layer)?;
+    std::fs::write(layer.join("kubelet"), "#!/bin/sh\necho 'lab kubelet'\n").context("writing the kubelet")?;
+    let from = format!("docker://{base}");
+    let add = format!("{}:/usr/bin", layer.display());
+    let to = format!("docker://{registry}/mco/node:latest");
+    let digest = run_tool(
+        mco,
+        ["image", "build", "--from", &from, "--add", &add, "--label", "io.mco.lab.role=node", "--to", &to],
+        &env,
+        &log,
+    )
+    .await?;
+    Ok(LabImages { boot, base, node: format!("{registry}/mco/node@{}", digest.trim()) })
+}

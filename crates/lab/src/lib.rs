@@ -1,0 +1,49 @@
+//! The local lab: a whole cluster on one machine. A real etcd + kube-apiserver, a real OCI
+//! registry holding OSTree-in-OCI images, `mco controller`, `mco server`, and nodes that are
+//! OSTree sysroots booted with the real Ignition client and run by `mco daemon run` processes.
+//!
+//! [`supervisor`] runs it ([`supervisor::supervise`], started detached by `mco lab up`);
+//! [`manifests`] are the objects a new cluster starts with (pure); [`node`] is one node's life;
+//! [`state`] is what the supervisor reports; [`layout`] is where everything lives.
+
+pub mod apply;
+pub mod images;
+pub mod layout;
+pub mod manifests;
+pub mod node;
+pub mod process;
+pub mod state;
+pub mod supervisor;
+
+use std::path::Path;
+
+/// What the lab needs of the machine, checked before anything starts, each missing piece named.
+pub fn check_host() -> anyhow::Result<()> {
+    let mut missing = Vec::new();
+    if !rustix::process::geteuid().is_root() {
+        missing.push("root privileges (Ignition and the daemon write files owned by root; run with sudo)".to_string());
+    }
+    if !Path::new(node::IGNITION).is_file() {
+        missing.push(format!("the Ignition client at {} (Debian package `ignition`)", node::IGNITION));
+    }
+    for (tool, package) in [("docker-registry", "docker-registry"), ("skopeo", "skopeo"), ("ostree", "ostree")] {
+        if !on_path(tool) {
+            missing.push(format!("`{tool}` on PATH (Debian package `{package}`)"));
+        }
+    }
+    if let Err(e) = mco_testenv::Binaries::find() {
+        missing.push(e.to_string());
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!(
+            "the lab cannot start on this machine; missing:\n  - {}\n(`bash hack/setup.sh` installs them)",
+            missing.join("\n  - ")
+        )
+    }
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
+}

@@ -1,0 +1,78 @@
+//! The supervisor's report to `mco lab up` (and anyone else): a JSON file replaced atomically at
+//! every phase change.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use fn_error_context::context;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Phase {
+    Starting,
+    Ready,
+    Failed,
+    Stopped,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabState {
+    pub phase: Phase,
+    /// What is being done (Starting), or why it failed (Failed).
+    pub message: String,
+    pub kubeconfig: PathBuf,
+    /// `https://127.0.0.1:<port>` of the Machine Config Server, once it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// `127.0.0.1:<port>` of the OCI registry, once it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
+    /// Pinned OS image of the pools (the derived node image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_image: Option<String>,
+    #[serde(default)]
+    pub nodes: Vec<String>,
+}
+
+#[context("Writing {}", path.display())]
+pub fn write(path: &Path, state: &LabState) -> anyhow::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(state)?)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// `None` when no supervisor has written one yet.
+pub fn read(path: &Path) -> anyhow::Result<Option<LabState>> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).with_context(|| format!("parsing {}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_missing_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        assert_eq!(read(&path).unwrap(), None);
+        let state = LabState {
+            phase: Phase::Ready,
+            message: "ready".into(),
+            kubeconfig: dir.path().join("kubeconfig"),
+            server: Some("https://127.0.0.1:1".into()),
+            registry: None,
+            os_image: None,
+            nodes: vec!["worker-0".into()],
+        };
+        write(&path, &state).unwrap();
+        assert_eq!(read(&path).unwrap(), Some(state));
+        std::fs::write(&path, "{").unwrap();
+        assert!(format!("{:#}", read(&path).unwrap_err()).contains("parsing"));
+    }
+}

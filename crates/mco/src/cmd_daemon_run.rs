@@ -1,0 +1,46 @@
+//! `mco daemon run --node NAME`: the node daemon in the cluster (crate `mco-agent`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use mco_agent::aleph::ALEPH_FILE;
+use mco_agent::{Settings, Stopped, Timing};
+
+use crate::cmd_daemon::{NodeArgs, node};
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The Node this daemon runs on; it reads and writes no other.
+    #[arg(long = "node", value_name = "NAME")]
+    node_name: String,
+    /// Kubeconfig file. Without it: $KUBECONFIG, ~/.kube/config or the in-cluster service account.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    node: NodeArgs,
+}
+
+/// Runs until an update needs a reboot. On a host the reboot is under way and the process waits
+/// for it to be stopped; on a directory root it exits 0 after writing ROOT/run/mco-reboot-requested,
+/// and whoever runs the root starts it again as the rebooted node.
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let node = node(&args.node);
+    let host = node.root == Path::new("/");
+    // The boot image's sysroot: the OSTree sysroot when given, else the root's /sysroot.
+    let aleph = match &args.node.sysroot {
+        Some(sysroot) => sysroot.join(ALEPH_FILE),
+        None => node.root.join("sysroot").join(ALEPH_FILE),
+    };
+    let settings = Settings { node_name: args.node_name, aleph, timing: Timing::default() };
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let client = mco_controller::client(args.kubeconfig.as_deref()).await?;
+        match mco_agent::run(client, node, settings).await {
+            // Exiting would let systemd restart the daemon before the reboot, and it would then
+            // report the update complete on a node that has not booted into it.
+            Stopped::RebootRequested if host => std::future::pending().await,
+            Stopped::RebootRequested => Ok(ExitCode::SUCCESS),
+        }
+    })
+}

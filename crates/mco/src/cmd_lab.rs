@@ -1,0 +1,238 @@
+//! `mco lab`: a whole cluster on this machine (see the mco-lab crate).
+
+use std::path::PathBuf;
+use std::process::{ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use mco_lab::layout::{Layout, default_dir};
+use mco_lab::state::{self, LabState, Phase};
+use mco_render::ControllerVersion;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum LabCommand {
+    /// Start the lab in the background: API server, registry with OS images, controller, server,
+    /// and N nodes that boot with Ignition, pivot to the pool's OS image and join. Returns when
+    /// they have joined (progress on stderr).
+    Up {
+        /// Worker nodes.
+        #[arg(long, default_value = "3")]
+        nodes: usize,
+        #[command(flatten)]
+        dir: DirArg,
+        /// Give up after this many seconds.
+        #[arg(long, value_name = "SECONDS", default_value = "1800")]
+        timeout: u64,
+    },
+    /// Stop the lab and remove its state directory.
+    Down {
+        #[command(flatten)]
+        dir: DirArg,
+        /// Keep the state directory (logs, node roots and sysroots, etcd data).
+        #[arg(long)]
+        keep: bool,
+    },
+    /// Apply manifests to the lab's API server (server-side apply, like `kubectl apply --server-side`).
+    Apply {
+        /// YAML or JSON files, multi-document.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        dir: DirArg,
+    },
+    /// Print the path of the lab's kubeconfig (for kubectl and `mco status --kubeconfig`).
+    Kubeconfig {
+        #[command(flatten)]
+        dir: DirArg,
+    },
+    /// Run the lab in the foreground (what `up` starts in the background).
+    #[command(hide = true)]
+    Supervise {
+        #[arg(long)]
+        nodes: usize,
+        #[command(flatten)]
+        dir: DirArg,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DirArg {
+    /// The lab's state directory [default: $MCO_LAB_DIR or ~/.local/state/mco/lab].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+}
+
+impl DirArg {
+    fn layout(&self) -> Layout {
+        Layout::new(self.state_dir.clone().unwrap_or_else(default_dir))
+    }
+}
+
+pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        LabCommand::Up { nodes, dir, timeout } => up(&dir.layout(), nodes, Duration::from_secs(timeout)),
+        LabCommand::Down { dir, keep } => down(&dir.layout(), keep),
+        LabCommand::Apply { files, dir } => apply(&dir.layout(), &files),
+        LabCommand::Kubeconfig { dir } => {
+            let layout = dir.layout();
+            running(&layout)?;
+            println!("{}", layout.kubeconfig().display());
+            Ok(ExitCode::SUCCESS)
+        }
+        LabCommand::Supervise { nodes, dir } => {
+            let options = mco_lab::supervisor::Options {
+                dir: dir.layout().dir,
+                workers: nodes,
+                mco: std::env::current_exe().context("finding the mco binary")?,
+                controller_version_raw: ControllerVersion::this_build().raw,
+            };
+            runtime()?.block_on(mco_lab::supervisor::supervise(options))?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Runtime::new().context("starting the async runtime")
+}
+
+/// The supervisor's pid if it runs.
+fn supervisor_pid(layout: &Layout) -> Option<rustix::process::Pid> {
+    let text = std::fs::read_to_string(layout.pid_file()).ok()?;
+    let pid = rustix::process::Pid::from_raw(text.trim().parse().ok()?)?;
+    rustix::process::test_kill_process(pid).is_ok().then_some(pid)
+}
+
+fn running(layout: &Layout) -> anyhow::Result<LabState> {
+    match state::read(&layout.state_file())? {
+        Some(state) if state.phase == Phase::Ready && supervisor_pid(layout).is_some() => Ok(state),
+        Some(state) => {
+            anyhow::bail!("the lab in {} is not running ({:?}: {})", layout.dir.display(), state.phase, state.message)
+        }
+        None => anyhow::bail!("no lab in {} (start one with `mco lab up`)", layout.dir.display()),
+    }
+}
+
+fn up(layout: &Layout, nodes: usize, timeout: Duration) -> anyhow::Result<ExitCode> {
+    if let Some(pid) = supervisor_pid(layout) {
+        anyhow::bail!(
+            "a lab is already running in {} (pid {}); stop it with `mco lab down`",
+            layout.dir.display(),
+            pid.as_raw_nonzero()
+        );
+    }
+    if layout.dir.exists() {
+        anyhow::bail!(
+            "{} holds a stopped lab; remove it with `mco lab down` (or `mco lab down --keep` keeps nothing running \
+             and leaves it for inspection: pick another --state-dir)",
+            layout.dir.display()
+        );
+    }
+    mco_lab::check_host()?;
+    std::fs::create_dir_all(layout.logs()).with_context(|| format!("creating {}", layout.logs().display()))?;
+    let log = layout.log("supervisor");
+    let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let mut command = std::process::Command::new(std::env::current_exe()?);
+    command
+        .args(["lab", "supervise", "--nodes", &nodes.to_string(), "--state-dir"])
+        .arg(&layout.dir)
+        .env("MCO_LOG", std::env::var("MCO_LOG").unwrap_or_else(|_| "info".into()))
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out);
+    // Its own process group: the lab outlives this command and a Ctrl-C in its terminal.
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    command.spawn().context("starting the lab supervisor")?;
+
+    let deadline = Instant::now() + timeout;
+    let mut last_message = String::new();
+    loop {
+        if let Some(state) = state::read(&layout.state_file())? {
+            if state.message != last_message {
+                eprintln!("lab: {}", state.message);
+                last_message = state.message.clone();
+            }
+            match state.phase {
+                Phase::Ready => {
+                    print_ready(layout, &state);
+                    return Ok(ExitCode::SUCCESS);
+                }
+                Phase::Failed | Phase::Stopped => {
+                    eprintln!("the lab did not start; logs are in {}", layout.logs().display());
+                    return Ok(ExitCode::from(1));
+                }
+                Phase::Starting => {}
+            }
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("the lab is not ready after {timeout:?}; logs are in {}", layout.logs().display());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn print_ready(layout: &Layout, state: &LabState) {
+    println!("The lab is up: {} node(s): {}", state.nodes.len(), state.nodes.join(", "));
+    println!("  kubeconfig:   {}", state.kubeconfig.display());
+    if let Some(server) = &state.server {
+        println!("  server:       {server}/config/worker");
+    }
+    if let Some(image) = &state.os_image {
+        println!("  OS image:     {image}");
+    }
+    println!("  logs:         {}", layout.logs().display());
+    println!("Try: mco status -w      mco lab apply -f FILE      mco lab down");
+}
+
+fn down(layout: &Layout, keep: bool) -> anyhow::Result<ExitCode> {
+    if let Some(pid) = supervisor_pid(layout) {
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).context("stopping the lab supervisor")?;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while rustix::process::test_kill_process(pid).is_ok() {
+            if Instant::now() > deadline {
+                eprintln!("the supervisor (pid {}) did not stop in 120 s; killing it", pid.as_raw_nonzero());
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    } else if !layout.dir.exists() {
+        eprintln!("no lab in {}", layout.dir.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if keep {
+        eprintln!("stopped; state kept in {}", layout.dir.display());
+    } else {
+        remove_dir(layout)?;
+        eprintln!("stopped and removed {}", layout.dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Removes the state directory; each node's OSTree sysroot first (libostree marks deployment
+/// directories immutable, which stops even root from deleting them).
+fn remove_dir(layout: &Layout) -> anyhow::Result<()> {
+    if let Ok(nodes) = std::fs::read_dir(layout.nodes()) {
+        for node in nodes {
+            let name = node?.file_name();
+            mco_os::sysroot::remove(&layout.node(&name.to_string_lossy()).sysroot)?;
+        }
+    }
+    std::fs::remove_dir_all(&layout.dir).with_context(|| format!("removing {}", layout.dir.display()))
+}
+
+fn apply(layout: &Layout, files: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let state = running(layout)?;
+    let mut objects = Vec::new();
+    for file in files {
+        objects.extend(mco_lab::apply::read_manifests(file)?);
+    }
+    runtime()?.block_on(async {
+        let client = mco_controller::client(Some(&state.kubeconfig)).await?;
+        for applied in mco_lab::apply::apply(&client, &objects).await? {
+            println!("{applied} applied");
+        }
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

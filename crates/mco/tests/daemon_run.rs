@@ -1,0 +1,134 @@
+//! `mco daemon run` as a process against a real API server (mco-testenv), on a directory root:
+//! the test answers the drain requests as the drain controller would; the process exits 0 when
+//! the update needs a reboot, and started again (the "rebooted" node) it completes the update.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::CommandCargoExt;
+use mco_api::MachineConfig;
+use mco_api::constants::{
+    CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_DRAIN_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION,
+    STATE_ANNOTATION,
+};
+use mco_testenv::TestEnv;
+use mco_testenv::k8s_openapi::api::core::v1::Node;
+use mco_testenv::kube::Api;
+use mco_testenv::kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The daemon process; killed if the test ends without it exiting.
+struct Daemon(Child);
+
+impl Daemon {
+    fn start(kubeconfig: &Path, root: &Path, log: &Path) -> Daemon {
+        let child = Command::cargo_bin("mco")
+            .unwrap()
+            .args(["daemon", "run", "--node", "node-1", "--kubeconfig"])
+            .arg(kubeconfig)
+            .arg("--root")
+            .arg(root)
+            .env("MCO_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        Daemon(child)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn app_config(name: &str, text: &str) -> MachineConfig {
+    serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig", "metadata": {"name": name},
+        "spec": {"config": {"ignition": {"version": "3.5.0"}, "storage": {"files": [
+            {"path": "/etc/app.conf", "mode": 420, "contents": {"source": format!("data:,{text}")}}]}}},
+    }))
+    .unwrap()
+}
+
+async fn annotations(nodes: &Api<Node>) -> BTreeMap<String, String> {
+    nodes.get("node-1").await.unwrap().metadata.annotations.unwrap_or_default()
+}
+
+async fn annotate(nodes: &Api<Node>, key: &str, value: &str) {
+    let patch = json!({"metadata": {"annotations": {key: value}}});
+    nodes.patch("node-1", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+/// Waits until the node has `key=value`; `log` is shown if it never does.
+async fn wait_for(nodes: &Api<Node>, key: &str, value: &str, log: &Path) {
+    let deadline = Instant::now() + TIMEOUT;
+    while annotations(nodes).await.get(key).map(String::as_str) != Some(value) {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {key}={value}; annotations {:?}; daemon log:\n{}",
+            annotations(nodes).await,
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Plays the drain controller for one request.
+async fn answer_drain(nodes: &Api<Node>, request: &str, log: &Path) {
+    wait_for(nodes, DESIRED_DRAIN_ANNOTATION, request, log).await;
+    annotate(nodes, LAST_APPLIED_DRAIN_ANNOTATION, request).await;
+}
+
+#[tokio::test]
+async fn mco_daemon_run_updates_through_a_reboot() {
+    let env = TestEnv::start().await.unwrap();
+    let configs: Api<MachineConfig> = Api::all(env.client());
+    for mc in [app_config("rendered-a", "v1"), app_config("rendered-b", "v2")] {
+        configs.create(&PostParams::default(), &mc).await.unwrap();
+    }
+    let nodes: Api<Node> = Api::all(env.client());
+    let node: Node = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "node-1", "annotations": {CURRENT_CONFIG_ANNOTATION: "rendered-a",
+            DESIRED_CONFIG_ANNOTATION: "rendered-a", STATE_ANNOTATION: "Done"}}}))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    std::fs::create_dir_all(r.join("etc")).unwrap();
+    std::fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
+    std::fs::write(r.join("etc/group"), "root:x:0:\n").unwrap();
+    std::fs::write(r.join("etc/app.conf"), "v1").unwrap();
+    let log = env.dir().join("daemon.log");
+
+    let mut daemon = Daemon::start(env.kubeconfig(), r, &log);
+    answer_drain(&nodes, "uncordon-rendered-a", &log).await;
+    annotate(&nodes, DESIRED_CONFIG_ANNOTATION, "rendered-b").await;
+    answer_drain(&nodes, "drain-rendered-b", &log).await;
+    let deadline = Instant::now() + TIMEOUT;
+    let status = loop {
+        if let Some(status) = daemon.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the daemon did not exit for the reboot");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(status.success(), "{status}: {}", std::fs::read_to_string(&log).unwrap());
+    assert_eq!(std::fs::read_to_string(r.join("etc/app.conf")).unwrap(), "v2");
+    assert_eq!(
+        std::fs::read_to_string(r.join("run/mco-reboot-requested")).unwrap(),
+        "Node will reboot into config rendered-b\n"
+    );
+
+    std::fs::remove_dir_all(r.join("run")).unwrap();
+    let _daemon = Daemon::start(env.kubeconfig(), r, &log);
+    answer_drain(&nodes, "uncordon-rendered-b", &log).await;
+    wait_for(&nodes, CURRENT_CONFIG_ANNOTATION, "rendered-b", &log).await;
+    assert_eq!(annotations(&nodes).await[STATE_ANNOTATION], "Done");
+}

@@ -1,0 +1,288 @@
+//! The lab end to end: `mco lab up` with real etcd + kube-apiserver, registry, images, Ignition,
+//! firstboot on OSTree sysroots and `mco daemon run` per node; then rollouts watched through the
+//! API with the maxUnavailable invariant checked at every observed moment. Needs root and the
+//! binaries `bash hack/setup.sh` and `bash hack/kube-binaries.sh` provide.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use mco_api::MachineConfigPool;
+use mco_api::constants::{CURRENT_CONFIG_ANNOTATION, REASON_ANNOTATION, STATE_ANNOTATION};
+use serde_json::json;
+
+mod common;
+
+use common::{mco, stderr, stdout};
+
+const NODES: usize = 3;
+const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(600);
+
+struct Lab {
+    dir: tempfile::TempDir,
+}
+
+impl Lab {
+    fn state_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("lab")
+    }
+
+    fn mco(&self, args: &[&str]) -> assert_cmd::assert::Assert {
+        mco().args(args).arg("--state-dir").arg(self.state_dir()).assert()
+    }
+
+    fn apply(&self, name: &str, manifest: &str) {
+        let file = self.dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, manifest).unwrap();
+        let assert = mco().args(["lab", "apply", "-f"]).arg(&file).arg("--state-dir").arg(self.state_dir()).assert();
+        assert!(assert.get_output().status.success(), "lab apply {name}: {}", stderr(&assert));
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = mco().args(["lab", "down"]).arg("--state-dir").arg(self.state_dir()).output();
+    }
+}
+
+fn file_mc(name: &str, path: &str, text: &str) -> String {
+    let encoded: String = text.bytes().map(|b| format!("%{b:02X}")).collect();
+    format!(
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: {name}\n  labels:\n    \
+         machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    \
+         storage:\n      files:\n      - path: {path}\n        mode: 420\n        contents:\n          source: data:,{encoded}\n"
+    )
+}
+
+async fn client(lab: &Lab) -> Client {
+    let kubeconfig = lab.state_dir().join("kubeconfig");
+    mco_controller::client(Some(&kubeconfig)).await.unwrap()
+}
+
+/// The most nodes of the worker pool seen unavailable at once, from every watch event.
+#[derive(Default)]
+struct Observed {
+    max_unavailable: usize,
+    nodes: BTreeMap<String, Node>,
+}
+
+fn observe(client: Client) -> Arc<Mutex<Observed>> {
+    let observed = Arc::new(Mutex::new(Observed::default()));
+    let shared = observed.clone();
+    tokio::spawn(async move {
+        let nodes: Api<Node> = Api::all(client);
+        let mut events = watcher(nodes, watcher::Config::default()).boxed();
+        while let Some(event) = events.next().await {
+            let Ok(event) = event else { continue };
+            let mut observed = shared.lock().unwrap();
+            match event {
+                watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
+                    observed.nodes.insert(node.metadata.name.clone().unwrap_or_default(), node);
+                }
+                watcher::Event::Delete(node) => {
+                    observed.nodes.remove(&node.metadata.name.clone().unwrap_or_default());
+                }
+                watcher::Event::Init | watcher::Event::InitDone => {}
+            }
+            let unavailable = observed.nodes.values().filter(|n| mco_rollout::node::unavailable_for_update(n)).count();
+            observed.max_unavailable = observed.max_unavailable.max(unavailable);
+        }
+    });
+    observed
+}
+
+fn reset(observed: &Mutex<Observed>) {
+    observed.lock().unwrap().max_unavailable = 0;
+}
+
+async fn pool(client: &Client) -> MachineConfigPool {
+    Api::<MachineConfigPool>::all(client.clone()).get("worker").await.unwrap()
+}
+
+fn target(pool: &MachineConfigPool) -> String {
+    pool.spec.configuration.as_ref().and_then(|c| c.name.clone()).unwrap_or_default()
+}
+
+async fn set_pool(client: &Client, spec: serde_json::Value) {
+    Api::<MachineConfigPool>::all(client.clone())
+        .patch("worker", &PatchParams::default(), &Patch::Merge(json!({ "spec": spec })))
+        .await
+        .unwrap();
+}
+
+/// Waits until the pool's target is not `old` and every node runs it (Done).
+async fn rolled_out(client: &Client, old: &str) -> String {
+    let deadline = Instant::now() + ROLLOUT_TIMEOUT;
+    let nodes: Api<Node> = Api::all(client.clone());
+    loop {
+        let pool = pool(client).await;
+        let new = target(&pool);
+        let all = nodes.list(&Default::default()).await.unwrap().items;
+        let done = all.iter().filter(|n| {
+            let get = |k| mco_rollout::node::annotation(n, k);
+            get(CURRENT_CONFIG_ANNOTATION) == Some(new.as_str()) && get(STATE_ANNOTATION) == Some("Done")
+        });
+        let updated = pool.status.as_ref().and_then(|s| s.updated_machine_count) == Some(NODES as i32);
+        if new != old && done.count() == NODES && updated {
+            return new;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "rollout from {old} not done: {:#?}",
+            all.iter().map(summary).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Waits until the worker pool's condition `kind` has `status`; returns its message.
+async fn wait_condition(client: &Client, kind: &str, status: bool) -> String {
+    let want = if status { "True" } else { "False" };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let pool = pool(client).await;
+        let conditions = pool.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+        if let Some(c) = conditions.iter().find(|c| c.type_ == kind && c.status == want) {
+            return c.message.clone().unwrap_or_default();
+        }
+        assert!(Instant::now() < deadline, "no {kind}={want}: {conditions:#?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn summary(node: &Node) -> String {
+    let get = |k| mco_rollout::node::annotation(node, k).unwrap_or_default();
+    format!(
+        "{}: {} {} {}",
+        node.metadata.name.as_deref().unwrap_or_default(),
+        get(CURRENT_CONFIG_ANNOTATION),
+        get(STATE_ANNOTATION),
+        get(REASON_ANNOTATION)
+    )
+}
+
+fn worker_roots(lab: &Lab) -> Vec<std::path::PathBuf> {
+    (0..NODES).map(|i| lab.state_dir().join(format!("nodes/worker-{i}/root"))).collect()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
+    let lab = Lab { dir: tempfile::tempdir().unwrap() };
+    let up = lab.mco(&["lab", "up", "--nodes", &NODES.to_string(), "--timeout", "1200"]);
+    assert!(up.get_output().status.success(), "lab up: {}\n{}", stdout(&up), stderr(&up));
+    let client = client(&lab).await;
+
+    // Every node booted with Ignition and pivoted on first boot: base config files in its root,
+    // Done on the pool's first rendered config.
+    let first = rolled_out(&client, "").await;
+    for root in worker_roots(&lab) {
+        assert_eq!(read(&root.join("etc/mco-lab/role")), "worker\n");
+        assert!(root.join("etc/ignition-machine-config-encapsulated.json.bak").is_file(), "{}", root.display());
+    }
+    let status = mco().args(["status", "--kubeconfig"]).arg(lab.state_dir().join("kubeconfig")).assert().success();
+    let status = stdout(&status);
+    // The nodes report the boot image they were installed from (the aleph file), not the image
+    // they pivoted to.
+    let nodes: Api<Node> = Api::all(client.clone());
+    for node in nodes.list(&Default::default()).await.unwrap() {
+        let boot_image =
+            mco_rollout::node::annotation(&node, mco_api::constants::BOOT_IMAGE_ANNOTATION).unwrap_or_default();
+        let boot_image: serde_json::Value =
+            serde_json::from_str(boot_image).unwrap_or_else(|e| panic!("{}: {e}", summary(&node)));
+        assert_eq!(boot_image["build"], mco_lab::images::BOOT_VERSION, "{}", summary(&node));
+    }
+    for i in 0..NODES {
+        let row = status.lines().find(|l| l.starts_with(&format!("worker-{i} "))).unwrap_or_else(|| panic!("{status}"));
+        assert!(row.contains("Ready") && row.contains(&first) && row.contains("Done"), "{status}");
+    }
+
+    let observed = observe(client.clone());
+    let mut current = first;
+    for (step, max_unavailable) in [(1, json!(1)), (2, json!(2)), (3, json!("50%"))] {
+        set_pool(&client, json!({ "maxUnavailable": max_unavailable })).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        reset(&observed);
+        let name = format!("99-worker-step-{step}");
+        lab.apply(&name, &file_mc(&name, &format!("/etc/lab/step-{step}"), &format!("step {step}\n")));
+        current = rolled_out(&client, &current).await;
+        let limit = match step {
+            2 => 2,
+            _ => 1,
+        };
+        let seen = observed.lock().unwrap().max_unavailable;
+        assert!(seen <= limit, "step {step}: {seen} nodes unavailable at once, maxUnavailable {max_unavailable}");
+        assert!(seen >= 1, "step {step}: the watch saw no node updating");
+        for root in worker_roots(&lab) {
+            assert_eq!(read(&root.join(format!("etc/lab/step-{step}"))), format!("step {step}\n"));
+        }
+    }
+
+    // A paused pool gets a new target but no node moves; unpausing resumes.
+    set_pool(&client, json!({ "paused": true })).await;
+    lab.apply("99-worker-paused", &file_mc("99-worker-paused", "/etc/lab/paused", "paused\n"));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while target(&pool(&client).await) == current {
+        assert!(Instant::now() < deadline, "the paused pool was not rendered");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    for root in worker_roots(&lab) {
+        assert!(!root.join("etc/lab/paused").exists(), "a node of the paused pool updated: {}", root.display());
+    }
+    set_pool(&client, json!({ "paused": false })).await;
+    current = rolled_out(&client, &current).await;
+    for root in worker_roots(&lab) {
+        assert_eq!(read(&root.join("etc/lab/paused")), "paused\n");
+    }
+
+    // A bad MachineConfig: the pool is RenderDegraded with the reason and no node is touched;
+    // deleting it clears the condition.
+    lab.apply("99-worker-bad", &file_mc("99-worker-bad", "relative/path", "bad\n"));
+    let message = wait_condition(&client, "RenderDegraded", true).await;
+    assert!(message.contains("99-worker-bad"), "{message}");
+    assert_eq!(target(&pool(&client).await), current);
+    let nodes: Api<Node> = Api::all(client.clone());
+    for node in nodes.list(&Default::default()).await.unwrap() {
+        let desired = mco_rollout::node::annotation(&node, mco_api::constants::DESIRED_CONFIG_ANNOTATION);
+        assert_eq!(desired, Some(current.as_str()), "{}", summary(&node));
+    }
+    Api::<mco_api::MachineConfig>::all(client.clone()).delete("99-worker-bad", &Default::default()).await.unwrap();
+    wait_condition(&client, "RenderDegraded", false).await;
+
+    // A node that cannot apply goes Degraded with the reason; the pool says NodeDegraded; the
+    // daemon retries and the rollout completes once the cause is gone.
+    set_pool(&client, json!({ "maxUnavailable": 1 })).await;
+    let blocked = worker_roots(&lab)[0].join("etc/lab/blocked");
+    std::fs::create_dir_all(blocked.join("in-the-way")).unwrap();
+    lab.apply("99-worker-blocked", &file_mc("99-worker-blocked", "/etc/lab/blocked", "blocked\n"));
+    let deadline = Instant::now() + ROLLOUT_TIMEOUT;
+    loop {
+        let pool = pool(&client).await;
+        let degraded = pool.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| {
+            c.iter().find(|c| c.type_ == "NodeDegraded" && c.status == "True").and_then(|c| c.message.clone())
+        });
+        if let Some(message) = degraded {
+            assert!(message.contains("worker-0"), "{message}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no NodeDegraded: {pool:#?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    std::fs::remove_dir_all(&blocked).unwrap();
+    rolled_out(&client, &current).await;
+    assert_eq!(read(&blocked), "blocked\n");
+
+    let down = lab.mco(&["lab", "down"]);
+    assert!(down.get_output().status.success(), "{}", stderr(&down));
+    assert!(!lab.state_dir().exists());
+}
