@@ -3,10 +3,9 @@
 //! drain controller (a task that answers every `desiredDrain` with `lastAppliedDrain`).
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mco_agent::{Settings, Stopped, Timing};
 use mco_api::constants::{
@@ -18,6 +17,7 @@ use mco_daemon::Node;
 use mco_daemon::apply::REBOOT_REQUEST;
 use mco_daemon::units::ACTIONS_LOG;
 use mco_testenv::TestEnv;
+use mco_testenv::eventually;
 use mco_testenv::k8s_openapi::api::core::v1::Node as KubeNode;
 use mco_testenv::kube::api::{Patch, PatchParams, PostParams};
 use mco_testenv::kube::{Api, Client};
@@ -30,22 +30,6 @@ type Answered = Arc<Mutex<Vec<(String, String)>>>;
 const TIMEOUT: Duration = Duration::from_secs(60);
 const APP_CONF: &str = "/etc/app.conf";
 const APP_UNIT: &str = "/usr/lib/systemd/system/app.service";
-
-/// Polls `probe` until it returns `Some`, or panics naming `what`.
-async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 fn host(root: &Path, node_path: &str) -> PathBuf {
     root.join(node_path.trim_start_matches('/'))

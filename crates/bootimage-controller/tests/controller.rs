@@ -99,8 +99,14 @@ async fn patches_rhcos_machinesets_skips_others_and_upgrades_the_stub() {
 
     // Default-on platform: opted in, Automatic skew; skips reset the recorded version to the
     // install version, 4.12.0, below the limit: upgrades are blocked.
-    let configuration = cluster.configuration().await.unwrap();
-    assert!(configuration.annotations().contains_key(BOOT_IMAGE_UPDATES_OPTED_IN_AT_ANNOTATION));
+    // The operator part of the sync writes these after the MachineSets' pass: wait for them.
+    let configuration = eventually("the opt-in annotation and the skew status", || async {
+        let configuration = cluster.configuration().await?;
+        let opted_in = configuration.annotations().contains_key(BOOT_IMAGE_UPDATES_OPTED_IN_AT_ANNOTATION);
+        let skew = configuration.status.as_ref()?.boot_image_skew_enforcement_status.as_ref()?;
+        (opted_in && skew.automatic.is_some()).then_some(configuration)
+    })
+    .await;
     let skew = configuration.status.unwrap().boot_image_skew_enforcement_status.unwrap();
     assert_eq!(skew.mode, Some(Mode::Automatic));
     assert_eq!(skew.automatic.unwrap().ocp_version.as_deref(), Some("4.12.0"));

@@ -5,10 +5,9 @@
 
 mod common;
 
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest};
@@ -21,26 +20,11 @@ use mco_server::serve::{ENCAPSULATED_PATH, KUBECONFIG_PATH, KUBELET_CA_PATH, NOD
 use mco_server::source::cluster::node_kubeconfig;
 use mco_server::{BodyCache, ClusterOptions, ClusterSource, Limits};
 use mco_testenv::TestEnv;
+use mco_testenv::eventually;
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 const SERVICE_ACCOUNT: &str = "node-bootstrapper";
-
-/// Polls `probe` until it returns `Some`, or panics naming `what`.
-async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).unwrap()

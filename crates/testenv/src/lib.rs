@@ -374,3 +374,24 @@ pub async fn client_from_kubeconfig(path: &Path) -> anyhow::Result<Client> {
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     Ok(Client::try_from(config)?)
 }
+
+/// How long [`eventually`] waits: generous, because tests run many API servers at once on small
+/// machines; a test asserts what happens, never how fast.
+pub const EVENTUALLY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Polls `probe` until it returns `Some` and returns that, or panics naming `what` after
+/// [`EVENTUALLY_TIMEOUT`].
+pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + EVENTUALLY_TIMEOUT;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

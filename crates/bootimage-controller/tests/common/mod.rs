@@ -4,9 +4,8 @@
 
 #![allow(dead_code)] // Each test binary uses a part.
 
-use std::future::Future;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -18,25 +17,10 @@ use mco_api::constants::{MACHINE_API_NAMESPACE, MACHINE_CONFIGURATION_NAME, MCO_
 use mco_api::operator::MachineConfiguration;
 use mco_bootimage_controller::Options;
 use mco_testenv::TestEnv;
+pub use mco_testenv::eventually;
 use serde_json::{Value, json};
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Polls `probe` until it returns `Some`, or panics naming `what`.
-pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// Controller logs in the test output, filtered by `MCO_LOG`.
 pub fn init_logs() {

@@ -5,10 +5,9 @@
 #![allow(dead_code)] // Each test binary uses a part.
 
 use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Node;
@@ -21,26 +20,10 @@ use mco_api::constants::{
     REASON_ANNOTATION, STATE_ANNOTATION, STATE_DEGRADED, STATE_DONE, STATE_WORKING,
 };
 use mco_rollout::node::{annotation, unavailable_for_update};
+pub use mco_testenv::eventually;
 use serde_json::json;
 
 pub const WORKER_LABEL: &str = "node-role.kubernetes.io/worker";
-pub const TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Polls `probe` until it returns `Some`, or panics naming `what`.
-pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// Controller logs in the test output, filtered by `MCO_LOG` (e.g. `MCO_LOG=mco_controller=debug`).
 pub fn init_logs() {
