@@ -6,24 +6,28 @@
 # leaves the lab running for you.
 #
 #   NODES=5 bash hack/lab.sh          more nodes (default 3)
-#   MCO_LAB_DIR=DIR bash hack/lab.sh  state directory (default ~/.local/state/mco/lab)
+#   MCO_LAB_DIR=DIR bash hack/lab.sh  state directory (default /var/tmp/mco-lab)
 #
-# Afterwards: target/release/mco status -w | lab apply -f FILE | lab down
+# The build runs as you; the lab runs as root (through sudo when you are not root): the real
+# Ignition client and the node daemons write files owned by root into the nodes' roots.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash hack/setup.sh
-bash hack/kube-binaries.sh >/dev/null
+KUBE_BIN_DIR=$(bash hack/kube-binaries.sh)
 cargo build --release --locked -p mco
-MCO=$PWD/target/release/mco
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+DIR=${MCO_LAB_DIR:-/var/tmp/mco-lab}
+lab() { $SUDO env MCO_KUBE_BIN_DIR="$KUBE_BIN_DIR" MCO_LAB_DIR="$DIR" "$PWD/target/release/mco" "$@"; }
 
 # A lab left over from an earlier run is stopped and removed first.
-$MCO lab down
-$MCO lab up --nodes "${NODES:-3}"
-$MCO status
+lab lab down
+lab lab up --nodes "${NODES:-3}"
+lab status
 echo
 echo "== Rolling out examples/lab/99-worker-motd.yaml (one node at a time: drain, write, reboot, uncordon)"
-$MCO lab apply -f examples/lab/99-worker-motd.yaml
-$MCO status -w --until-updated --timeout 900
+lab lab apply -f examples/lab/99-worker-motd.yaml
+lab status -w --until-updated --timeout 900
 echo
-echo "The lab is still running. Kubeconfig: $($MCO lab kubeconfig)"
-echo "Try: $MCO status -w    $MCO lab apply -f FILE    $MCO lab down"
+echo "The lab is still running in $DIR. With MCO_LAB_DIR=$DIR (and root):"
+echo "  target/release/mco status -w | lab apply -f FILE | lab kubeconfig | lab down"
