@@ -10,8 +10,11 @@ use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
-use mco_api::constants::{CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, REASON_ANNOTATION, STATE_ANNOTATION};
-use mco_api::{MachineConfig, MachineConfigPool};
+use mco_api::constants::{
+    CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, MACHINE_CONFIGURATION_NAME, REASON_ANNOTATION,
+    STATE_ANNOTATION,
+};
+use mco_api::{MachineConfig, MachineConfigPool, MachineConfiguration};
 use mco_render::select::Selection;
 use mco_rollout::node::{annotation, is_ready, name, unavailable_for_update};
 
@@ -80,6 +83,17 @@ pub fn verdict(pools: &[MachineConfigPool], configs: &[MachineConfig]) -> Verdic
             && rendered_from_current_configs(p, configs)
     };
     if pools.iter().all(updated) { Verdict::Updated } else { Verdict::InProgress }
+}
+
+/// The boot image controller's verdict on cluster upgrades (boot image skew), one line.
+pub fn upgradeable_line(configuration: &MachineConfiguration) -> Option<String> {
+    let conditions = configuration.status.as_ref()?.conditions.as_ref()?;
+    let condition = conditions.iter().find(|c| c.type_ == "Upgradeable")?;
+    Some(if condition.status == "True" {
+        "Upgradeable: True".to_string()
+    } else {
+        format!("Upgradeable: {} ({}): {}", condition.status, condition.reason, condition.message)
+    })
 }
 
 /// Every degraded pool with its Degraded condition's message.
@@ -256,7 +270,8 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         let client = mco_controller::client(kubeconfig.as_deref()).await?;
         let pools_api: Api<MachineConfigPool> = Api::all(client.clone());
         let nodes_api: Api<Node> = Api::all(client.clone());
-        let configs_api: Api<MachineConfig> = Api::all(client);
+        let configs_api: Api<MachineConfig> = Api::all(client.clone());
+        let configuration_api: Api<MachineConfiguration> = Api::all(client);
         let deadline = Instant::now() + Duration::from_secs(args.timeout);
         let mut last = String::new();
         loop {
@@ -264,6 +279,11 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
             let nodes = nodes_api.list(&ListParams::default()).await.context("listing nodes")?.items;
             let mut text = format!("{}\n{}", pools_table(&pools), nodes_table(&nodes, &pools));
             for line in progress_lines(&nodes, &pools) {
+                text.push_str(&format!("\n{line}"));
+            }
+            // Clusters without the MachineConfiguration type (or object) just have no such line.
+            let configuration = configuration_api.get_opt(MACHINE_CONFIGURATION_NAME).await.ok().flatten();
+            if let Some(line) = configuration.as_ref().and_then(upgradeable_line) {
                 text.push_str(&format!("\n{line}"));
             }
             if text != last {
@@ -385,6 +405,34 @@ mod tests {
             "spec": {},
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn upgradeable_condition_in_one_line() {
+        let configuration = |conditions: serde_json::Value| -> MachineConfiguration {
+            serde_json::from_value(json!({
+                "apiVersion": "operator.openshift.io/v1",
+                "kind": "MachineConfiguration",
+                "metadata": {"name": "cluster"},
+                "spec": {},
+                "status": {"conditions": conditions},
+            }))
+            .unwrap()
+        };
+        let condition = |status: &str, reason: &str, message: &str| {
+            json!({"type": "Upgradeable", "status": status, "reason": reason, "message": message,
+                   "lastTransitionTime": "2026-11-21T00:00:00Z"})
+        };
+        assert_eq!(upgradeable_line(&configuration(json!([]))), None);
+        assert_eq!(
+            upgradeable_line(&configuration(json!([condition("True", "AsExpected", "")]))).as_deref(),
+            Some("Upgradeable: True")
+        );
+        assert_eq!(
+            upgradeable_line(&configuration(json!([condition("False", "ClusterBootImageSkewError", "too old")])))
+                .as_deref(),
+            Some("Upgradeable: False (ClusterBootImageSkewError): too old")
+        );
     }
 
     #[test]
