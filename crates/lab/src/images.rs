@@ -36,19 +36,8 @@ pub struct LabImages {
 pub async fn start_registry(layout: &Layout, port: u16) -> anyhow::Result<Service> {
     let dir = layout.registry();
     std::fs::create_dir_all(&dir)?;
-    let config = dir.join("config.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\n\
-             http:\n  addr: 127.0.0.1:{port}\n",
-            dir.join("data").display()
-        ),
-    )?;
-    std::fs::write(
-        layout.registries_conf(),
-        format!("[[registry]]\nlocation = \"127.0.0.1:{port}\"\ninsecure = true\n"),
-    )?;
+    let config = mco_os::registry::write_config(&dir, port)?;
+    std::fs::write(layout.registries_conf(), mco_os::registry::registries_conf_text(port))?;
     let mut command = Command::new("docker-registry");
     command.arg("serve").arg(&config);
     let mut service = Service::spawn("registry", command, &layout.log("registry"))?;

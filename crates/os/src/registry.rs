@@ -20,6 +20,27 @@ pub struct LocalRegistry {
     pub registries_conf: PathBuf,
 }
 
+/// Writes `DIR/config.yml` for a docker-registry on 127.0.0.1:`port` storing blobs in
+/// `DIR/data`; returns its path.
+pub fn write_config(dir: &Path, port: u16) -> Result<PathBuf> {
+    let config = dir.join("config.yml");
+    fs::write(
+        &config,
+        format!(
+            "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\n\
+             http:\n  addr: 127.0.0.1:{port}\n",
+            dir.join("data").display()
+        ),
+    )
+    .with_context(|| format!("Writing {}", config.display()))?;
+    Ok(config)
+}
+
+/// A `registries.conf` that lets the image tools use the plain-HTTP registry on 127.0.0.1:`port`.
+pub fn registries_conf_text(port: u16) -> String {
+    format!("[[registry]]\nlocation = \"127.0.0.1:{port}\"\ninsecure = true\n")
+}
+
 impl LocalRegistry {
     /// Starts a registry storing in `dir` (its config, data and registries.conf go there) and
     /// waits until it answers.
@@ -27,17 +48,9 @@ impl LocalRegistry {
     pub fn start(dir: &Path) -> Result<Self> {
         fs::create_dir_all(dir)?;
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let config = dir.join("config.yml");
-        fs::write(
-            &config,
-            format!(
-                "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\n\
-                 http:\n  addr: 127.0.0.1:{port}\n",
-                dir.join("data").display()
-            ),
-        )?;
+        let config = write_config(dir, port)?;
         let registries_conf = dir.join("registries.conf");
-        fs::write(&registries_conf, format!("[[registry]]\nlocation = \"127.0.0.1:{port}\"\ninsecure = true\n"))?;
+        fs::write(&registries_conf, registries_conf_text(port))?;
         let child = Command::new("docker-registry")
             .arg("serve")
             .arg(&config)
