@@ -45,6 +45,28 @@ pub fn yaml_documents(text: &str) -> Result<Vec<Value>, YamlError> {
     }
 }
 
+/// Why a file holding one object cannot be read as that object.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    #[error("invalid YAML in document {}: {}", .0.document, .0)]
+    Yaml(YamlError),
+    #[error("expected one object, found {0} documents")]
+    DocumentCount(usize),
+    #[error(transparent)]
+    Decode(#[from] serde_json::Error),
+}
+
+/// The one object of a YAML or JSON file, read as kubectl reads it ([`yaml_documents`]); empty
+/// documents (a leading `---`) are skipped, a second object is an error rather than ignored.
+pub fn yaml_object<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ObjectError> {
+    let mut objects: Vec<Value> =
+        yaml_documents(text).map_err(ObjectError::Yaml)?.into_iter().filter(|d| !d.is_null()).collect();
+    if objects.len() != 1 {
+        return Err(ObjectError::DocumentCount(objects.len()));
+    }
+    Ok(serde_json::from_value(objects.remove(0))?)
+}
+
 /// Marks an error as found in the `document`-th document.
 fn in_document(document: usize) -> impl Fn(YamlError) -> YamlError {
     move |e| YamlError { document, ..e }
@@ -184,6 +206,25 @@ mod tests {
         let mut documents = yaml_documents(text).unwrap();
         assert_eq!(documents.len(), 1, "{text}");
         documents.remove(0)
+    }
+
+    #[test]
+    fn one_object_per_file() {
+        #[derive(Debug, serde::Deserialize, PartialEq)]
+        struct File {
+            mode: u32,
+        }
+        assert_eq!(yaml_object::<File>("---\nmode: 0644\n").unwrap(), File { mode: 420 });
+        assert_eq!(yaml_object::<File>("{\"mode\": 420}").unwrap(), File { mode: 420 });
+        for (text, message) in [
+            ("", "expected one object, found 0 documents"),
+            ("mode: 1\n---\nmode: 2\n", "expected one object, found 2 documents"),
+            ("mode: [1\n", "invalid YAML in document 1"),
+            ("mode: -1\n", "invalid value: integer `-1`, expected u32"),
+        ] {
+            let error = yaml_object::<File>(text).unwrap_err().to_string();
+            assert!(error.contains(message), "{text:?}: {error}");
+        }
     }
 
     #[test]

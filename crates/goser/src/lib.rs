@@ -21,7 +21,7 @@ mod unicode_tables;
 
 pub use ghodss::GhodssError;
 pub use json::Escaping;
-pub use kubeyaml::{YamlError, yaml_documents};
+pub use kubeyaml::{ObjectError, YamlError, yaml_documents, yaml_object};
 
 /// Serializes `value` as compact JSON exactly as Go's `json.Marshal` would print the Go value it
 /// mirrors (with `flavor` choosing between the current encoder and the clarketm/json fork).

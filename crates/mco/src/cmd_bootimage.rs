@@ -135,8 +135,10 @@ fn kind_of(object: &Object) -> &'static str {
 
 /// Reads an Infrastructure manifest; the message names the file.
 pub fn read_infrastructure(path: &Path, bytes: &[u8]) -> Result<Infrastructure, String> {
-    let infra: Infrastructure =
-        serde_yaml::from_slice(bytes).map_err(|e| format!("{}: not an Infrastructure: {e}", path.display()))?;
+    let infra: Infrastructure = std::str::from_utf8(bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|text| mco_goser::yaml_object(text).map_err(|e| e.to_string()))
+        .map_err(|e| format!("{}: not an Infrastructure: {e}", path.display()))?;
     if infra.kind != "Infrastructure" || infra.api_version != "config.openshift.io/v1" {
         return Err(format!(
             "{}: expected kind Infrastructure in apiVersion config.openshift.io/v1, found kind {:?} in {:?}",
@@ -246,8 +248,10 @@ pub fn upgrade_stub(args: &UpgradeStubArgs) -> anyhow::Result<ExitCode> {
     };
     let file = args.file.display();
     // A Secret manifest (YAML or JSON) or else an Ignition config (JSON).
-    let as_secret =
-        serde_yaml::from_slice::<Value>(&raw).ok().filter(|v| v.get("kind").and_then(Value::as_str) == Some("Secret"));
+    let as_secret = std::str::from_utf8(&raw)
+        .ok()
+        .and_then(|text| mco_goser::yaml_object::<Value>(text).ok())
+        .filter(|v| v.get("kind").and_then(Value::as_str) == Some("Secret"));
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let (user_data, output) = match as_secret {
         Some(value) => {

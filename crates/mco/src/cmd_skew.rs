@@ -47,15 +47,15 @@ pub fn run(cmd: SkewCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn read_cluster_version(path: &Path) -> anyhow::Result<Result<ClusterVersion, String>> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(serde_yaml::from_slice::<serde_yaml::Value>(&bytes)
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(mco_goser::yaml_object::<serde_json::Value>(&text)
         .map_err(|e| e.to_string())
         .and_then(|v| {
             let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or_default().to_string();
             if kind != "ClusterVersion" {
                 return Err(format!("expected kind ClusterVersion, found {kind:?}"));
             }
-            serde_yaml::from_value(v).map_err(|e| e.to_string())
+            serde_json::from_value(v).map_err(|e| e.to_string())
         })
         .map_err(|e| format!("{}: not a ClusterVersion: {e}", path.display())))
 }
