@@ -406,30 +406,22 @@ pub fn upgradeable(
 ) -> Result<Verdict, VersionError> {
     let Some(status) = status else { return Ok(Verdict::Upgradeable) };
     let condition = |t: &str| conditions.iter().find(|c| c.type_ == t);
-    let (ocp, rhcos) = match status.mode {
-        Some(BootImageSkewEnforcementModeStatus::Automatic) => {
-            if let Some(degraded) = condition(BOOT_IMAGE_UPDATE_DEGRADED).filter(|c| c.status == "True") {
-                return Ok(Verdict::Blocked {
-                    reason: SKEW_ERROR_REASON,
-                    message: format!(
-                        "Upgrades have been disabled due to boot image update failures: boot image controller is degraded: {}",
-                        degraded.message
-                    ),
-                });
-            }
-            // Still reconciling: the recorded version is about to change.
-            if condition(BOOT_IMAGE_UPDATE_PROGRESSING).is_none_or(|c| c.status == "True") {
-                return Ok(Verdict::Upgradeable);
-            }
-            let automatic = status.automatic.as_ref();
-            (automatic.and_then(|a| a.ocp_version.as_deref()), automatic.and_then(|a| a.rhcos_version.as_deref()))
+    if status.mode == Some(BootImageSkewEnforcementModeStatus::Automatic) {
+        if let Some(degraded) = condition(BOOT_IMAGE_UPDATE_DEGRADED).filter(|c| c.status == "True") {
+            return Ok(Verdict::Blocked {
+                reason: SKEW_ERROR_REASON,
+                message: format!(
+                    "Upgrades have been disabled due to boot image update failures: boot image controller is degraded: {}",
+                    degraded.message
+                ),
+            });
         }
-        Some(BootImageSkewEnforcementModeStatus::Manual) => {
-            let manual = status.manual.as_ref();
-            (manual.and_then(|m| m.ocp_version.as_deref()), manual.and_then(|m| m.rhcos_version.as_deref()))
+        // Still reconciling: the recorded version is about to change.
+        if condition(BOOT_IMAGE_UPDATE_PROGRESSING).is_none_or(|c| c.status == "True") {
+            return Ok(Verdict::Upgradeable);
         }
-        Some(BootImageSkewEnforcementModeStatus::None) | None => return Ok(Verdict::Upgradeable),
-    };
+    }
+    let Some((ocp, rhcos)) = recorded_versions(status) else { return Ok(Verdict::Upgradeable) };
     let Some(detail) = too_old(ocp, rhcos)? else { return Ok(Verdict::Upgradeable) };
     Ok(Verdict::Blocked {
         reason: SKEW_ERROR_REASON,
@@ -437,6 +429,22 @@ pub fn upgradeable(
             "Upgrades have been disabled because {detail}. To enable upgrades, please update your boot images or disable boot image skew enforcement by following the documentation at https://docs.redhat.com/en/documentation/openshift_container_platform/{docs_version}/html/machine_configuration/mco-update-boot-skew-mgmt"
         ),
     })
+}
+
+/// The boot image versions (OCP, RHCOS) the status records for its mode; `None` when
+/// enforcement is off.
+fn recorded_versions(status: &BootImageSkewEnforcementStatus) -> Option<(Option<&str>, Option<&str>)> {
+    match status.mode? {
+        BootImageSkewEnforcementModeStatus::Automatic => {
+            let automatic = status.automatic.as_ref();
+            Some((automatic.and_then(|a| a.ocp_version.as_deref()), automatic.and_then(|a| a.rhcos_version.as_deref())))
+        }
+        BootImageSkewEnforcementModeStatus::Manual => {
+            let manual = status.manual.as_ref();
+            Some((manual.and_then(|m| m.ocp_version.as_deref()), manual.and_then(|m| m.rhcos_version.as_deref())))
+        }
+        BootImageSkewEnforcementModeStatus::None => None,
+    }
 }
 
 /// Why the recorded boot image is below the limit, or `None` when it is not. The OCP version
@@ -465,6 +473,15 @@ fn too_old(ocp: Option<&str>, rhcos: Option<&str>) -> Result<Option<String>, Ver
 // ---------------------------------------------------------------------------------------------
 // One node's boot image
 // ---------------------------------------------------------------------------------------------
+
+/// Request header in which a booting machine names its boot image version (the aleph `build`).
+pub const BOOT_IMAGE_VERSION_HEADER: &str = "X-MCO-Boot-Image-Version";
+/// Query parameter of `/config/<pool>` carrying the same, for spec 2.x stubs (no `httpHeaders`);
+/// the header wins when both are given.
+pub const BOOT_IMAGE_VERSION_QUERY: &str = "bootImageVersion";
+/// Added by the server (cluster mode) to every config it serves when the cluster has a skew
+/// status: that status as JSON; firstboot judges the machine's boot image against it.
+pub const SKEW_STATUS_FILE: &str = "/etc/machine-config-daemon/boot-image-skew-enforcement.json";
 
 /// Whether a machine booted from a given boot image may get its config (server) or pivot to
 /// the OS image (firstboot).
@@ -510,19 +527,31 @@ pub fn check_node_boot_image(
     if !enforced {
         return Ok(NodeVerdict::Allowed);
     }
-    let refused = |detail: String| NodeVerdict::Refused {
-        message: format!(
-            "boot image is too old: {detail}; update the boot images (or disable boot image skew enforcement) and reprovision this machine"
-        ),
-    };
     Ok(match BootImageVersion::parse(boot_image_version)? {
-        BootImageVersion::Rhcos(v) if v.rhel < rhel_limit() => refused(format!(
+        BootImageVersion::Rhcos(v) if v.rhel < rhel_limit() => too_old_boot_image(format!(
             "RHCOS boot image version {}(RHEL version: {}) is below the minimum required RHEL version {RHCOS_VERSION_BOOT_IMAGE_SKEW_LIMIT}",
             v.raw, v.rhel
         )),
-        BootImageVersion::Ocp(v) if v.cmp(&ocp_limit()) == Ordering::Less => refused(format!(
+        BootImageVersion::Ocp(v) if v.cmp(&ocp_limit()) == Ordering::Less => too_old_boot_image(format!(
             "OCP boot image version {boot_image_version} is below the minimum required version {OCP_VERSION_BOOT_IMAGE_SKEW_LIMIT}"
         )),
         _ => NodeVerdict::Allowed,
     })
+}
+
+/// For a machine that does not say which boot image it booted from: the boot image the cluster
+/// records (`automatic` or `manual`) stands for it, judged as upgrades are (seed 003: the server
+/// "rejects new Ignition requests if the cluster's boot images are out of date"). Enforcement
+/// off (`None` or not configured) allows it.
+pub fn check_cluster_boot_image(status: Option<&BootImageSkewEnforcementStatus>) -> Result<NodeVerdict, VersionError> {
+    let Some((ocp, rhcos)) = status.and_then(recorded_versions) else { return Ok(NodeVerdict::Allowed) };
+    Ok(too_old(ocp, rhcos)?.map_or(NodeVerdict::Allowed, too_old_boot_image))
+}
+
+fn too_old_boot_image(detail: String) -> NodeVerdict {
+    NodeVerdict::Refused {
+        message: format!(
+            "boot image is too old: {detail}; update the boot images (or disable boot image skew enforcement) and reprovision this machine"
+        ),
+    }
 }

@@ -9,7 +9,8 @@ use mco_api::operator::{
 };
 use mco_bootimage::skew::{
     ClusterVersion, ConditionView, ModeInputs, NodeVerdict, OcpVersion, RhcosVersion, RhelVersion, SKEW_ERROR_REASON,
-    SyncOutcome, Verdict, VersionError, automatic_after_sync, check_node_boot_image, resolve_mode, upgradeable,
+    SyncOutcome, Verdict, VersionError, automatic_after_sync, check_cluster_boot_image, check_node_boot_image,
+    resolve_mode, upgradeable,
 };
 
 #[test]
@@ -336,6 +337,64 @@ fn node_boot_image_check() {
     }
     assert!(matches!(check_node_boot_image(Some(&manual), "garbage"), Err(VersionError::Ocp { .. })));
     assert!(matches!(check_node_boot_image(Some(&manual), "9.6.2025102-0"), Err(VersionError::Rhcos { .. })));
+}
+
+/// A machine that does not say its boot image is judged by the one the cluster records.
+#[test]
+fn cluster_boot_image_check() {
+    let refused = |detail: &str| NodeVerdict::Refused {
+        message: format!(
+            "boot image is too old: {detail}; update the boot images (or disable boot image skew enforcement) and reprovision this machine"
+        ),
+    };
+    let manual_rhcos = |v: &str| ClusterBootImageManual {
+        mode: Some(ClusterBootImageManualMode::RhcosVersion),
+        ocp_version: None,
+        rhcos_version: Some(v.to_string()),
+    };
+    let cases = [
+        ("no status", None, NodeVerdict::Allowed),
+        ("mode None", Some(status(Mode::None, None, Some(manual_ocp("4.1.0")))), NodeVerdict::Allowed),
+        (
+            "manual old OCP",
+            Some(status(Mode::Manual, None, Some(manual_ocp("4.12.0")))),
+            refused(
+                "the cluster is using OCP boot image version 4.12.0, which is below the minimum required version 4.13.0",
+            ),
+        ),
+        ("manual OCP at the limit", Some(status(Mode::Manual, None, Some(manual_ocp("4.13.0")))), NodeVerdict::Allowed),
+        (
+            "manual legacy RHCOS",
+            Some(status(Mode::Manual, None, Some(manual_rhcos("412.86.202301010000-0")))),
+            refused(
+                "the cluster is using RHCOS boot image version 412.86.202301010000-0(RHEL version: 8.6), which is below the minimum required RHEL version 9.2",
+            ),
+        ),
+        (
+            "manual current RHCOS",
+            Some(status(Mode::Manual, None, Some(manual_rhcos("9.6.20260101-0")))),
+            NodeVerdict::Allowed,
+        ),
+        // Unlike the Upgradeable verdict, conditions do not matter: the recorded version is judged.
+        (
+            "automatic old OCP",
+            Some(status(Mode::Automatic, auto_ocp("4.10.0"), None)),
+            refused(
+                "the cluster is using OCP boot image version 4.10.0, which is below the minimum required version 4.13.0",
+            ),
+        ),
+        ("automatic current OCP", Some(status(Mode::Automatic, auto_ocp("4.18.0"), None)), NodeVerdict::Allowed),
+        (
+            "manual without versions",
+            Some(status(Mode::Manual, None, Some(ClusterBootImageManual::default()))),
+            NodeVerdict::Allowed,
+        ),
+    ];
+    for (name, status, want) in cases {
+        assert_eq!(check_cluster_boot_image(status.as_ref()), Ok(want), "{name}");
+    }
+    let unreadable = status(Mode::Manual, None, Some(manual_rhcos("9.6.2025-0")));
+    assert!(matches!(check_cluster_boot_image(Some(&unreadable)), Err(VersionError::Rhcos { .. })));
 }
 
 fn machinesets_manager(mode: mco_api::operator::MachineManagerSelectorMode) -> ManagedBootImages {

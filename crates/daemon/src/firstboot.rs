@@ -7,17 +7,24 @@
 //! The machine's state is an empty config with the booted image, those requested kernel
 //! arguments the booted deployment already has, and the running FIPS mode. If that already
 //! matches the target, the file is deleted and nothing else happens (as upstream).
+//!
+//! Before anything else, a machine whose boot image is too old for the cluster's skew
+//! enforcement is refused ([`crate::skew`]): the reason goes to its console, nothing is pulled or
+//! deployed and the encapsulated file stays (upstream has no such check).
 
 use std::fs;
+use std::path::{Path, PathBuf};
 
 use mco_api::{MachineConfig, MachineConfigSpec};
+use mco_bootimage::skew::NodeVerdict;
 use mco_disruption::ConfigDiff;
 
 use crate::apply::{self, Applied, ApplyError, Disruption, Node};
 use crate::failpoint::Failpoints;
-use crate::fsutil::{host_path, sync_dir};
+use crate::fsutil::{Fs, host_path, sync_dir};
 use crate::os::OsStatus;
 use crate::plan::split_kargs;
+use crate::skew;
 
 /// The target config Ignition wrote: the first-boot marker.
 pub const ENCAPSULATED: &str = "/etc/ignition-machine-config-encapsulated.json";
@@ -35,6 +42,14 @@ pub enum Firstboot {
     AlreadyMatches { config: String },
     /// The config was applied, the file renamed to `.bak` and the reboot requested.
     Applied { config: String, applied: Applied },
+    /// The boot image is too old (or cannot be judged) under the cluster's skew enforcement:
+    /// the reason is on the console ([`skew::ISSUE_FILE`]), nothing else changed.
+    Refused { config: String, reason: String },
+}
+
+/// Where a host keeps its boot image's aleph file: the physical root's `/sysroot`.
+pub fn host_aleph(root: &Path) -> PathBuf {
+    host_path(root, "/sysroot").join(mco_os::aleph::ALEPH_FILE)
 }
 
 /// The config the machine runs before its first update (upstream's `oldConfig`).
@@ -52,8 +67,14 @@ pub fn booted_config(desired: &MachineConfig, os: &OsStatus, fips: bool) -> Mach
     MachineConfig::new("mco-empty-mc", spec)
 }
 
-/// Completes the first boot of `node` (which needs an OS backend).
+/// Completes the first boot of `node` (which needs an OS backend), its boot image's aleph file
+/// at [`host_aleph`].
 pub fn firstboot(node: &Node, failpoints: &Failpoints) -> Result<Firstboot, ApplyError> {
+    firstboot_with_aleph(node, &host_aleph(&node.root), failpoints)
+}
+
+/// [`firstboot`] with the boot image's aleph file at `aleph` (an OSTree sysroot's own).
+pub fn firstboot_with_aleph(node: &Node, aleph: &Path, failpoints: &Failpoints) -> Result<Firstboot, ApplyError> {
     let degraded = |e: anyhow::Error| ApplyError::Degraded(format!("{e:#}"));
     let path = host_path(&node.root, ENCAPSULATED);
     let bytes = match fs::read(&path) {
@@ -64,6 +85,16 @@ pub fn firstboot(node: &Node, failpoints: &Failpoints) -> Result<Firstboot, Appl
     let desired: MachineConfig = serde_json::from_slice(&bytes)
         .map_err(|e| ApplyError::Degraded(format!("{ENCAPSULATED} is not a MachineConfig: {e}")))?;
     let config = desired.metadata.name.clone().unwrap_or_default();
+    let verdict = skew::firstboot_verdict(skew::read_status(&node.root), aleph, mco_os::aleph::read(aleph));
+    if let NodeVerdict::Refused { message } = verdict {
+        tracing::error!(config, "refusing to pivot: {message}");
+        let issue = host_path(&node.root, skew::ISSUE_FILE);
+        let fs = Fs::new(&node.root, failpoints);
+        fs.write_atomic(&issue, skew::issue_text(&message).as_bytes(), 0o644, None)
+            .and_then(|()| fs.sync_dirs())
+            .map_err(|e| ApplyError::Degraded(format!("{message}; and writing {}: {e:#}", skew::ISSUE_FILE)))?;
+        return Ok(Firstboot::Refused { config, reason: message });
+    }
     // An interrupted earlier attempt is rolled back before the machine's state is read.
     apply::recover(node).map_err(degraded)?;
     let os = node

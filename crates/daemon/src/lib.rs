@@ -18,6 +18,7 @@ pub mod journal;
 pub mod os;
 pub mod plan;
 pub mod runner;
+pub mod skew;
 pub mod ssh;
 pub mod state;
 pub mod units;

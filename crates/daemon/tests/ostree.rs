@@ -1,7 +1,8 @@
 //! The daemon on a real OSTree sysroot (libostree, ostree-ext, skopeo) with OS images in a real
 //! registry (docker-registry on loopback): install a boot image, complete the first boot from
 //! the encapsulated config Ignition leaves, boot, update (files only, kernel arguments, a new
-//! image), and roll back at every failpoint of an update.
+//! image), and roll back at every failpoint of an update; pull with the node's pull secret from a
+//! registry that requires authentication, and through a registries.conf mirror.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -28,6 +29,8 @@ const BOOT_KARGS: [&str; 2] = ["root=UUID=2b5e", "rw"];
 struct Lab {
     tmp: tempfile::TempDir,
     registry: LocalRegistry,
+    /// The only user and password an authenticated registry answers.
+    credentials: Option<(&'static str, &'static str)>,
     root: PathBuf,
     sysroot: PathBuf,
 }
@@ -39,33 +42,59 @@ impl Drop for Lab {
 }
 
 impl Lab {
+    /// A lab with an open registry.
     fn new() -> Lab {
+        Lab::start(None)
+    }
+
+    /// A lab whose registry answers only `credentials` (user, password); the node's pull secret
+    /// holds them.
+    fn start(credentials: Option<(&'static str, &'static str)>) -> Lab {
         // tmpfs: fast.
         let tmp = tempfile::Builder::new().prefix("mco-daemon-ostree-").tempdir_in("/dev/shm").unwrap();
-        let registry = LocalRegistry::start(&tmp.path().join("registry")).unwrap();
+        let dir = tmp.path().join("registry");
+        let registry = match credentials {
+            None => LocalRegistry::start(&dir),
+            // The lowest bcrypt cost: a test password.
+            Some((user, password)) => {
+                LocalRegistry::start_authenticated(&dir, &format!("{user}:{}\n", bcrypt::hash(password, 4).unwrap()))
+            }
+        }
+        .unwrap();
         let root = tmp.path().join("root");
         for d in ["etc/containers", "usr/etc", "run", "var/lib/kubelet"] {
             fs::create_dir_all(root.join(d)).unwrap();
         }
         fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
         fs::write(root.join("etc/group"), "root:x:0:\n").unwrap();
-        // The node pulls with its own registries.conf and pull secret.
-        fs::copy(&registry.registries_conf, root.join("etc/containers/registries.conf")).unwrap();
-        fs::write(root.join("var/lib/kubelet/config.json"), r#"{"auths":{}}"#).unwrap();
         let sysroot = tmp.path().join("sysroot");
-        Lab { tmp, registry, root, sysroot }
+        let lab = Lab { tmp, registry, credentials, root, sysroot };
+        // The node pulls with its own registries.conf and pull secret.
+        fs::copy(&lab.registry.registries_conf, lab.root.join("etc/containers/registries.conf")).unwrap();
+        lab.write_pull_secret(credentials);
+        lab
     }
 
-    /// Commits a test tree of `version` and pushes it; returns its osImageURL (by digest).
+    /// The node's pull secret (kubelet's `config.json`), with `credentials` for the registry.
+    fn write_pull_secret(&self, credentials: Option<(&str, &str)>) {
+        fs::write(self.root.join("var/lib/kubelet/config.json"), auth_json(&self.registry.host(), credentials))
+            .unwrap();
+    }
+
+    /// Commits a test tree of `version` and pushes it (with the registry's credentials, if any);
+    /// returns its osImageURL (by digest).
     fn image(&self, version: &str) -> String {
         let dir = self.tmp.path().join(format!("tree-{version}"));
         tree::write_tree(&dir, &TreeSpec { kernel_version: KVER.into(), version_id: version.into() }).unwrap();
         let repo = self.tmp.path().join("build-repo");
         tree::commit(&repo, "mco/os", &dir, version, &BTreeMap::new()).unwrap();
         let name = format!("{}/mco/os", self.registry.host());
-        let pull = PullConfig { registries_conf: Some(self.registry.registries_conf.clone()), authfile: None };
+        let authfile = self.tmp.path().join("push-auth.json");
+        fs::write(&authfile, auth_json(&self.registry.host(), self.credentials)).unwrap();
+        let push =
+            PullConfig { registries_conf: Some(self.registry.registries_conf.clone()), authfile: Some(authfile) };
         let to = format!("docker://{name}:{version}");
-        let digest = mco_os::block_on(mco_os::image::encapsulate_with(&repo, "mco/os", &to, &pull)).unwrap().unwrap();
+        let digest = mco_os::block_on(mco_os::image::encapsulate_with(&repo, "mco/os", &to, &push)).unwrap().unwrap();
         format!("{name}@{digest}")
     }
 
@@ -303,16 +332,14 @@ fn firstboot_refuses_layering_and_does_nothing_on_a_matching_machine() {
         json!({"kernelType": "realtime"}),
     );
     lab.ignition_writes(&rt);
+    let root_before = tree_of(&lab.root);
     let err = firstboot::firstboot(&node, &Failpoints::default()).unwrap_err();
     assert!(
         err.reason().contains("kernelType realtime is not supported on a plain ostree sysroot"),
         "{}",
         err.reason()
     );
-    assert_eq!(lab.status(), installed, "nothing staged");
-    assert!(lab.read(ENCAPSULATED).is_some(), "kept for the next attempt");
-    assert!(state::read_current_config(&lab.root).unwrap().is_none());
-    assert!(!lab.reboot_requested());
+    assert_firstboot_changed_nothing(&lab, &installed, &root_before);
 
     let ext = mc("rendered-worker-ext", &boot_image, &[], &[], json!({"extensions": ["usbguard"]}));
     lab.ignition_writes(&ext);
@@ -347,4 +374,112 @@ fn install_refuses_tags_and_a_used_sysroot() {
     fs::write(lab.cmdline(), "root=x ostree=/ostree/boot.1/mco/0000/0\n").unwrap();
     let err = sysroot::status(&lab.sysroot, &lab.cmdline()).unwrap_err();
     assert!(format!("{err:#}").contains("is not a deployment of"), "{err:#}");
+}
+
+/// Every file and symlink under `dir` with its content (directories are left out: the daemon's
+/// empty state directory may stay behind).
+fn tree_of(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut tree = BTreeMap::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let kind = fs::symlink_metadata(&path).unwrap().file_type();
+        if kind.is_dir() {
+            tree.extend(tree_of(&path));
+        } else if kind.is_symlink() {
+            tree.insert(path.clone(), fs::read_link(&path).unwrap().into_os_string().into_encoded_bytes());
+        } else {
+            tree.insert(path.clone(), fs::read(&path).unwrap());
+        }
+    }
+    tree
+}
+
+/// A containers-auth.json(5) file with `credentials` for `host` (none: no entries).
+fn auth_json(host: &str, credentials: Option<(&str, &str)>) -> String {
+    let auths = match credentials {
+        None => json!({}),
+        Some((user, password)) => {
+            json!({ host: {"auth": base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))} })
+        }
+    };
+    serde_json::to_string(&json!({ "auths": auths })).unwrap()
+}
+
+/// A first boot that failed left the machine as it was: nothing staged, the node root as before
+/// (the encapsulated config kept for the next attempt), no config recorded, no reboot.
+fn assert_firstboot_changed_nothing(lab: &Lab, installed: &Status, root_before: &BTreeMap<PathBuf, Vec<u8>>) {
+    assert_eq!(&lab.status(), installed, "nothing staged");
+    assert_eq!(&tree_of(&lab.root), root_before, "the node root is untouched");
+    assert!(lab.read(ENCAPSULATED).is_some());
+    assert!(state::read_current_config(&lab.root).unwrap().is_none());
+    assert!(!lab.reboot_requested());
+}
+
+#[test]
+fn firstboot_pulls_from_an_authenticated_registry_with_the_pull_secret() {
+    let lab = Lab::start(Some(("mco", "pull-secret-password")));
+    let boot_image = lab.image("1");
+    lab.install(&boot_image);
+    let installed = lab.status();
+    let image = lab.image("2");
+    let a = mc("rendered-worker-a", &image, &["nosmt"], &[("/etc/mco/a.conf", "a\n")], json!({}));
+    lab.ignition_writes(&a);
+
+    for (case, secret) in [("no credentials", None), ("a wrong password", Some(("mco", "wrong")))] {
+        lab.write_pull_secret(secret);
+        let root_before = tree_of(&lab.root);
+        let err = firstboot::firstboot(&lab.node(), &Failpoints::default()).unwrap_err();
+        let reason = err.reason();
+        assert!(reason.contains(&lab.registry.host()), "{case}: {reason}");
+        assert!(reason.contains("authentication required"), "{case}: {reason}");
+        assert_firstboot_changed_nothing(&lab, &installed, &root_before);
+    }
+
+    lab.write_pull_secret(lab.credentials);
+    let done = firstboot::firstboot(&lab.node(), &Failpoints::default()).unwrap();
+    assert!(matches!(done, Firstboot::Applied { .. }), "{done:?}");
+    let staged = lab.status();
+    assert_eq!(staged.pending().len(), 1);
+    assert_eq!(staged.deployments[0].image.as_deref(), Some(image.as_str()));
+    let os_release = fs::read_to_string(lab.sysroot.join(&staged.deployments[0].path).join("usr/lib/os-release"));
+    assert!(os_release.unwrap().contains("VERSION_ID=2\n"));
+}
+
+#[test]
+fn firstboot_pulls_through_a_registries_conf_mirror() {
+    let lab = Lab::new();
+    let boot_image = lab.image("1");
+    lab.install(&boot_image);
+    let installed = lab.status();
+    // The pool names a registry that does not exist; the image is only in the loopback one.
+    let pushed = lab.image("2");
+    let (_, digest) = pushed.split_once('@').unwrap();
+    let image = format!("registry.invalid.example/mco/os@{digest}");
+    let a = mc("rendered-worker-a", &image, &["nosmt"], &[("/etc/mco/a.conf", "a\n")], json!({}));
+    lab.ignition_writes(&a);
+
+    let root_before = tree_of(&lab.root);
+    let err = firstboot::firstboot(&lab.node(), &Failpoints::default()).unwrap_err();
+    assert!(err.reason().contains("registry.invalid.example"), "{}", err.reason());
+    assert_firstboot_changed_nothing(&lab, &installed, &root_before);
+
+    // A mirror of the registry's mco/ namespace in the loopback registry. Digest pulls go through
+    // mirrors whatever mirror-by-digest-only says, and osImageURL is always by digest.
+    let conf = lab.root.join("etc/containers/registries.conf");
+    let mut text = fs::read_to_string(&conf).unwrap();
+    text += &format!(
+        "\n[[registry]]\nlocation = \"registry.invalid.example/mco\"\n\n\
+         [[registry.mirror]]\nlocation = \"{}/mco\"\ninsecure = true\n",
+        lab.registry.host()
+    );
+    fs::write(&conf, text).unwrap();
+    let done = firstboot::firstboot(&lab.node(), &Failpoints::default()).unwrap();
+    assert!(matches!(done, Firstboot::Applied { .. }), "{done:?}");
+    let staged = lab.status();
+    assert_eq!(staged.pending().len(), 1);
+    assert_eq!(staged.deployments[0].image.as_deref(), Some(image.as_str()), "recorded as the pool names it");
+    let os_release = fs::read_to_string(lab.sysroot.join(&staged.deployments[0].path).join("usr/lib/os-release"));
+    assert!(os_release.unwrap().contains("VERSION_ID=2\n"));
+    lab.reboot();
+    assert_eq!(lab.node().os.as_ref().unwrap().status().unwrap().booted_image.as_deref(), Some(image.as_str()));
 }

@@ -1,6 +1,7 @@
 //! The lab's OCI registry (Debian's docker-registry on loopback) and the OS images in it, built
 //! with `mco image`: an older boot image the nodes are installed from, the base OS image, and the
-//! node image derived from it (`FROM base` + a kubelet) that the pools run, pinned by digest.
+//! node image derived from it (`FROM base` + a kubelet) that the pools run, pinned by digest;
+//! on demand, a boot image too old for boot image skew enforcement.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -17,6 +18,8 @@ use crate::process::{Service, run_tool};
 const KERNEL: &str = "6.6.1-100.mco.x86_64";
 /// OS version of the boot image the nodes are installed from.
 pub const BOOT_VERSION: &str = "9.6.20260101-0";
+/// OS version of a boot image too old for boot image skew enforcement (RHEL 8.6, below 9.2).
+pub const OLD_BOOT_VERSION: &str = "412.86.202301010000-0";
 /// OS version of the base image the pools run.
 pub const BASE_VERSION: &str = "9.6.20261101-0";
 
@@ -63,66 +66,11 @@ pub async fn wait_for_port(service: &mut Service, port: u16) -> anyhow::Result<(
 #[context("Building the OS images")]
 pub async fn build(mco: &Path, layout: &Layout, registry: &str) -> anyhow::Result<LabImages> {
     let dir = layout.images();
-    let repo = dir.join("repo");
     let log = layout.log("images");
     let conf = layout.registries_conf();
     let env = [("CONTAINERS_REGISTRIES_CONF", conf.as_os_str())];
-    let mut encapsulated = Vec::new();
-    for (version, tag) in [(BOOT_VERSION, "boot"), (BASE_VERSION, "base")] {
-        let tree = dir.join(format!("tree-{tag}"));
-        run_tool(
-            mco,
-            [
-                OsStr::new("image"),
-                "test-tree".as_ref(),
-                "--kernel".as_ref(),
-                KERNEL.as_ref(),
-                "--version-id".as_ref(),
-                version.as_ref(),
-                tree.as_os_str(),
-            ],
-            &env,
-            &log,
-        )
-        .await?;
-        run_tool(
-            mco,
-            [
-                OsStr::new("image"),
-                "commit".as_ref(),
-                "--repo".as_ref(),
-                repo.as_os_str(),
-                "--ref".as_ref(),
-                "mco/os".as_ref(),
-                "--version".as_ref(),
-                version.as_ref(),
-                "--tree".as_ref(),
-                tree.as_os_str(),
-            ],
-            &env,
-            &log,
-        )
-        .await?;
-        let to = format!("docker://{registry}/mco/os:{tag}");
-        let digest = run_tool(
-            mco,
-            [
-                OsStr::new("image"),
-                "encapsulate".as_ref(),
-                "--repo".as_ref(),
-                repo.as_os_str(),
-                "--ref".as_ref(),
-                "mco/os".as_ref(),
-                "--to".as_ref(),
-                to.as_ref(),
-            ],
-            &env,
-            &log,
-        )
-        .await?;
-        encapsulated.push(format!("{registry}/mco/os@{}", digest.trim()));
-    }
-    let [boot, base] = <[String; 2]>::try_from(encapsulated).expect("two images");
+    let boot = build_os_image(mco, layout, registry, BOOT_VERSION, "boot").await?;
+    let base = build_os_image(mco, layout, registry, BASE_VERSION, "base").await?;
 
     // The node image: base + the node's own binaries, as a `FROM base` build would add them.
     let layer = dir.join("node-layer");
@@ -139,4 +87,77 @@ pub async fn build(mco: &Path, layout: &Layout, registry: &str) -> anyhow::Resul
     )
     .await?;
     Ok(LabImages { boot, base, node: format!("{registry}/mco/node@{}", digest.trim()) })
+}
+
+/// The too-old boot image, `HOST/mco/os@sha256:…` (built when a node first asks for it).
+#[context("Building the old boot image")]
+pub async fn build_old_boot(mco: &Path, layout: &Layout, registry: &str) -> anyhow::Result<String> {
+    build_os_image(mco, layout, registry, OLD_BOOT_VERSION, "boot-old").await
+}
+
+/// A test OS tree of `version` committed and pushed as `mco/os:<tag>`; its pinned name.
+async fn build_os_image(
+    mco: &Path,
+    layout: &Layout,
+    registry: &str,
+    version: &str,
+    tag: &str,
+) -> anyhow::Result<String> {
+    let dir = layout.images();
+    let repo = dir.join("repo");
+    let log = layout.log("images");
+    let conf = layout.registries_conf();
+    let env = [("CONTAINERS_REGISTRIES_CONF", conf.as_os_str())];
+    let tree = dir.join(format!("tree-{tag}"));
+    run_tool(
+        mco,
+        [
+            OsStr::new("image"),
+            "test-tree".as_ref(),
+            "--kernel".as_ref(),
+            KERNEL.as_ref(),
+            "--version-id".as_ref(),
+            version.as_ref(),
+            tree.as_os_str(),
+        ],
+        &env,
+        &log,
+    )
+    .await?;
+    run_tool(
+        mco,
+        [
+            OsStr::new("image"),
+            "commit".as_ref(),
+            "--repo".as_ref(),
+            repo.as_os_str(),
+            "--ref".as_ref(),
+            "mco/os".as_ref(),
+            "--version".as_ref(),
+            version.as_ref(),
+            "--tree".as_ref(),
+            tree.as_os_str(),
+        ],
+        &env,
+        &log,
+    )
+    .await?;
+    let to = format!("docker://{registry}/mco/os:{tag}");
+    let digest = run_tool(
+        mco,
+        [
+            OsStr::new("image"),
+            "encapsulate".as_ref(),
+            "--repo".as_ref(),
+            repo.as_os_str(),
+            "--ref".as_ref(),
+            "mco/os".as_ref(),
+            "--to".as_ref(),
+            to.as_ref(),
+        ],
+        &env,
+        &log,
+    )
+    .await?;
+    Ok(format!("{registry}/mco/os@{}", digest.trim()))
 }

@@ -85,6 +85,11 @@ impl Layout {
         self.dir.join("bin")
     }
 
+    /// Node requests of `mco lab add-node` waiting for the supervisor ([`crate::request`]).
+    pub fn requests(&self) -> PathBuf {
+        self.dir.join("requests")
+    }
+
     /// One directory per node, named after it.
     pub fn nodes(&self) -> PathBuf {
         self.dir.join("nodes")

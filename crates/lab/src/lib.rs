@@ -4,7 +4,8 @@
 //!
 //! [`supervisor`] runs it ([`supervisor::supervise`], started detached by `mco lab up`);
 //! [`manifests`] are the objects a new cluster starts with (pure); [`node`] is one node's life;
-//! [`state`] is what the supervisor reports; [`layout`] is where everything lives.
+//! [`state`] is what the supervisor reports; [`layout`] is where everything lives; [`request`]
+//! adds nodes to a running lab.
 
 pub mod apply;
 pub mod images;
@@ -12,6 +13,7 @@ pub mod layout;
 pub mod manifests;
 pub mod node;
 pub mod process;
+pub mod request;
 pub mod state;
 pub mod supervisor;
 

@@ -1,6 +1,8 @@
 //! The objects a new lab cluster starts with, as an installer would create them: the operator's
 //! namespace, the ControllerConfig naming the OS image, the built-in `master` and `worker` pools,
-//! and each role's base MachineConfig. Pure: the images and addresses come in, objects go out.
+//! each role's base MachineConfig, and what the boot image controller reads (the Infrastructure
+//! and a ClusterVersion whose install completed, with their CRDs). Pure: the images and
+//! addresses come in, objects go out.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -12,6 +14,8 @@ use serde_json::{Value, json};
 
 /// Release version the lab's ControllerConfig and rendered configs carry.
 pub const LAB_RELEASE: &str = "4.22.0-mco-lab";
+/// `config.openshift.io` objects the boot image controller reads.
+const CONFIG_API_VERSION: &str = "config.openshift.io/v1";
 /// Kernel argument every lab node gets from its base config (proves the firstboot pivot applied kargs).
 pub const LAB_KARG: &str = "mco.lab=1";
 
@@ -26,7 +30,7 @@ pub struct ClusterInputs<'a> {
     pub controller_version_raw: &'a str,
 }
 
-/// The objects, in creation order.
+/// The objects, in creation order (after [`config_crds`] are established).
 pub fn cluster_objects(inputs: &ClusterInputs) -> Vec<Value> {
     let mut objects = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MCO_NAMESPACE}}),
@@ -34,7 +38,48 @@ pub fn cluster_objects(inputs: &ClusterInputs) -> Vec<Value> {
     ];
     objects.extend(default_pools().iter().map(|pool| serde_json::to_value(pool).expect("pools serialize")));
     objects.extend([MASTER_POOL, WORKER_POOL].map(|role| base_config(role, inputs.registry)));
+    // A machine without a cloud (no MachineSets to manage): skew enforcement is Manual at the
+    // install version unless the admin says otherwise.
+    objects.push(json!({
+        "apiVersion": CONFIG_API_VERSION,
+        "kind": "Infrastructure",
+        "metadata": {"name": "cluster"},
+        "status": {"platformStatus": {"type": "None"}, "controlPlaneTopology": "HighlyAvailable"},
+    }));
+    objects.push(json!({
+        "apiVersion": CONFIG_API_VERSION,
+        "kind": "ClusterVersion",
+        "metadata": {"name": "version"},
+        "status": {
+            "desired": {"version": LAB_RELEASE},
+            "history": [{"version": LAB_RELEASE, "state": "Completed"}],
+        },
+    }));
     objects
+}
+
+/// CRDs for the `config.openshift.io` kinds the lab creates: schemaless, no status subresource
+/// (the lab writes their status like an installer; nothing else reconciles them).
+pub fn config_crds() -> Vec<Value> {
+    [("Infrastructure", "infrastructures"), ("ClusterVersion", "clusterversions")]
+        .into_iter()
+        .map(|(kind, plural)| {
+            json!({
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": format!("{plural}.config.openshift.io")},
+                "spec": {
+                    "group": "config.openshift.io",
+                    "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+                    "scope": "Cluster",
+                    "versions": [{
+                        "name": "v1", "served": true, "storage": true,
+                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                    }],
+                },
+            })
+        })
+        .collect()
 }
 
 fn controller_config(inputs: &ClusterInputs) -> Value {
@@ -121,7 +166,9 @@ mod tests {
                 "MachineConfigPool",
                 "MachineConfigPool",
                 "MachineConfig",
-                "MachineConfig"
+                "MachineConfig",
+                "Infrastructure",
+                "ClusterVersion"
             ]
         );
         let cc: ControllerConfig =
@@ -132,6 +179,22 @@ mod tests {
                 serde_json::from_value(named(&objects, "MachineConfigPool", pool).clone()).unwrap();
             assert!(mco_api::validate::machine_config_pool(&pool).is_empty());
         }
+    }
+
+    #[test]
+    fn the_boot_image_controller_sees_a_completed_install_without_a_cloud() {
+        let objects = cluster_objects(&inputs());
+        let infrastructure: mco_bootimage::Infrastructure =
+            serde_json::from_value(named(&objects, "Infrastructure", "cluster").clone()).unwrap();
+        assert!(!infrastructure.boot_image_support().supported);
+        assert!(!infrastructure.is_single_replica());
+        let version: mco_bootimage::skew::ClusterVersion =
+            serde_json::from_value(named(&objects, "ClusterVersion", "version").clone()).unwrap();
+        assert_eq!(version.install_version(), "4.22.0");
+        assert_eq!(version.docs_version(), "4.22");
+        let crds = config_crds();
+        let crds: Vec<&str> = crds.iter().map(|c| c["metadata"]["name"].as_str().unwrap()).collect();
+        assert_eq!(crds, ["infrastructures.config.openshift.io", "clusterversions.config.openshift.io"]);
     }
 
     #[test]

@@ -2,6 +2,10 @@
 //! Ignition client writes on first boot, `mco daemon firstboot` (the pivot to the pool's OS image
 //! before the kubelet would start), a "reboot" into the new deployment, and a Node object (what the
 //! kubelet would register), after which `mco daemon run` manages it like any cluster node.
+//!
+//! A node whose boot image is too old is refused, by the server (its stub says its boot image
+//! version) or by firstboot: it does not join, and the reason is what a person would find (the
+//! server's answer, the console's issue file).
 
 use std::ffi::OsStr;
 use std::io::Write as _;
@@ -15,6 +19,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use mco_bootimage::skew::BOOT_IMAGE_VERSION_HEADER;
 use mco_daemon::apply::REBOOT_REQUEST;
 use mco_daemon::fsutil::host_path;
 use mco_daemon::journal::DIRECTORY_ROOT_BOOT_ID;
@@ -26,6 +31,29 @@ use crate::process::run_tool;
 pub const IGNITION: &str = "/usr/lib/dracut/modules.d/30ignition/ignition";
 /// Zones lab nodes are spread over, round robin, so rollouts show the zone ordering.
 const ZONES: [&str; 2] = ["lab-a", "lab-b"];
+/// How long Ignition keeps asking the server for the config (its `timeouts.httpTotal`): Ignition
+/// retries every answer but 200 and 404, so a refused node would otherwise retry forever.
+pub const FETCH_TIMEOUT_SECONDS: &str = "15";
+/// The Ignition spec lab stubs use.
+const STUB_VERSION: &str = "3.3.0";
+
+/// What a node boots from.
+#[derive(Debug, Clone)]
+pub struct Boot {
+    /// The boot image, `HOST/NAME@sha256:…`.
+    pub image: String,
+    /// Whether the stub tells the server the boot image's version (its aleph `build`).
+    pub version_header: bool,
+}
+
+/// How provisioning ended, short of an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Provisioned {
+    /// Booted into the pool's OS image, ready to register.
+    Booted,
+    /// Refused (by the server or by firstboot); the node stays as it is.
+    Refused { reason: String },
+}
 
 /// One node of the lab.
 #[derive(Debug, Clone)]
@@ -38,8 +66,17 @@ pub struct LabNode {
 
 impl LabNode {
     pub fn new(layout: &Layout, pool: &str, index: usize) -> Self {
-        let name = format!("{pool}-{index}");
-        LabNode { dirs: layout.node(&name), zone: ZONES[index % ZONES.len()].to_string(), pool: pool.to_string(), name }
+        Self::named(layout, pool, &format!("{pool}-{index}"), index)
+    }
+
+    /// A node with its own name; `index` picks its zone.
+    pub fn named(layout: &Layout, pool: &str, name: &str, index: usize) -> Self {
+        LabNode {
+            dirs: layout.node(name),
+            zone: ZONES[index % ZONES.len()].to_string(),
+            pool: pool.to_string(),
+            name: name.to_string(),
+        }
     }
 
     /// The arguments that select this node's root and sysroot for `mco daemon`.
@@ -51,12 +88,20 @@ impl LabNode {
         host_path(&self.dirs.root, REBOOT_REQUEST).exists()
     }
 
-    /// Install, first boot with Ignition from `server`, firstboot pivot, reboot.
+    /// Install, first boot with Ignition from `server`, firstboot pivot, reboot. A node that was
+    /// provisioned before starts from scratch.
     #[context("Provisioning node {}", self.name)]
-    pub async fn provision(&self, mco: &Path, layout: &Layout, boot_image: &str, server: &str) -> anyhow::Result<()> {
+    pub async fn provision(
+        &self,
+        mco: &Path,
+        layout: &Layout,
+        boot: &Boot,
+        server: &str,
+    ) -> anyhow::Result<Provisioned> {
         let log = layout.log(&self.name);
         let env = [("CONTAINERS_REGISTRIES_CONF", layout.registries_conf().into_os_string())];
         let env: Vec<(&str, &OsStr)> = env.iter().map(|(k, v)| (*k, v.as_os_str())).collect();
+        self.remove_dirs()?;
         run_tool(
             mco,
             [
@@ -65,7 +110,7 @@ impl LabNode {
                 "--sysroot".as_ref(),
                 self.dirs.sysroot.as_os_str(),
                 "--image".as_ref(),
-                boot_image.as_ref(),
+                boot.image.as_ref(),
             ],
             &env,
             &log,
@@ -73,41 +118,69 @@ impl LabNode {
         .await?;
         prepare_root(&self.dirs.root)?;
         self.new_boot()?;
+        let version = if boot.version_header { Some(self.boot_image_version()?) } else { None };
         let stub = self.dirs.ignition.join("stub.ign");
         std::fs::create_dir_all(&self.dirs.ignition)?;
-        let url = server.to_string();
         let ca = layout.certs().join("ca.crt");
-        let text = run_tool(
-            mco,
-            [
-                OsStr::new("ignition"),
-                "stub".as_ref(),
-                "--pool".as_ref(),
-                self.pool.as_ref(),
-                "--url".as_ref(),
-                url.as_ref(),
-                "--ca".as_ref(),
-                ca.as_os_str(),
-                "--version".as_ref(),
-                "3.3.0".as_ref(),
-            ],
-            &env,
-            &log,
-        )
-        .await?;
+        let mut args = vec![
+            OsStr::new("ignition"),
+            "stub".as_ref(),
+            "--pool".as_ref(),
+            self.pool.as_ref(),
+            "--url".as_ref(),
+            server.as_ref(),
+            "--ca".as_ref(),
+            ca.as_os_str(),
+            "--version".as_ref(),
+            STUB_VERSION.as_ref(),
+            "--http-total-timeout".as_ref(),
+            FETCH_TIMEOUT_SECONDS.as_ref(),
+        ];
+        if let Some(version) = &version {
+            args.extend([OsStr::new("--boot-image-version"), version.as_ref()]);
+        }
+        let text = run_tool(mco, args, &env, &log).await?;
         std::fs::write(&stub, text)?;
-        self.ignition(
-            layout,
-            &stub,
-            "fetch",
-            &[OsStr::new("-neednet"), self.dirs.ignition.join("neednet").as_os_str()],
-        )
-        .await?;
+        let neednet = self.dirs.ignition.join("neednet");
+        if let Err(e) = self.ignition(layout, &stub, "fetch", &[OsStr::new("-neednet"), neednet.as_os_str()]).await {
+            // Ignition does not say what the server answered; ask as a person would.
+            return match ask_server(server, &self.pool, &ca, version.as_deref()).await {
+                Ok(Answer::Refused(reason)) => Ok(Provisioned::Refused { reason }),
+                Ok(Answer::Failed(answer)) => Err(e.context(answer)),
+                Ok(Answer::Config) => Err(e),
+                Err(probe) => Err(e.context(format!("asking the server why: {probe:#}"))),
+            };
+        }
         self.ignition(layout, &stub, "files", &[OsStr::new("-root"), self.dirs.root.as_os_str()]).await?;
         let mut firstboot = vec![OsStr::new("daemon"), "firstboot".as_ref()];
         firstboot.extend(self.node_args());
-        run_tool(mco, firstboot, &env, &log).await?;
-        self.reboot(mco, layout).await
+        if let Err(e) = run_tool(mco, firstboot, &env, &log).await {
+            let issue = host_path(&self.dirs.root, mco_daemon::skew::ISSUE_FILE);
+            return match std::fs::read_to_string(&issue) {
+                Ok(text) => Ok(Provisioned::Refused { reason: format!("firstboot: {}", text.trim()) }),
+                Err(_) => Err(e),
+            };
+        }
+        self.reboot(mco, layout).await?;
+        Ok(Provisioned::Booted)
+    }
+
+    /// The `build` of the aleph file the boot image installed.
+    fn boot_image_version(&self) -> anyhow::Result<String> {
+        let path = self.dirs.sysroot.join(mco_os::aleph::ALEPH_FILE);
+        let image = mco_os::aleph::read(&path)?.with_context(|| format!("{} does not exist", path.display()))?;
+        Ok(image.build)
+    }
+
+    /// Removes what an earlier provisioning left (the sysroot first: libostree marks deployments
+    /// immutable).
+    fn remove_dirs(&self) -> anyhow::Result<()> {
+        let Some(dir) = self.dirs.root.parent() else { return Ok(()) };
+        if !dir.exists() {
+            return Ok(());
+        }
+        mco_os::sysroot::remove(&self.dirs.sysroot)?;
+        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))
     }
 
     /// Runs one stage of the real Ignition client against the stub.
@@ -248,4 +321,94 @@ pub fn write_shims(layout: &Layout) -> anyhow::Result<PathBuf> {
     std::fs::write(&setfiles, "#!/bin/sh\ncat >/dev/null\n")?;
     std::fs::set_permissions(&setfiles, std::fs::Permissions::from_mode(0o755))?;
     Ok(bin)
+}
+
+/// What the Machine Config Server answered a request for a config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// 200: the config.
+    Config,
+    /// 4xx: the machine is refused; the status line and the body, which says why.
+    Refused(String),
+    /// Anything else (the server cannot serve yet: Ignition retries these).
+    Failed(String),
+}
+
+/// Asks `server` for `pool`'s config over TLS trusting `ca`, as a machine with boot image
+/// `version` (if it says) would.
+pub async fn ask_server(server: &str, pool: &str, ca: &Path, version: Option<&str>) -> anyhow::Result<Answer> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+
+    let host = server.strip_prefix("https://").with_context(|| format!("{server} is not an https URL"))?;
+    let addr: std::net::SocketAddr = host.parse().with_context(|| format!("{host} is not an address"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca)? {
+        roots.add(cert?)?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(rustls::crypto::ring::default_provider().into())
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)).connect(name, tcp).await?;
+    let version_header = version.map(|v| format!("{BOOT_IMAGE_VERSION_HEADER}: {v}\r\n")).unwrap_or_default();
+    let request = format!(
+        "GET /config/{pool} HTTP/1.1\r\nHost: {host}\r\nAccept: application/vnd.coreos.ignition+json;version={STUB_VERSION}\r\n\
+         {version_header}Connection: close\r\n\r\n"
+    );
+    tls.write_all(request.as_bytes()).await?;
+    let mut response = Vec::new();
+    // A TLS peer that closes without close_notify still delivered what it sent.
+    if let Err(e) = tls.read_to_end(&mut response).await
+        && response.is_empty()
+    {
+        return Err(e.into());
+    }
+    Ok(answer_of(&String::from_utf8_lossy(&response)))
+}
+
+/// The [`Answer`] in an HTTP/1.1 response (pure).
+fn answer_of(response: &str) -> Answer {
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((response, ""));
+    let status = head.lines().next().unwrap_or_default();
+    let status = status.strip_prefix("HTTP/1.1 ").unwrap_or(status);
+    let said = format!("the Machine Config Server answered {status}: {}", body.trim());
+    match status.as_bytes().first() {
+        _ if status.starts_with("200 ") => Answer::Config,
+        Some(b'4') => Answer::Refused(said),
+        _ => Answer::Failed(said),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tells_configs_refusals_and_failures_apart() {
+        let cases = [
+            ("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{}", Answer::Config),
+            (
+                "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\r\nboot image is too old\n",
+                Answer::Refused("the Machine Config Server answered 403 Forbidden: boot image is too old".into()),
+            ),
+            (
+                "HTTP/1.1 400 Bad Request\r\n\r\ninvalid boot image version",
+                Answer::Refused(
+                    "the Machine Config Server answered 400 Bad Request: invalid boot image version".into(),
+                ),
+            ),
+            (
+                "HTTP/1.1 500 Internal Server Error\r\n\r\n",
+                Answer::Failed("the Machine Config Server answered 500 Internal Server Error: ".into()),
+            ),
+            ("garbage", Answer::Failed("the Machine Config Server answered garbage: ".into())),
+        ];
+        for (response, want) in cases {
+            assert_eq!(answer_of(response), want, "{response:?}");
+        }
+    }
 }

@@ -31,8 +31,28 @@ pub struct LabState {
     /// Pinned OS image of the pools (the derived node image).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub os_image: Option<String>,
+    /// Nodes that joined, in order.
     #[serde(default)]
     pub nodes: Vec<String>,
+    /// Nodes being added (`mco lab add-node`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<String>,
+    /// Nodes that were added but did not join, and why (e.g. a boot image refused as too old).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_joined: Vec<NotJoined>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotJoined {
+    pub name: String,
+    pub reason: String,
+}
+
+impl LabState {
+    /// Whether `name` is a node of this lab in any state.
+    pub fn knows(&self, name: &str) -> bool {
+        self.nodes.iter().chain(&self.pending).any(|n| n == name) || self.not_joined.iter().any(|n| n.name == name)
+    }
 }
 
 #[context("Writing {}", path.display())]
@@ -69,9 +89,13 @@ mod tests {
             registry: None,
             os_image: None,
             nodes: vec!["worker-0".into()],
+            pending: vec!["worker-1".into()],
+            not_joined: vec![NotJoined { name: "worker-2".into(), reason: "boot image is too old".into() }],
         };
         write(&path, &state).unwrap();
-        assert_eq!(read(&path).unwrap(), Some(state));
+        assert_eq!(read(&path).unwrap(), Some(state.clone()));
+        assert!(["worker-0", "worker-1", "worker-2"].iter().all(|n| state.knows(n)));
+        assert!(!state.knows("worker-3"));
         std::fs::write(&path, "{").unwrap();
         assert!(format!("{:#}", read(&path).unwrap_err()).contains("parsing"));
     }

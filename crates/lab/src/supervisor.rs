@@ -2,30 +2,37 @@
 //!
 //! Order: API server + CRDs → registry + images → certificates → cluster objects → controller
 //! (which renders the pools) → server → nodes, one after another (install, Ignition, firstboot,
-//! reboot, register, daemon). Then it plays the machines' part: a daemon that exits after
+//! reboot, register, daemon). Then it adds the nodes `mco lab add-node` asks for ([`crate::request`]),
+//! each provisioned in a task of its own, and plays the machines' part: a daemon that exits after
 //! requesting a reboot is "rebooted" (NotReady, boot the default deployment, Ready, daemon again);
 //! one that exits otherwise is restarted with a backoff, as systemd would; pods evicted from a lab
 //! node are removed, as their kubelet would once the containers stopped.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use mco_api::MachineConfigPool;
 use mco_api::constants::{MCO_NAMESPACE, WORKER_POOL};
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::OnceCell;
+use tokio::task::JoinSet;
 
 use crate::layout::Layout;
-use crate::manifests::{ClusterInputs, cluster_objects};
-use crate::node::LabNode;
+use crate::manifests::{ClusterInputs, cluster_objects, config_crds};
+use crate::node::{Answer, Boot, LabNode, Provisioned, ask_server};
 use crate::process::{Service, run_tool};
-use crate::state::{self, LabState, Phase};
+use crate::request::{self, AddNode, BootImage};
+use crate::state::{self, LabState, NotJoined, Phase};
 use crate::{apply, images};
 
 /// How long the controller gets to render the pools.
@@ -38,6 +45,10 @@ const NODE_BOOTSTRAPPER: &str = "node-bootstrapper";
 const BOOTSTRAP_TOKEN_SECONDS: i64 = 7 * 24 * 3600;
 /// Longest wait before a crashed daemon is started again.
 const MAX_RESTART_DELAY: Duration = Duration::from_secs(30);
+/// How long the Machine Config Server gets to serve its first config.
+const SERVING_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the API server gets to serve a new CRD.
+const CRD_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -87,6 +98,8 @@ pub async fn supervise(options: Options) -> anyhow::Result<()> {
         registry: None,
         os_image: None,
         nodes: Vec::new(),
+        pending: Vec::new(),
+        not_joined: Vec::new(),
     };
     let result = run(&options, &layout, &mut report).await;
     match &result {
@@ -145,6 +158,8 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
         &layout.log("certs"),
     )
     .await?;
+    apply::apply(&client, &config_crds()).await?;
+    wait_established(&client, &config_crds()).await?;
     let objects = cluster_objects(&ClusterInputs {
         os_image: &lab_images.node,
         registry: &registry,
@@ -182,27 +197,84 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
     let server_url = format!("https://127.0.0.1:{server_port}");
     report.server = Some(server_url.clone());
 
+    if let Err(e) = wait_serving(&server_url, &certs.join("ca.crt")).await {
+        let pool = Api::<MachineConfigPool>::all(client.clone()).get(WORKER_POOL).await;
+        let status = pool.map(|p| serde_json::to_string(&p.status)).map_err(|e| e.to_string());
+        anyhow::bail!(
+            "{e:#}\npool {WORKER_POOL} status: {status:?}\ncontroller log:\n{}\nserver log:\n{}",
+            controller.tail(),
+            server.tail()
+        );
+    }
     crate::node::write_shims(layout)?;
     let nodes_api: Api<Node> = Api::all(client.clone());
+    let provisioner = Provisioner {
+        mco: mco.to_path_buf(),
+        layout: layout.clone(),
+        registry,
+        server: server_url,
+        boot: lab_images.boot.clone(),
+        old_boot: Arc::default(),
+    };
     let mut nodes = Vec::new();
     for index in 0..options.workers {
         let node = LabNode::new(layout, WORKER_POOL, index);
         progress(layout, report, format!("booting node {} ({}/{})", node.name, index + 1, options.workers))?;
-        node.provision(mco, layout, &lab_images.boot, &server_url).await?;
-        node.register(&nodes_api).await?;
-        let daemon = start_daemon(mco, layout, &node, &kubeconfig)?;
-        report.nodes.push(node.name.clone());
-        nodes.push(RunningNode { node, daemon: Some(daemon), restarts: 0, start_at: None });
+        let request = AddNode {
+            name: node.name.clone(),
+            pool: node.pool.clone(),
+            boot_image: BootImage::Current,
+            version_header: true,
+        };
+        if let Provisioned::Refused { reason } = provisioner.provision(&node, &request).await? {
+            anyhow::bail!("node {} was refused: {reason}", node.name);
+        }
+        nodes.push(join(mco, layout, &kubeconfig, &nodes_api, node, report).await?);
     }
 
     report.phase = Phase::Ready;
     progress(layout, report, format!("ready: {} nodes", nodes.len()))?;
+    let mut joining: JoinSet<(LabNode, anyhow::Result<Provisioned>)> = JoinSet::new();
     let mut tick = tokio::time::interval(TICK);
     loop {
         tokio::select! {
             _ = terminate.recv() => break,
             _ = interrupt.recv() => break,
+            Some(joined) = joining.join_next(), if !joining.is_empty() => {
+                let (node, outcome) = match joined {
+                    Ok(joined) => joined,
+                    Err(e) => {
+                        tracing::error!("a node's provisioning task ended: {e}");
+                        continue;
+                    }
+                };
+                report.pending.retain(|n| n != &node.name);
+                let name = node.name.clone();
+                let reason = match outcome {
+                    Ok(Provisioned::Booted) => match join(mco, layout, &kubeconfig, &nodes_api, node, report).await {
+                        Ok(running) => {
+                            nodes.push(running);
+                            None
+                        }
+                        Err(e) => Some(format!("{e:#}")),
+                    },
+                    Ok(Provisioned::Refused { reason }) => Some(reason),
+                    Err(e) => Some(format!("{e:#}")),
+                };
+                if let Some(reason) = reason {
+                    tracing::warn!(node = name, "did not join: {reason}");
+                    report.not_joined.push(NotJoined { name, reason });
+                }
+                progress(layout, report, format!("ready: {} nodes", nodes.len()))?;
+            }
             _ = tick.tick() => {
+                for (node, request) in take_requests(layout, report)? {
+                    let provisioner = provisioner.clone();
+                    joining.spawn(async move {
+                        let outcome = provisioner.provision(&node, &request).await;
+                        (node, outcome)
+                    });
+                }
                 for running in &mut nodes {
                     if let Err(e) = look_after(mco, layout, &kubeconfig, &nodes_api, running).await {
                         tracing::warn!(node = running.node.name, "{e:#}");
@@ -215,6 +287,7 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
         }
     }
 
+    joining.shutdown().await;
     progress(layout, report, "stopping")?;
     for running in nodes {
         if let Some(daemon) = running.daemon {
@@ -225,6 +298,106 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
     controller.stop().await;
     registry_service.stop().await;
     drop(env);
+    Ok(())
+}
+
+/// What provisioning a node needs; cloned into each node's task.
+#[derive(Clone)]
+struct Provisioner {
+    mco: PathBuf,
+    layout: Layout,
+    registry: String,
+    server: String,
+    /// The current boot image.
+    boot: String,
+    /// The too-old boot image, built for the first node that asks.
+    old_boot: Arc<OnceCell<String>>,
+}
+
+impl Provisioner {
+    async fn provision(&self, node: &LabNode, request: &AddNode) -> anyhow::Result<Provisioned> {
+        let image = match request.boot_image {
+            BootImage::Current => self.boot.clone(),
+            BootImage::Old => self
+                .old_boot
+                .get_or_try_init(|| images::build_old_boot(&self.mco, &self.layout, &self.registry))
+                .await?
+                .clone(),
+        };
+        let boot = Boot { image, version_header: request.version_header };
+        node.provision(&self.mco, &self.layout, &boot, &self.server).await
+    }
+}
+
+/// A provisioned node joins: its Node registered, its daemon started, the state says so.
+async fn join(
+    mco: &Path,
+    layout: &Layout,
+    kubeconfig: &Path,
+    nodes_api: &Api<Node>,
+    node: LabNode,
+    report: &mut LabState,
+) -> anyhow::Result<RunningNode> {
+    node.register(nodes_api).await?;
+    let daemon = start_daemon(mco, layout, &node, kubeconfig)?;
+    report.nodes.push(node.name.clone());
+    Ok(RunningNode { node, daemon: Some(daemon), restarts: 0, start_at: None })
+}
+
+/// Takes the waiting `mco lab add-node` requests: each valid one is recorded as pending (before
+/// its file goes, so whoever waits for it never sees neither) and returned with its node; an
+/// invalid one is recorded as not joined with the reason, unless it names a node that is there.
+fn take_requests(layout: &Layout, report: &mut LabState) -> anyhow::Result<Vec<(LabNode, AddNode)>> {
+    let mut taken = Vec::new();
+    for (file, request) in request::waiting_requests(layout) {
+        let checked = request.and_then(|r| request::check(&r, report).map(|()| r).map_err(anyhow::Error::msg));
+        match checked {
+            Ok(request) => {
+                report.not_joined.retain(|n| n.name != request.name);
+                report.pending.push(request.name.clone());
+                let index = report.nodes.len() + report.pending.len() - 1;
+                taken.push((LabNode::named(layout, &request.pool, &request.name, index), request));
+            }
+            Err(e) => {
+                let name = file.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+                tracing::warn!(node = name, "ignoring a node request: {e:#}");
+                if !report.nodes.contains(&name) && !report.pending.contains(&name) {
+                    report.not_joined.retain(|n| n.name != name);
+                    report.not_joined.push(NotJoined { name, reason: format!("{e:#}") });
+                }
+            }
+        }
+        state::write(&layout.state_file(), report)?;
+        std::fs::remove_file(&file).with_context(|| format!("removing {}", file.display()))?;
+    }
+    Ok(taken)
+}
+
+/// Waits until the server hands out the worker pool's config (its caches are filled): Ignition
+/// gives up on a server that cannot serve for `timeouts.httpTotal`.
+async fn wait_serving(server: &str, ca: &Path) -> anyhow::Result<()> {
+    let deadline = Instant::now() + SERVING_TIMEOUT;
+    loop {
+        let answer = ask_server(server, WORKER_POOL, ca, None).await;
+        match answer {
+            Ok(Answer::Config) => return Ok(()),
+            _ if Instant::now() > deadline => {
+                anyhow::bail!("the Machine Config Server does not serve configs after {SERVING_TIMEOUT:?}: {answer:?}")
+            }
+            _ => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
+
+/// Waits until the API server serves every CRD of `crds`.
+async fn wait_established(client: &Client, crds: &[serde_json::Value]) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds {
+        let name = crd["metadata"]["name"].as_str().unwrap_or_default();
+        tokio::time::timeout(CRD_TIMEOUT, await_condition(api.clone(), name, conditions::is_crd_established()))
+            .await
+            .with_context(|| format!("CRD {name} not established after {CRD_TIMEOUT:?}"))??;
+    }
     Ok(())
 }
 

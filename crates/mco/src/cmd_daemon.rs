@@ -44,7 +44,9 @@ pub enum DaemonCommand {
     },
     /// Complete a node's first boot (before kubelet): apply the MachineConfig Ignition left in
     /// ROOT/etc/ignition-machine-config-encapsulated.json (OS image, kernel arguments, files),
-    /// rename it to .bak and request the reboot; delete it if the machine already matches.
+    /// rename it to .bak and request the reboot; delete it if the machine already matches. A boot
+    /// image too old for the served skew enforcement is refused (exit 1, the reason in
+    /// ROOT/etc/issue.d/mco-boot-image-skew.issue) and nothing changes.
     Firstboot {
         #[command(flatten)]
         node: NodeArgs,
@@ -80,6 +82,16 @@ pub struct NodeArgs {
     /// SYSROOT/.mco-cmdline, written by `mco image install` and `mco image boot`].
     #[arg(long, value_name = "FILE", requires = "sysroot")]
     cmdline: Option<PathBuf>,
+}
+
+impl NodeArgs {
+    /// The boot image's aleph file: in the OSTree sysroot when given, else in the root's /sysroot.
+    pub(crate) fn aleph(&self) -> PathBuf {
+        match &self.sysroot {
+            Some(sysroot) => sysroot.join(mco_os::aleph::ALEPH_FILE),
+            None => firstboot::host_aleph(&self.root),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -186,13 +198,17 @@ pub fn run(cmd: DaemonCommand) -> anyhow::Result<ExitCode> {
         }
         DaemonCommand::Firstboot { node: args } => {
             let node = node(&args);
-            match firstboot::firstboot(&node, &Failpoints::from_env()?) {
+            match firstboot::firstboot_with_aleph(&node, &args.aleph(), &Failpoints::from_env()?) {
                 Ok(Firstboot::NotFirstboot) => println!("not a first boot: no {}", firstboot::ENCAPSULATED),
                 Ok(Firstboot::AlreadyMatches { config }) => {
                     println!("the machine already runs {config}: removed {}", firstboot::ENCAPSULATED)
                 }
                 Ok(Firstboot::Applied { config, applied }) => {
                     println!("applied {config} ({} steps); rebooting into it", applied.steps)
+                }
+                Ok(Firstboot::Refused { config, reason }) => {
+                    eprintln!("refused to pivot to {config}: {reason}");
+                    return Ok(ExitCode::FAILURE);
                 }
                 Err(e) => {
                     eprintln!("state: {}\nreason: {}", e.state(), e.reason());

@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use mco_agent::aleph::ALEPH_FILE;
 use mco_agent::{Settings, Stopped, Timing};
 
 use crate::cmd_daemon::{NodeArgs, node};
@@ -27,12 +26,7 @@ pub struct RunArgs {
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let node = node(&args.node);
     let host = node.root == Path::new("/");
-    // The boot image's sysroot: the OSTree sysroot when given, else the root's /sysroot.
-    let aleph = match &args.node.sysroot {
-        Some(sysroot) => sysroot.join(ALEPH_FILE),
-        None => node.root.join("sysroot").join(ALEPH_FILE),
-    };
-    let settings = Settings { node_name: args.node_name, aleph, timing: Timing::default() };
+    let settings = Settings { node_name: args.node_name, aleph: args.node.aleph(), timing: Timing::default() };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let client = mco_controller::client(args.kubeconfig.as_deref()).await?;

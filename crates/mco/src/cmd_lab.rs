@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use mco_lab::layout::{Layout, default_dir};
+use mco_lab::request::{self, AddNode, BootImage};
 use mco_lab::state::{self, LabState, Phase};
 use mco_render::ControllerVersion;
 
@@ -40,6 +41,35 @@ pub enum LabCommand {
         #[command(flatten)]
         dir: DirArg,
     },
+    /// Add a node to the running lab, installed from the lab's boot image or from one too old for
+    /// boot image skew enforcement, booted with Ignition and firstboot like the others. Returns
+    /// once it joined (exit 0) or did not (exit 1, with the reason: e.g. refused by the server or
+    /// by firstboot). A node that did not join can be added again under its name: it is
+    /// re-provisioned from scratch.
+    AddNode {
+        /// The pool (node role) the node joins.
+        #[arg(long, default_value = "worker")]
+        pool: String,
+        /// The node's name [default: the first free POOL-N].
+        #[arg(long)]
+        name: Option<String>,
+        /// The boot image it is installed from.
+        #[arg(long, value_enum, default_value = "current")]
+        boot_image: BootImageArg,
+        /// The stub does not tell the server the boot image's version (X-MCO-Boot-Image-Version).
+        #[arg(long)]
+        no_version_header: bool,
+        #[command(flatten)]
+        dir: DirArg,
+        /// Give up waiting after this many seconds.
+        #[arg(long, value_name = "SECONDS", default_value = "600")]
+        timeout: u64,
+    },
+    /// The lab's state: the nodes that joined, those being added, those that did not join and why.
+    Status {
+        #[command(flatten)]
+        dir: DirArg,
+    },
     /// Print the path of the lab's kubeconfig (for kubectl and `mco status --kubeconfig`).
     Kubeconfig {
         #[command(flatten)]
@@ -53,6 +83,14 @@ pub enum LabCommand {
         #[command(flatten)]
         dir: DirArg,
     },
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum BootImageArg {
+    /// The lab's boot image (RHCOS 9.6 style version).
+    Current,
+    /// A boot image from RHEL 8.6 days (412.86.…), below the skew limit.
+    Old,
 }
 
 #[derive(Debug, clap::Args)]
@@ -73,6 +111,14 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
         LabCommand::Up { nodes, dir, timeout } => up(&dir.layout(), nodes, Duration::from_secs(timeout)),
         LabCommand::Down { dir, keep } => down(&dir.layout(), keep),
         LabCommand::Apply { files, dir } => apply(&dir.layout(), &files),
+        LabCommand::AddNode { pool, name, boot_image, no_version_header, dir, timeout } => {
+            let boot_image = match boot_image {
+                BootImageArg::Current => BootImage::Current,
+                BootImageArg::Old => BootImage::Old,
+            };
+            add_node(&dir.layout(), pool, name, boot_image, !no_version_header, Duration::from_secs(timeout))
+        }
+        LabCommand::Status { dir } => status(&dir.layout()),
         LabCommand::Kubeconfig { dir } => {
             let layout = dir.layout();
             running(&layout)?;
@@ -181,7 +227,72 @@ fn print_ready(layout: &Layout, state: &LabState) {
         println!("  OS image:     {image}");
     }
     println!("  logs:         {}", layout.logs().display());
-    println!("Try: mco status -w      mco lab apply -f FILE      mco lab down");
+    println!("Try: mco status -w      mco lab apply -f FILE      mco lab add-node      mco lab down");
+}
+
+fn add_node(
+    layout: &Layout,
+    pool: String,
+    name: Option<String>,
+    boot_image: BootImage,
+    version_header: bool,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
+    let state = running(layout)?;
+    let name = name.unwrap_or_else(|| request::next_name(&pool, &state));
+    let add = AddNode { name: name.clone(), pool, boot_image, version_header };
+    if let Err(problem) = request::check(&add, &state) {
+        eprintln!("error: {problem}");
+        return Ok(ExitCode::from(1));
+    }
+    request::submit(layout, &add)?;
+    eprintln!("lab: adding node {name}");
+    let deadline = Instant::now() + timeout;
+    loop {
+        if !request::waiting(layout, &name) {
+            let state = running(layout)?;
+            if state.nodes.contains(&name) {
+                println!("node {name} joined");
+                return Ok(ExitCode::SUCCESS);
+            }
+            if let Some(not_joined) = state.not_joined.iter().find(|n| n.name == name) {
+                println!("node {name} did not join: {}", not_joined.reason);
+                return Ok(ExitCode::from(1));
+            }
+        } else if supervisor_pid(layout).is_none() {
+            anyhow::bail!("the lab supervisor stopped before taking the request for node {name}");
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("node {name} has not joined after {timeout:?}; its log is {}", layout.log(&name).display());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn status(layout: &Layout) -> anyhow::Result<ExitCode> {
+    let Some(state) = state::read(&layout.state_file())? else {
+        anyhow::bail!("no lab in {} (start one with `mco lab up`)", layout.dir.display());
+    };
+    let phase = if state.phase == Phase::Ready && supervisor_pid(layout).is_none() {
+        "Stopped (the supervisor is gone)".to_string()
+    } else {
+        format!("{:?}", state.phase)
+    };
+    print!("{}", status_text(&phase, &state));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `mco lab status` (pure).
+fn status_text(phase: &str, state: &LabState) -> String {
+    let list = |names: &[String]| if names.is_empty() { "-".to_string() } else { names.join(", ") };
+    let mut text = format!("phase: {phase}: {}\nnodes: {}\n", state.message, list(&state.nodes));
+    if !state.pending.is_empty() {
+        text += &format!("adding: {}\n", list(&state.pending));
+    }
+    for node in &state.not_joined {
+        text += &format!("not joined: {}: {}\n", node.name, node.reason);
+    }
+    text
 }
 
 fn down(layout: &Layout, keep: bool) -> anyhow::Result<ExitCode> {
@@ -235,4 +346,33 @@ fn apply(layout: &Layout, files: &[PathBuf]) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use mco_lab::state::NotJoined;
+
+    use super::*;
+
+    #[test]
+    fn status_lists_nodes_and_why_some_did_not_join() {
+        let mut state = LabState {
+            phase: Phase::Ready,
+            message: "ready: 1 nodes".into(),
+            kubeconfig: PathBuf::new(),
+            server: None,
+            registry: None,
+            os_image: None,
+            nodes: vec!["worker-0".into()],
+            pending: vec![],
+            not_joined: vec![],
+        };
+        assert_eq!(status_text("Ready", &state), "phase: Ready: ready: 1 nodes\nnodes: worker-0\n");
+        state.pending.push("worker-2".into());
+        state.not_joined.push(NotJoined { name: "worker-1".into(), reason: "firstboot: too old".into() });
+        assert_eq!(
+            status_text("Ready", &state),
+            "phase: Ready: ready: 1 nodes\nnodes: worker-0\nadding: worker-2\nnot joined: worker-1: firstboot: too old\n"
+        );
+    }
 }

@@ -509,21 +509,19 @@ fn first_boot_rules_reboot_for_units() {
 
 /// OS images in an `oci:` directory: (boot image, pool image) as osImageURLs.
 fn oci_images(dir: &Path) -> (String, String) {
+    (oci_image(dir, "1"), oci_image(dir, "2"))
+}
+
+/// An OS image of `version` (its commit version, the build a sysroot installed from it reports).
+fn oci_image(dir: &Path, version: &str) -> String {
     let repo = dir.join("repo");
-    let images: Vec<String> = ["1", "2"]
-        .iter()
-        .map(|version| {
-            let tree = dir.join(format!("tree-{version}"));
-            let spec =
-                mco_os::tree::TreeSpec { kernel_version: "6.8.1-1.mco.x86_64".into(), version_id: version.to_string() };
-            mco_os::tree::write_tree(&tree, &spec).unwrap();
-            mco_os::tree::commit(&repo, "mco/os", &tree, version, &BTreeMap::new()).unwrap();
-            let image = format!("oci:{}:{version}", dir.join("oci").display());
-            mco_os::block_on(mco_os::image::encapsulate(&repo, "mco/os", &image)).unwrap().unwrap();
-            image
-        })
-        .collect();
-    (images[0].clone(), images[1].clone())
+    let tree = dir.join(format!("tree-{version}"));
+    let spec = mco_os::tree::TreeSpec { kernel_version: "6.8.1-1.mco.x86_64".into(), version_id: version.to_string() };
+    mco_os::tree::write_tree(&tree, &spec).unwrap();
+    mco_os::tree::commit(&repo, "mco/os", &tree, version, &BTreeMap::new()).unwrap();
+    let image = format!("oci:{}:{version}", dir.join("oci").display());
+    mco_os::block_on(mco_os::image::encapsulate(&repo, "mco/os", &image)).unwrap().unwrap();
+    image
 }
 
 /// A sysroot in a temporary directory, removed with [`mco_os::sysroot::remove`] (libostree makes
@@ -628,6 +626,53 @@ fn firstboot_on_a_sysroot_pivots_and_a_crash_at_any_point_converges() {
         points = n;
     }
     assert!(points >= 4, "only {points} failpoints");
+}
+
+#[test]
+fn firstboot_refuses_a_boot_image_too_old_for_skew_enforcement() {
+    let images = tempfile::Builder::new().prefix("mco-images-").tempdir_in("/dev/shm").unwrap();
+    let (old, current) =
+        (oci_image(images.path(), "412.86.202301010000-0"), oci_image(images.path(), "9.6.20260101-0"));
+    let mut pool = files_mc("rendered-worker-1", &[("/etc/mco/pool.conf", "pool\n")], json!([]));
+    pool["spec"]["osImageURL"] = json!(oci_image(images.path(), "9.6.20261101-0"));
+    // What the server serves with the config when the cluster enforces boot image skew.
+    let served = |boot_image: &str| {
+        let (node, sysroot) = first_boot_node(boot_image, &pool);
+        let skew = node.path().join("etc/machine-config-daemon/boot-image-skew-enforcement.json");
+        fs::create_dir_all(skew.parent().unwrap()).unwrap();
+        fs::write(&skew, r#"{"mode":"Manual","manual":{"mode":"RHCOSVersion","rhcosVersion":"9.6.20260101-0"}}"#)
+            .unwrap();
+        (node, sysroot)
+    };
+    let issue = "etc/issue.d/mco-boot-image-skew.issue";
+
+    // Too old: refused with the reason on the console; nothing else changes.
+    let (node, sysroot) = served(&old);
+    let (root_before, os_before) = (tree(node.path()), deployments(sysroot.path()));
+    let out = firstboot(node.path(), sysroot.path()).assert().code(1);
+    let reason = "boot image is too old: RHCOS boot image version 412.86.202301010000-0(RHEL version: 8.6) is below \
+                  the minimum required RHEL version 9.2";
+    let said = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(said.contains(&format!("refused to pivot to rendered-worker-1: {reason}")), "{said}");
+    let mut root_after = tree(node.path());
+    let console = root_after.remove(issue).unwrap_or_else(|| panic!("no {issue}"));
+    assert!(console.contains(&format!("This machine was not provisioned: {reason}")), "{console}");
+    root_after.remove("etc/issue.d");
+    assert_eq!(root_after, root_before);
+    assert_eq!(deployments(sysroot.path()), os_before);
+    // Without the aleph file the boot image cannot be judged: refused, naming the file.
+    fs::remove_file(sysroot.path().join(mco_os::aleph::ALEPH_FILE)).unwrap();
+    let out = firstboot(node.path(), sysroot.path()).assert().code(1);
+    let said = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(said.contains(".coreos-aleph-version.json does not exist"), "{said}");
+    assert_eq!(deployments(sysroot.path()), os_before);
+
+    // A current boot image pivots.
+    let (node, sysroot) = served(&current);
+    let out = firstboot(node.path(), sysroot.path()).assert().success();
+    assert!(stdout(&out).contains("applied rendered-worker-1"), "{}", stdout(&out));
+    assert!(!node.path().join(issue).exists());
+    assert!(image_status(sysroot.path()).contains("(staged)"));
 }
 
 #[test]

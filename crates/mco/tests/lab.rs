@@ -23,6 +23,8 @@ use common::{mco, stderr, stdout};
 
 const NODES: usize = 3;
 const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(600);
+/// One lab at a time: two would share the two cores and the timeouts.
+static ONE_LAB: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 struct Lab {
     dir: tempfile::TempDir,
@@ -177,6 +179,7 @@ fn read(path: &Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
+    let _one = ONE_LAB.lock().await;
     let lab = Lab { dir: tempfile::tempdir().unwrap() };
     let up = lab.mco(&["lab", "up", "--nodes", &NODES.to_string(), "--timeout", "1200"]);
     assert!(up.get_output().status.success(), "lab up: {}\n{}", stdout(&up), stderr(&up));
@@ -285,4 +288,102 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     let down = lab.mco(&["lab", "down"]);
     assert!(down.get_output().status.success(), "{}", stderr(&down));
     assert!(!lab.state_dir().exists());
+}
+
+/// MachineConfiguration `cluster` with Manual skew enforcement at `rhcos_version`.
+fn skew_manual(rhcos_version: &str) -> String {
+    format!(
+        "apiVersion: operator.openshift.io/v1\nkind: MachineConfiguration\nmetadata:\n  name: cluster\nspec:\n  \
+         bootImageSkewEnforcement:\n    mode: Manual\n    manual:\n      mode: RHCOSVersion\n      rhcosVersion: {rhcos_version}\n"
+    )
+}
+
+/// Waits until `check` gives a value, for at most two minutes.
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "not within 2 minutes: {what}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
+    let _one = ONE_LAB.lock().await;
+    let lab = Lab { dir: tempfile::tempdir().unwrap() };
+    let up = lab.mco(&["lab", "up", "--nodes", "1", "--timeout", "1200"]);
+    assert!(up.get_output().status.success(), "lab up: {}\n{}", stdout(&up), stderr(&up));
+    let client = client(&lab).await;
+    let configurations: Api<mco_api::MachineConfiguration> = Api::all(client.clone());
+    let nodes: Api<Node> = Api::all(client.clone());
+    let old = mco_lab::images::OLD_BOOT_VERSION;
+
+    // The admin enforces skew by hand, recording the cluster's boot images as current.
+    lab.apply("skew-current", &skew_manual(mco_lab::images::BOOT_VERSION));
+    eventually("the Manual skew status", || async {
+        let status = configurations.get("cluster").await.ok()?.status?.boot_image_skew_enforcement_status?;
+        (status.manual?.rhcos_version.as_deref() == Some(mco_lab::images::BOOT_VERSION)).then_some(())
+    })
+    .await;
+
+    // A machine from the old boot image that says its version: the server refuses its config.
+    let add = lab.mco(&["lab", "add-node", "--name", "worker-1", "--boot-image", "old"]);
+    let said = stdout(&add);
+    assert_eq!(add.get_output().status.code(), Some(1), "{said}\n{}", stderr(&add));
+    assert!(said.contains("node worker-1 did not join: the Machine Config Server answered 403 Forbidden: "), "{said}");
+    assert!(said.contains(old), "{said}");
+    let status = stdout(&lab.mco(&["lab", "status"]).success());
+    assert!(status.contains("not joined: worker-1: the Machine Config Server answered 403 Forbidden"), "{status}");
+    assert!(nodes.get_opt("worker-1").await.unwrap().is_none());
+
+    // The same machine without the header gets its config, and firstboot refuses to pivot.
+    let add = lab.mco(&["lab", "add-node", "--name", "worker-1", "--boot-image", "old", "--no-version-header"]);
+    let said = stdout(&add);
+    assert_eq!(add.get_output().status.code(), Some(1), "{said}\n{}", stderr(&add));
+    let reason = format!(
+        "boot image is too old: RHCOS boot image version {old}(RHEL version: 8.6) is below the minimum required RHEL \
+         version 9.2"
+    );
+    assert!(
+        said.contains(&format!("node worker-1 did not join: firstboot: This machine was not provisioned: {reason}"))
+    );
+    let root = lab.state_dir().join("nodes/worker-1/root");
+    assert!(read(&root.join("etc/issue.d/mco-boot-image-skew.issue")).contains(&reason));
+    assert!(root.join("etc/ignition-machine-config-encapsulated.json").is_file(), "firstboot must leave it");
+    let served: serde_json::Value =
+        serde_json::from_str(&read(&root.join("etc/machine-config-daemon/boot-image-skew-enforcement.json"))).unwrap();
+    assert_eq!(served["mode"], "Manual", "{served}");
+    assert!(nodes.get_opt("worker-1").await.unwrap().is_none());
+
+    // Re-provisioned from the current boot image, it joins and the pool counts it updated.
+    let add = lab.mco(&["lab", "add-node", "--name", "worker-1"]);
+    assert!(add.get_output().status.success(), "{}\n{}", stdout(&add), stderr(&add));
+    assert!(stdout(&add).contains("node worker-1 joined"));
+    eventually("both workers updated", || async {
+        let pool = pool(&client).await;
+        let status = pool.status?;
+        (status.machine_count == Some(2) && status.updated_machine_count == Some(2)).then_some(())
+    })
+    .await;
+    let status = stdout(&lab.mco(&["lab", "status"]).success());
+    assert!(status.contains("nodes: worker-0, worker-1") && !status.contains("not joined"), "{status}");
+
+    // Recording an older boot image blocks cluster upgrades, with upstream's message.
+    lab.apply("skew-old", &skew_manual(old));
+    let kubeconfig = lab.state_dir().join("kubeconfig");
+    let blocked = format!(
+        "Upgradeable: False (ClusterBootImageSkewError): Upgrades have been disabled because the cluster is using \
+         RHCOS boot image version {old}(RHEL version: 8.6), which is below the minimum required RHEL version 9.2. To \
+         enable upgrades, please update your boot images or disable boot image skew enforcement by following the \
+         documentation at https://docs.redhat.com/en/documentation/openshift_container_platform/4.22/html/\
+         machine_configuration/mco-update-boot-skew-mgmt"
+    );
+    eventually("mco status shows upgrades blocked", || async {
+        let status = mco().args(["status", "--kubeconfig"]).arg(&kubeconfig).output().unwrap();
+        String::from_utf8_lossy(&status.stdout).contains(&blocked).then_some(())
+    })
+    .await;
 }

@@ -126,8 +126,13 @@ fn os_root(work: &Path) -> PathBuf {
 }
 
 fn stub(server: &RunningServer, work: &Path, pool: &str) -> PathBuf {
+    stub_with(server, work, pool, &[])
+}
+
+/// `mco ignition stub` for `pool` with `extra` flags.
+fn stub_with(server: &RunningServer, work: &Path, pool: &str, extra: &[&str]) -> PathBuf {
     let ca = work.join("certs/ca.crt");
-    let text = mco(&[
+    let mut args = vec![
         "ignition",
         "stub",
         "--pool",
@@ -138,7 +143,9 @@ fn stub(server: &RunningServer, work: &Path, pool: &str) -> PathBuf {
         ca.to_str().unwrap(),
         "--version",
         "3.3.0",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let text = mco(&args);
     let path = work.join(format!("stub-{pool}.ign"));
     std::fs::write(&path, text).unwrap();
     path
@@ -154,8 +161,12 @@ fn read(path: &Path) -> String {
 
 /// Runs Ignition's fetch and files stages for `pool` against `server`; returns the OS root.
 fn boot(server: &RunningServer, work: &Path, pool: &str) -> PathBuf {
-    let pool_stub = stub(server, work, pool);
-    let fetch = ignition(work, "fetch", &pool_stub, &["-neednet", work.join("run/neednet").to_str().unwrap()]);
+    boot_from(work, pool, &stub(server, work, pool))
+}
+
+/// Runs Ignition's fetch and files stages from `pool_stub`; returns the OS root.
+fn boot_from(work: &Path, pool: &str, pool_stub: &Path) -> PathBuf {
+    let fetch = ignition(work, "fetch", pool_stub, &["-neednet", work.join("run/neednet").to_str().unwrap()]);
     let fetch_log = String::from_utf8_lossy(&fetch.stdout);
     assert!(
         fetch.status.success(),
@@ -166,7 +177,7 @@ fn boot(server: &RunningServer, work: &Path, pool: &str) -> PathBuf {
     assert!(fetch_log.contains(&format!("/config/{pool}: attempt #1")), "{fetch_log}");
 
     let root = os_root(work);
-    let files = ignition(work, "files", &pool_stub, &["-root", root.to_str().unwrap()]);
+    let files = ignition(work, "files", pool_stub, &["-root", root.to_str().unwrap()]);
     let files_log = String::from_utf8_lossy(&files.stdout);
     assert!(files.status.success(), "Ignition files failed:\n{files_log}{}", String::from_utf8_lossy(&files.stderr));
     root
@@ -271,12 +282,28 @@ fn ignition_boots_from_the_server() {
 /// server; the served kubeconfig is built from the node-bootstrapper token files.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignition_boots_from_the_cluster_mode_server() {
-    use mco_testenv::kube::Api;
-    use mco_testenv::kube::api::{Patch, PatchParams};
-
     let env = mco_testenv::TestEnv::start().await.unwrap();
     let work = tempfile::tempdir().unwrap();
     let work = work.path();
+    let apiserver_url = "https://api-int.example.com:6443";
+    let server = cluster_mode_server(&env, work, apiserver_url).await;
+    // (Blocking in the test's runtime is fine: nothing async runs meanwhile.)
+    let root = boot(&server, work, "master");
+    // Cluster mode encapsulates an empty config of the version the client asked for.
+    assert_fixture_applied(&root, "3.3.0");
+    let ca = std::fs::read(env.dir().join("ca.crt")).unwrap();
+    let kubeconfig = mco_server::source::cluster::node_kubeconfig(apiserver_url, &ca, TOKEN).unwrap();
+    assert_eq!(std::fs::read(root.join("etc/kubernetes/kubeconfig")).unwrap(), kubeconfig);
+    assert!(!root.join("etc/machine-config-daemon/boot-image-skew-enforcement.json").exists(), "no skew status");
+    assert_token_never_logged(server, work);
+}
+
+/// The fixture's rendered config, ControllerConfig and pool `master` in `env`, one machine
+/// running the config, and `mco server` in cluster mode serving them.
+async fn cluster_mode_server(env: &mco_testenv::TestEnv, work: &Path, apiserver_url: &str) -> RunningServer {
+    use mco_testenv::kube::Api;
+    use mco_testenv::kube::api::{Patch, PatchParams};
+
     let fixture = fixture();
     let manifests = work.join("manifests");
     std::fs::create_dir_all(&manifests).unwrap();
@@ -301,8 +328,7 @@ async fn ignition_boots_from_the_cluster_mode_server() {
     std::fs::write(token_dir.join("token"), TOKEN).unwrap();
     std::fs::copy(env.dir().join("ca.crt"), token_dir.join("ca.crt")).unwrap();
 
-    let apiserver_url = "https://api-int.example.com:6443";
-    let server = RunningServer::start(
+    RunningServer::start(
         work,
         &[
             "--kubeconfig".into(),
@@ -310,16 +336,86 @@ async fn ignition_boots_from_the_cluster_mode_server() {
             "--apiserver-url".into(),
             apiserver_url.into(),
             "--bootstrap-token-dir".into(),
-            token_dir.clone().into(),
+            token_dir.into(),
         ],
-    );
-    // (Blocking in the test's runtime is fine: nothing async runs meanwhile.)
-    let root = boot(&server, work, "master");
-    // Cluster mode encapsulates an empty config of the version the client asked for.
+    )
+}
+
+/// Boot image skew enforcement with the real client: a machine booted from a too-old boot image
+/// (its stub says so in a header) gets no config, and the server's 403 says why and what to do;
+/// the pool gets a Warning Event; a current boot image boots, and its config carries the skew
+/// status firstboot checks again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignition_is_refused_a_too_old_boot_image() {
+    use mco_testenv::kube::Api;
+    use mco_testenv::kube::api::{Patch, PatchParams, PostParams};
+
+    let env = mco_testenv::TestEnv::start().await.unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let work = work.path();
+    let configurations = Api::<mco_api::MachineConfiguration>::all(env.client());
+    let configuration = serde_json::from_value(serde_json::json!({
+        "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+        "metadata": {"name": "cluster"}, "spec": {}
+    }))
+    .unwrap();
+    configurations.create(&PostParams::default(), &configuration).await.unwrap();
+    let skew_status =
+        serde_json::json!({"mode": "Manual", "manual": {"mode": "RHCOSVersion", "rhcosVersion": "9.6.20251023-0"}});
+    let patch = serde_json::json!({"status": {"bootImageSkewEnforcementStatus": skew_status}});
+    configurations.patch_status("cluster", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let server = cluster_mode_server(&env, work, "https://api-int.example.com:6443").await;
+
+    // The old machine's Ignition gives up after its stub's 5 s (it retries a 403 until then).
+    const OLD: &str = "412.86.202301010000-0";
+    let old_stub = stub_with(&server, work, "master", &["--boot-image-version", OLD, "--http-total-timeout", "5"]);
+    let fetch = ignition(work, "fetch", &old_stub, &["-neednet", work.join("run/neednet").to_str().unwrap()]);
+    let log = String::from_utf8_lossy(&fetch.stdout);
+    assert!(!fetch.status.success(), "{log}");
+    assert_ne!(fetch.status.code(), Some(124), "Ignition did not give up by itself:\n{log}");
+    assert!(log.contains("GET result: Forbidden"), "{log}");
+    assert!(!work.join("run/ignition.json").exists(), "no config was cached:\n{log}");
+
+    // What the refusal says, as any HTTP client gets it.
+    let url = format!("{}/config/master", server.url);
+    let ca = work.join("certs/ca.crt");
+    let curl = |header: &str| {
+        let out = Command::new("curl")
+            .args(["-sS", "--cacert", ca.to_str().unwrap(), "-H", header, "-w", "\n%{http_code}", &url])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "curl: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let refusal = curl(&format!("X-MCO-Boot-Image-Version: {OLD}"));
+    assert!(refusal.ends_with("\n403"), "{refusal}");
+    for part in [
+        "refusing to serve the config of pool master",
+        "RHCOS boot image version 412.86.202301010000-0(RHEL version: 8.6) is below the minimum required RHEL version 9.2",
+        "update the boot images",
+        "spec.bootImageSkewEnforcement.mode: None on machineconfiguration/cluster",
+    ] {
+        assert!(refusal.contains(part), "{part:?} missing:\n{refusal}");
+    }
+    assert!(curl("X-MCO-Boot-Image-Version: nine").ends_with("\n400"));
+
+    // The pool has a Warning Event saying so.
+    let events = Api::<mco_testenv::k8s_openapi::api::events::v1::Event>::all(env.client());
+    let events = events.list(&Default::default()).await.unwrap().items;
+    let refused = events.iter().find(|e| e.reason.as_deref() == Some("BootImageSkewRefused")).expect("the Event");
+    assert_eq!(refused.type_.as_deref(), Some("Warning"));
+    assert_eq!(refused.regarding.as_ref().and_then(|r| r.name.as_deref()), Some("master"));
+    assert!(refused.note.as_deref().unwrap_or_default().contains(OLD), "{refused:?}");
+
+    // A current boot image boots, and gets the skew status for firstboot.
+    let current_stub = stub_with(&server, work, "master", &["--boot-image-version", "9.6.20260101-0"]);
+    let root = boot_from(work, "master", &current_stub);
     assert_fixture_applied(&root, "3.3.0");
-    let ca = std::fs::read(env.dir().join("ca.crt")).unwrap();
-    let kubeconfig = mco_server::source::cluster::node_kubeconfig(apiserver_url, &ca, TOKEN).unwrap();
-    assert_eq!(std::fs::read(root.join("etc/kubernetes/kubeconfig")).unwrap(), kubeconfig);
+    let skew_file = root.join("etc/machine-config-daemon/boot-image-skew-enforcement.json");
+    assert_eq!(mode(&skew_file), 0o644);
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&read(&skew_file)).unwrap(), skew_status);
+    let log = read(&work.join("server.log"));
+    assert!(log.contains("boot image is too old"), "the refusal is logged:\n{log}");
     assert_token_never_logged(server, work);
 }
 

@@ -99,7 +99,8 @@ pub async fn encapsulate(repo_path: &Path, ostree_ref: &str, dest: &str) -> Resu
     encapsulate_with(repo_path, ostree_ref, dest, &PullConfig::default()).await
 }
 
-/// [`encapsulate`] with the registry settings of `registries` (for pushes to a registry).
+/// [`encapsulate`] with the registry settings and credentials (`authfile`) of `registries`, for
+/// pushes to a registry.
 #[context("Encapsulating {ostree_ref} from {} to {dest}", repo_path.display())]
 pub async fn encapsulate_with(
     repo_path: &Path,
@@ -126,7 +127,8 @@ pub async fn encapsulate_with(
         let oci = ImageReference { transport: Transport::OciDir, name: format!("{}:image", work.path().display()) };
         ostree_ext::container::encapsulate(&repo, ostree_ref, &config, Some(opts), &oci).await?;
         let digestfile = work.path().join("digest");
-        skopeo_copy_with(registries.skopeo(), &oci.to_string(), &dest.to_string(), Some(&digestfile))?;
+        let dest_authfile = registries.authfile.as_deref();
+        skopeo_copy_with(registries.skopeo(), dest_authfile, &oci.to_string(), &dest.to_string(), Some(&digestfile))?;
         std::fs::read_to_string(&digestfile).context("Reading skopeo's digest file")?.trim().to_string()
     };
     tracing::info!(%digest, %dest, commit = %commit, "encapsulated");
@@ -146,11 +148,22 @@ pub fn skopeo() -> Command {
 
 /// `skopeo copy` preserving digests, optionally writing the pushed digest to `digestfile`.
 pub(crate) fn skopeo_copy(src: &str, dest: &str, digestfile: Option<&Path>) -> Result<()> {
-    skopeo_copy_with(skopeo(), src, dest, digestfile)
+    skopeo_copy_with(skopeo(), None, src, dest, digestfile)
 }
 
-fn skopeo_copy_with(mut cmd: Command, src: &str, dest: &str, digestfile: Option<&Path>) -> Result<()> {
+/// `skopeo copy` through `cmd` (skopeo with its global options), pushing with the credentials
+/// of `dest_authfile` if given.
+fn skopeo_copy_with(
+    mut cmd: Command,
+    dest_authfile: Option<&Path>,
+    src: &str,
+    dest: &str,
+    digestfile: Option<&Path>,
+) -> Result<()> {
     cmd.args(["copy", "--quiet", "--preserve-digests"]);
+    if let Some(authfile) = dest_authfile {
+        cmd.arg("--dest-authfile").arg(authfile);
+    }
     if let Some(f) = digestfile {
         cmd.arg("--digestfile").arg(f);
     }

@@ -6,6 +6,7 @@
 //! libostree is reached only through `ostree_ext::ostree` (and its `gio`/`glib`): a second
 //! version of the `ostree` crate would link libostree twice.
 
+pub mod aleph;
 pub mod build;
 pub mod image;
 pub mod registry;

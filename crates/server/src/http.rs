@@ -25,6 +25,7 @@ use tokio::time::Sleep;
 use tokio_rustls::TlsAcceptor;
 
 use crate::accept;
+use crate::skew::{self, Admission};
 use crate::source::{ConfigSource, SourceError};
 
 /// What a request path asks for.
@@ -179,6 +180,15 @@ impl<S: ConfigSource> Server<S> {
             |name| String::from_utf8_lossy(req.headers().get(name).map(HeaderValue::as_bytes).unwrap_or_default());
         let (accept, user_agent) = (header(ACCEPT), header(USER_AGENT));
         tracing::info!(%peer, pool, user_agent = %truncate(&user_agent), accept = %truncate(&accept), "config requested");
+        let boot_image_version =
+            req.headers().get(mco_bootimage::skew::BOOT_IMAGE_VERSION_HEADER).map(HeaderValue::as_bytes);
+        let boot_image_version = match skew::requested_version(boot_image_version, req.uri().query()) {
+            Ok(v) => v,
+            Err(why) => {
+                tracing::warn!(%peer, pool, "{}", why.trim_end());
+                return text(StatusCode::BAD_REQUEST, why);
+            }
+        };
 
         let version = match accept::negotiate(&accept) {
             Ok(v) => v,
@@ -198,6 +208,17 @@ impl<S: ConfigSource> Server<S> {
                 return empty(StatusCode::INTERNAL_SERVER_ERROR);
             }
         };
+        match self.source.admit(&pool, boot_image_version.as_deref()) {
+            Admission::Allowed => {}
+            Admission::Refused(why) => {
+                tracing::warn!(%peer, pool, "{}", truncate(why.lines().next().unwrap_or_default()));
+                return text(StatusCode::FORBIDDEN, why);
+            }
+            Admission::Invalid(why) => {
+                tracing::warn!(%peer, pool, "{}", truncate(why.trim_end()));
+                return text(StatusCode::BAD_REQUEST, why);
+            }
+        }
         let Ok(target) = version.to_string().parse::<Target>() else {
             tracing::error!(pool, "couldn't convert config: no conversion to Ignition spec {version}");
             return empty(StatusCode::INTERNAL_SERVER_ERROR);
@@ -289,6 +310,16 @@ fn empty(status: StatusCode) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::new()));
     *response.status_mut() = status;
     response.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
+    response
+}
+
+/// A plain-text answer saying why the request was refused and what to do.
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let len = body.len();
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(len));
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     response
 }
 

@@ -9,6 +9,7 @@
 //!   cluster through watches); [`cache`]: the encoded bodies, per config and version, capped in
 //!   total bytes.
 //! * [`http`]: routing, status codes, limits, the listeners.
+//! * [`skew`]: refusing machines whose boot image is too old (cluster mode), pure.
 //! * [`tls`]: rustls with certificate reload; [`certs`]: creating a CA and serving certificate;
 //!   [`stub`]: the pointer config machines boot with; [`run`]: the `mco server` process.
 
@@ -18,6 +19,7 @@ pub mod certs;
 pub mod http;
 pub mod run;
 pub mod serve;
+pub mod skew;
 pub mod source;
 mod stamp;
 pub mod stub;

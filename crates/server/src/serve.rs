@@ -5,7 +5,8 @@
 //! Order of the added files, as upstream: the kubelet CA and cloud CA (replacing the source of a
 //! file already at that path), then `/etc/machine-config-daemon/node-annotations.json`,
 //! `/etc/kubernetes/kubeconfig`, `/etc/mcs-machine-config-content.json` (the MachineConfig as
-//! served, a debug aid), the bootstrap registry CAs, and last
+//! served, a debug aid), the bootstrap registry CAs (cluster mode: the boot image skew status,
+//! which upstream does not have), and last
 //! `/etc/ignition-machine-config-encapsulated.json` (the MachineConfig without its Ignition
 //! config, which the firstboot service applies: kernel arguments, extensions, OS image).
 
@@ -40,7 +41,8 @@ pub struct Inputs {
     /// ControllerConfig `kubeAPIServerServingCAData` and `cloudProviderCAData`.
     pub kubelet_ca: Vec<u8>,
     pub cloud_provider_ca: Vec<u8>,
-    /// Files appended after the debug copy (bootstrap: `/etc/docker/certs.d/<host>/ca.crt`).
+    /// Files appended after the debug copy (bootstrap: `/etc/docker/certs.d/<host>/ca.crt`;
+    /// cluster: the boot image skew status for firstboot).
     pub extra_files: Vec<(String, Vec<u8>)>,
     /// OS image a layered pool's new nodes boot into (cluster mode); empty for none.
     pub desired_image: String,

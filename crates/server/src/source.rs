@@ -25,6 +25,7 @@ use tokio::sync::Semaphore;
 
 use crate::cache::BodyCache;
 use crate::serve::{self, Inputs, ServeError};
+use crate::skew::Admission;
 use crate::stamp::Stamp;
 
 /// Why a pool's config cannot be served.
@@ -45,6 +46,12 @@ pub enum SourceError {
 /// from memory when nothing changed.
 pub trait ConfigSource: Send + Sync + 'static {
     fn lookup(&self, pool: &str) -> impl Future<Output = Result<Arc<Snapshot>, SourceError>> + Send;
+
+    /// Whether a machine of `pool` that booted from `boot_image_version` (`None`: it did not
+    /// say) may get its config. Sources without boot image skew enforcement allow every machine.
+    fn admit(&self, _pool: &str, _boot_image_version: Option<&str>) -> Admission {
+        Admission::Allowed
+    }
 }
 
 /// Building a body of a large config takes a few hundred megabytes for a moment; one build at a
@@ -140,6 +147,10 @@ const BOOTSTRAP_POOLS: [&str; 2] = ["master", "arbiter"];
 /// from `controller-config/machine-config-controller.yaml`. Files are re-read when their size,
 /// mtime or inode changes (one `stat` each per request), so edits and atomic replacements are
 /// served at once.
+///
+/// No boot image skew enforcement: the bootstrap server serves the control plane being
+/// installed, from the installer's own (current) boot images, before any MachineConfiguration
+/// exists.
 #[derive(Debug)]
 pub struct BootstrapSource {
     layout: Arc<Layout>,

@@ -1,7 +1,9 @@
 //! Cluster mode against a real API server (mco-testenv): which rendered config a pool's new
 //! machines get (its target only once a machine runs it), status codes when objects are missing,
 //! bodies following every change through the watches, and a served kubeconfig that really
-//! authenticates as the node-bootstrapper service account.
+//! authenticates as the node-bootstrapper service account. Boot image skew enforcement: machines
+//! whose boot image is too old are refused (403 and an Event), the served config carries the
+//! skew status.
 
 mod common;
 
@@ -15,7 +17,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use mco_api::constants::MCO_NAMESPACE;
-use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, MachineOSBuild, MachineOSConfig};
+use mco_api::{
+    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
+};
+use mco_bootimage::skew::SKEW_STATUS_FILE;
 use mco_server::serve::{ENCAPSULATED_PATH, KUBECONFIG_PATH, KUBELET_CA_PATH, NODE_ANNOTATIONS_PATH};
 use mco_server::source::cluster::node_kubeconfig;
 use mco_server::{BodyCache, ClusterOptions, ClusterSource, Limits};
@@ -278,6 +283,167 @@ async fn cluster_mode_against_a_real_apiserver() {
     // A deleted pool is not found.
     pools.delete("worker", &DeleteParams::default()).await.unwrap();
     served.wait_for_status("worker", 404).await;
+}
+
+/// A served cluster-mode server for pool `worker` (one rendered config, run by its machines).
+async fn serve_worker_pool(env: &TestEnv, token_dir: &Path) -> Served {
+    let client = env.client();
+    bootstrap_token(env, token_dir).await;
+    let controller_config: ControllerConfig = serde_yaml::from_str(
+        &std::fs::read_to_string(fixture().join("controller-config/machine-config-controller.yaml")).unwrap(),
+    )
+    .unwrap();
+    Api::<ControllerConfig>::all(client.clone()).create(&PostParams::default(), &controller_config).await.unwrap();
+    let mcs: Api<MachineConfig> = Api::all(client.clone());
+    mcs.create(&PostParams::default(), &rendered("rendered-worker-a", "a")).await.unwrap();
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+    pools.create(&PostParams::default(), &pool("worker")).await.unwrap();
+    set_pool(&pools, "worker", "rendered-worker-a", Some("rendered-worker-a"), 3).await;
+    let options = ClusterOptions {
+        apiserver_url: apiserver_url(env),
+        bootstrap_token_dir: token_dir.into(),
+        sync_timeout: TIMEOUT,
+    };
+    let source = ClusterSource::start(client, options, Arc::new(BodyCache::default())).await.unwrap();
+    Served { addr: serve(source, Limits::default(), None).await, accept: format!("{IGN};version=3.3.0") }
+}
+
+/// Sets MachineConfiguration `cluster`'s `status.bootImageSkewEnforcementStatus` (server-side
+/// apply: fields of the previous status left out are removed).
+async fn set_skew_status(configurations: &Api<MachineConfiguration>, status: &Value) {
+    let patch = json!({
+        "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+        "status": {"bootImageSkewEnforcementStatus": status}
+    });
+    let params = PatchParams::apply("skew-test").force();
+    configurations.patch_status("cluster", &params, &Patch::Apply(&patch)).await.unwrap();
+}
+
+fn manual_rhcos(version: &str) -> Value {
+    json!({"mode": "Manual", "manual": {"mode": "RHCOSVersion", "rhcosVersion": version}})
+}
+
+const OLD_BOOT_IMAGE: &str = "412.86.202301010000-0";
+const CURRENT_BOOT_IMAGE: &str = "9.6.20260101-0";
+
+impl Served {
+    async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        let mut headers = headers.to_vec();
+        headers.push(("Accept", &self.accept));
+        send(self.addr, &request("GET", path, &headers)).await
+    }
+
+    /// The answer to a machine of `worker` saying it booted from `version`, once it has `status`.
+    async fn wait_for_boot_image(&self, version: Option<&str>, status: u16) -> Response {
+        let headers: Vec<(&str, &str)> = version.map(|v| vec![("X-MCO-Boot-Image-Version", v)]).unwrap_or_default();
+        eventually(&format!("boot image {version:?} answered {status}"), || async {
+            let r = self.get_with("/config/worker", &headers).await;
+            (r.status == status).then_some(r)
+        })
+        .await
+    }
+}
+
+/// The BootImageSkewRefused Events on pool `worker`.
+async fn refusal_events(client: &Client) -> Vec<k8s_openapi::api::events::v1::Event> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let list = events.list(&Default::default()).await.unwrap();
+    list.items
+        .into_iter()
+        .filter(|e| {
+            let regarding = e.regarding.as_ref();
+            e.reason.as_deref() == Some("BootImageSkewRefused")
+                && regarding.and_then(|r| r.kind.as_deref()) == Some("MachineConfigPool")
+                && regarding.and_then(|r| r.name.as_deref()) == Some("worker")
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_mode_refuses_too_old_boot_images() {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    let configurations: Api<MachineConfiguration> = Api::all(client.clone());
+    let configuration: MachineConfiguration = from_json(json!({
+        "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+        "metadata": {"name": "cluster"}, "spec": {}
+    }));
+    configurations.create(&PostParams::default(), &configuration).await.unwrap();
+    let status = manual_rhcos("9.6.20251023-0");
+    set_skew_status(&configurations, &status).await;
+    let token_dir = tempfile::tempdir().unwrap();
+    let served = serve_worker_pool(&env, token_dir.path()).await;
+
+    // A machine booted from a RHEL 8.6 boot image: refused, with a text saying why and what to do.
+    let refused = served.wait_for_boot_image(Some(OLD_BOOT_IMAGE), 403).await;
+    assert_eq!(refused.header("content-type"), Some("text/plain; charset=utf-8"));
+    let text = String::from_utf8(refused.body.clone()).unwrap();
+    for part in [
+        "refusing to serve the config of pool worker",
+        "this machine's boot image version is 412.86.202301010000-0",
+        "RHCOS boot image version 412.86.202301010000-0(RHEL version: 8.6) is below the minimum required RHEL version 9.2",
+        "update the boot images",
+        "set spec.bootImageSkewEnforcement.mode: None on machineconfiguration/cluster",
+    ] {
+        assert!(text.contains(part), "{part:?} missing from:\n{text}");
+    }
+    // A Warning Event on the pool; the machine retrying does not add more.
+    let events = eventually("the refusal Event", || async {
+        let events = refusal_events(&client).await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
+    assert_eq!(events[0].type_.as_deref(), Some("Warning"));
+    assert!(events[0].note.as_deref().unwrap().contains(OLD_BOOT_IMAGE), "{:?}", events[0].note);
+    let again = served.get_with("/config/worker", &[("X-MCO-Boot-Image-Version", OLD_BOOT_IMAGE)]).await;
+    assert_eq!(again.status, 403);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(refusal_events(&client).await.len(), 1, "one Event per pool and version per 10 minutes");
+
+    // Spec 2.x stubs send the version as a query parameter; the header wins over it.
+    let query = format!("/config/worker?bootImageVersion={OLD_BOOT_IMAGE}");
+    assert_eq!(served.get_with(&query, &[]).await.status, 403);
+    let both = served.get_with(&query, &[("X-MCO-Boot-Image-Version", CURRENT_BOOT_IMAGE)]).await;
+    assert_eq!(both.status, 200);
+
+    // A current boot image gets its config, which carries the skew status for firstboot.
+    let served_config = served.wait_for_boot_image(Some(CURRENT_BOOT_IMAGE), 200).await.json();
+    let skew_file = file(&served_config, SKEW_STATUS_FILE).unwrap();
+    assert_eq!(skew_file["mode"], 420);
+    assert_eq!(serde_json::from_slice::<Value>(&contents(&served_config, SKEW_STATUS_FILE)).unwrap(), status);
+    // A machine that does not say: the cluster's recorded boot image is current.
+    served.wait_for_boot_image(None, 200).await;
+
+    // An unreadable version: 400, naming it.
+    let invalid = served.get_with("/config/worker", &[("X-MCO-Boot-Image-Version", "nine")]).await;
+    assert_eq!(invalid.status, 400);
+    assert!(String::from_utf8_lossy(&invalid.body).contains("invalid OCP version \"nine\""), "{invalid:?}");
+
+    // The admin records an old boot image: machines that do not say theirs are refused.
+    let old_record = json!({"mode": "Manual", "manual": {"mode": "OCPVersion", "ocpVersion": "4.12.0"}});
+    set_skew_status(&configurations, &old_record).await;
+    let silent = served.wait_for_boot_image(None, 403).await;
+    let text = String::from_utf8(silent.body).unwrap();
+    assert!(text.contains("did not send its boot image version"), "{text}");
+    assert!(
+        text.contains("OCP boot image version 4.12.0, which is below the minimum required version 4.13.0"),
+        "{text}"
+    );
+
+    // Enforcement off: the old boot image is served, and the served status follows.
+    set_skew_status(&configurations, &json!({"mode": "None"})).await;
+    let served_config = served.wait_for_boot_image(Some(OLD_BOOT_IMAGE), 200).await.json();
+    let skew_status: Value = serde_json::from_slice(&contents(&served_config, SKEW_STATUS_FILE)).unwrap();
+    assert_eq!(skew_status, json!({"mode": "None"}));
+
+    // No MachineConfiguration: no enforcement, no skew file.
+    configurations.delete("cluster", &DeleteParams::default()).await.unwrap();
+    let served_config = eventually("no skew file", || async {
+        let body = served.get_with("/config/worker", &[("X-MCO-Boot-Image-Version", OLD_BOOT_IMAGE)]).await;
+        (body.status == 200 && file(&body.json(), SKEW_STATUS_FILE).is_none()).then(|| body.json())
+    })
+    .await;
+    assert_eq!(contents(&served_config, "/etc/generation"), b"a");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

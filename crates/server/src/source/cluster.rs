@@ -11,6 +11,12 @@
 //! node-bootstrapper service account, which upstream mounts from its secret at
 //! `/etc/mcs/bootstrap-token` (`--bootstrap-token-dir`), with the CA replaced by the ConfigMap
 //! `kubeconfig-data`'s `ca-bundle.crt` when that exists. The files are re-read when they change.
+//!
+//! Boot image skew enforcement ([`crate::skew`]): MachineConfiguration `cluster` is watched too;
+//! machines whose boot image is too old for its `status.bootImageSkewEnforcementStatus` are
+//! refused (403, a Warning Event `BootImageSkewRefused` on the pool, at most one per pool and
+//! version per 10 minutes), and every served config carries that status in
+//! [`SKEW_STATUS_FILE`] so firstboot can check the boot image again before it pivots.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,17 +26,22 @@ use std::time::Duration;
 use anyhow::Context as _;
 use base64::Engine as _;
 use futures::{Stream, StreamExt as _, TryStreamExt as _};
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Service};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource, ResourceExt as _};
-use mco_api::constants::{CONTROLLER_CONFIG_NAME, MCO_NAMESPACE};
+use mco_api::constants::{CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME, MCO_NAMESPACE};
 use mco_api::machineconfiguration::machine_os_build_condition;
-use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, MachineOSBuild, MachineOSConfig};
+use mco_api::{
+    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
+};
+use mco_bootimage::skew::SKEW_STATUS_FILE;
 
 use super::{ConfigSource, SourceError, cluster_config_name};
 use crate::cache::BodyCache;
 use crate::serve::Inputs;
+use crate::skew::{self, Admission, EventLimiter};
 use crate::source::Snapshot;
 use crate::stamp::Stamp;
 
@@ -44,6 +55,8 @@ const TOKEN_FILE: &str = "token";
 const CA_FILE: &str = "ca.crt";
 /// Namespace of the cluster's internal image registry.
 const IMAGE_REGISTRY_NAMESPACE: &str = "openshift-image-registry";
+/// The reporting controller of the server's Events (upstream's component name).
+const EVENT_REPORTER: &str = "machine-config-server";
 
 /// How the cluster source is set up.
 #[derive(Debug, Clone)]
@@ -64,6 +77,7 @@ pub struct ClusterSource {
 }
 
 struct Inner {
+    client: Client,
     pools: Store<MachineConfigPool>,
     machine_configs: Store<MachineConfig>,
     controller_configs: Store<ControllerConfig>,
@@ -71,11 +85,13 @@ struct Inner {
     machine_os_configs: Store<MachineOSConfig>,
     machine_os_builds: Store<MachineOSBuild>,
     registry_services: Store<Service>,
+    machine_configurations: Store<MachineConfiguration>,
     node_kubeconfig: NodeKubeconfig,
     cache: Arc<BodyCache>,
     loaded: Mutex<HashMap<String, Loaded>>,
     /// Serializes snapshot builds so a burst of requests after a change copies the inputs once.
     reload: tokio::sync::Mutex<()>,
+    refusal_events: Mutex<EventLimiter>,
 }
 
 struct Loaded {
@@ -91,6 +107,8 @@ struct Fingerprint {
     controller_config: Revision,
     kubeconfig: Arc<Vec<u8>>,
     desired_image: String,
+    /// Contents of [`SKEW_STATUS_FILE`], when the cluster has a skew status.
+    skew_status: Option<Vec<u8>>,
 }
 
 /// An object's identity and version: a deleted and recreated object differs by uid.
@@ -127,7 +145,9 @@ impl ClusterSource {
         let (machine_os_configs, machine_os_configs_writer) = reflector::store();
         let (machine_os_builds, machine_os_builds_writer) = reflector::store();
         let (registry_services, registry_services_writer) = reflector::store();
+        let (machine_configurations, machine_configurations_writer) = reflector::store();
         let inner = Arc::new(Inner {
+            client: client.clone(),
             pools: pools.clone(),
             machine_configs: machine_configs.clone(),
             controller_configs: controller_configs.clone(),
@@ -135,13 +155,16 @@ impl ClusterSource {
             machine_os_configs: machine_os_configs.clone(),
             machine_os_builds: machine_os_builds.clone(),
             registry_services: registry_services.clone(),
+            machine_configurations: machine_configurations.clone(),
             node_kubeconfig,
             cache,
             loaded: Mutex::default(),
             reload: tokio::sync::Mutex::new(()),
+            refusal_events: Mutex::default(),
         });
         let all = watcher::Config::default();
         let config_map = watcher::Config::default().fields(&format!("metadata.name={KUBECONFIG_DATA_CONFIGMAP}"));
+        let configuration = watcher::Config::default().fields(&format!("metadata.name={MACHINE_CONFIGURATION_NAME}"));
         let watches = vec![
             spawn_watch(&inner, pools_writer, Api::all(client.clone()), all.clone()),
             spawn_watch(&inner, machine_configs_writer, Api::all(client.clone()), all.clone()),
@@ -149,7 +172,13 @@ impl ClusterSource {
             spawn_watch(&inner, kubeconfig_data_writer, Api::namespaced(client.clone(), MCO_NAMESPACE), config_map),
             spawn_watch(&inner, machine_os_configs_writer, Api::all(client.clone()), all.clone()),
             spawn_watch(&inner, machine_os_builds_writer, Api::all(client.clone()), all.clone()),
-            spawn_watch(&inner, registry_services_writer, Api::namespaced(client, IMAGE_REGISTRY_NAMESPACE), all),
+            spawn_watch(
+                &inner,
+                registry_services_writer,
+                Api::namespaced(client.clone(), IMAGE_REGISTRY_NAMESPACE),
+                all,
+            ),
+            spawn_watch(&inner, machine_configurations_writer, Api::all(client), configuration),
         ];
         let source = ClusterSource { inner, watches };
         let timeout = options.sync_timeout;
@@ -161,6 +190,8 @@ impl ClusterSource {
         wait_ready("MachineOSConfigs", &machine_os_configs, timeout).await?;
         wait_ready("MachineOSBuilds", &machine_os_builds, timeout).await?;
         wait_ready(&format!("Services in {IMAGE_REGISTRY_NAMESPACE}"), &registry_services, timeout).await?;
+        let configuration = format!("MachineConfiguration {MACHINE_CONFIGURATION_NAME}");
+        wait_ready(&configuration, &machine_configurations, timeout).await?;
         Ok(source)
     }
 }
@@ -254,14 +285,52 @@ impl Inner {
             )
             .unwrap_or_default(),
         };
+        let skew_status = self
+            .skew_status()
+            .map(|status| serde_json::to_vec(&status).context("serializing the boot image skew status"))
+            .transpose()?;
         let fingerprint = Fingerprint {
             config_name,
             machine_config: Revision::of(&*machine_config),
             controller_config: Revision::of(&*controller_config),
             kubeconfig,
             desired_image,
+            skew_status,
         };
         Ok(Current { fingerprint, machine_config, controller_config })
+    }
+
+    /// MachineConfiguration `cluster`'s `status.bootImageSkewEnforcementStatus`.
+    fn skew_status(&self) -> Option<mco_api::operator::BootImageSkewEnforcementStatus> {
+        let configuration = self.machine_configurations.get(&ObjectRef::new(MACHINE_CONFIGURATION_NAME))?;
+        configuration.status.as_ref()?.boot_image_skew_enforcement_status.clone()
+    }
+
+    /// A Warning Event on the pool, unless this refusal was recorded lately. Sent in the
+    /// background: the machine's answer does not wait for the API server.
+    fn record_refusal(&self, pool: &str, boot_image_version: Option<&str>, message: &str) {
+        let now = std::time::Instant::now();
+        let allowed =
+            self.refusal_events.lock().expect("not poisoned").allow(pool, boot_image_version.unwrap_or(""), now);
+        let Some(mcp) = self.pools.get(&ObjectRef::new(pool)).filter(|_| allowed) else { return };
+        let regarding: ObjectReference = mcp.object_ref(&());
+        // The first line says it all; an Event note holds at most 1 KiB.
+        let note: String = message.lines().next().unwrap_or_default().chars().take(1000).collect();
+        let event = Event {
+            type_: EventType::Warning,
+            reason: skew::REFUSED_EVENT_REASON.to_string(),
+            note: Some(note),
+            action: "ServeConfig".to_string(),
+            secondary: None,
+        };
+        let recorder =
+            Recorder::new(self.client.clone(), Reporter { controller: EVENT_REPORTER.into(), instance: None });
+        let pool = pool.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = recorder.publish(&event, &regarding).await {
+                tracing::warn!(pool, "recording event {}: {e}", skew::REFUSED_EVENT_REASON);
+            }
+        });
     }
 
     fn cached(&self, pool: &str, fingerprint: &Fingerprint) -> Option<Arc<Snapshot>> {
@@ -312,7 +381,11 @@ impl ConfigSource for ClusterSource {
                 kubeconfig: fingerprint.kubeconfig.to_vec(),
                 kubelet_ca: bytes(&controller_config.spec.kube_api_server_serving_ca_data),
                 cloud_provider_ca: bytes(&controller_config.spec.cloud_provider_ca_data),
-                extra_files: Vec::new(),
+                extra_files: fingerprint
+                    .skew_status
+                    .iter()
+                    .map(|status| (SKEW_STATUS_FILE.to_string(), status.clone()))
+                    .collect(),
                 desired_image: fingerprint.desired_image.clone(),
                 encapsulate_requested_version: true,
             };
@@ -324,6 +397,14 @@ impl ConfigSource for ClusterSource {
         let loaded = Loaded { fingerprint, snapshot: Arc::clone(&snapshot) };
         inner.loaded.lock().expect("not poisoned").insert(pool.to_string(), loaded);
         Ok(snapshot)
+    }
+
+    fn admit(&self, pool: &str, boot_image_version: Option<&str>) -> Admission {
+        let admission = skew::judge(pool, self.inner.skew_status().as_ref(), boot_image_version);
+        if let Admission::Refused(message) = &admission {
+            self.inner.record_refusal(pool, boot_image_version, message);
+        }
+        admission
     }
 }
 
