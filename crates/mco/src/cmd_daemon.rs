@@ -132,12 +132,12 @@ pub(crate) fn node(args: &NodeArgs) -> Node {
 
 fn read_mc(path: &Path) -> anyhow::Result<MachineConfig> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_yaml::from_str(&text).with_context(|| format!("{}: not a MachineConfig", path.display()))
+    mco_goser::yaml_object(&text).with_context(|| format!("{}: not a MachineConfig", path.display()))
 }
 
 fn read_configuration(path: &Path) -> anyhow::Result<MachineConfiguration> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_yaml::from_str(&text).with_context(|| format!("{}: not a MachineConfiguration", path.display()))
+    mco_goser::yaml_object(&text).with_context(|| format!("{}: not a MachineConfiguration", path.display()))
 }
 
 fn empty_mc() -> MachineConfig {

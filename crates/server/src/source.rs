@@ -316,8 +316,8 @@ fn read_yaml<T: serde::de::DeserializeOwned>(
     stamps: &mut Vec<(PathBuf, Stamp)>,
 ) -> Result<Option<T>, SourceError> {
     let Some(data) = read_optional(path, stamps)? else { return Ok(None) };
-    let value =
-        serde_yaml::from_slice(&data).with_context(|| format!("could not unmarshal file {}", path.display()))?;
+    let text = std::str::from_utf8(&data).with_context(|| format!("could not unmarshal file {}", path.display()))?;
+    let value = mco_goser::yaml_object(text).with_context(|| format!("could not unmarshal file {}", path.display()))?;
     Ok(Some(value))
 }
 
@@ -353,6 +353,23 @@ mod tests {
             BootstrapSource::new(dir.path().into(), kubeconfig, &["r:5000=certs/ca.crt".to_string()], Arc::default())
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn bootstrap_files_are_read_as_kubectl_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mc.yaml");
+        let mc = "---\napiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: m\n\
+                  spec:\n  config:\n    ignition: {version: 3.2.0}\n    storage:\n      files:\n\
+                  \x20     - {path: /etc/motd, mode: 0644}\n";
+        std::fs::write(&path, mc).unwrap();
+        let mut stamps = Vec::new();
+        let read: MachineConfig = read_yaml(&path, &mut stamps).unwrap().unwrap();
+        // YAML 1.1, as upstream's sigs.k8s.io/yaml: 0644 is octal.
+        assert_eq!(read.spec.config.as_ref().unwrap()["storage"]["files"][0]["mode"], json!(420));
+        std::fs::write(&path, format!("{mc}---\n{mc}")).unwrap();
+        let err = read_yaml::<MachineConfig>(&path, &mut stamps).unwrap_err();
+        assert!(format!("{err:#}").contains("expected one object, found 2 documents"), "{err:#}");
     }
 
     #[test]
