@@ -43,8 +43,12 @@ fn main() {
     }
 }
 
-/// The child process: the node controller alone.
+/// The child process: the node controller alone (its logs on stderr with `MCO_LOG`, e.g.
+/// `MCO_LOG=mco_controller=debug`).
 async fn controller(kubeconfig: PathBuf) {
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("MCO_LOG") {
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    }
     let client = mco_controller::client(Some(&kubeconfig)).await.unwrap();
     mco_controller::node::controller::run(client, Default::default()).await;
 }
@@ -77,7 +81,7 @@ async fn bench() {
         .arg(CONTROLLER_ARG)
         .arg(env.kubeconfig())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(if std::env::var_os("MCO_LOG").is_some() { Stdio::inherit() } else { Stdio::null() })
         .spawn()
         .unwrap();
     let begin = Instant::now();

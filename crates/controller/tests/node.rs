@@ -11,10 +11,18 @@ use common::{
     FakeDaemons, Unavailability, condition, create_nodes, create_pool, eventually, nodes, patch_pool, pool, rendered,
     wait_rollout,
 };
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::ListParams;
-use kube::{Api, Client};
-use mco_api::constants::{DESIRED_CONFIG_ANNOTATION, UPDATE_IN_PROGRESS_TAINT_KEY};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client, ResourceExt as _};
+use mco_api::constants::{
+    CURRENT_CONFIG_ANNOTATION, CURRENT_IMAGE_ANNOTATION, CURRENT_MACHINE_OS_BUILD_ANNOTATION,
+    CUSTOM_POOL_LABELS_APPLIED_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_IMAGE_ANNOTATION,
+    FIRST_PIVOT_CONFIG_ANNOTATION, STATE_ANNOTATION, STATE_DONE, UPDATE_IN_PROGRESS_TAINT_KEY,
+};
+use mco_api::{MachineConfig, MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use mco_controller::drain::controller as drain;
 use mco_controller::node::controller as node;
 use mco_rollout::drain::RetryPolicy;
@@ -85,17 +93,7 @@ async fn rollouts_never_exceed_max_unavailable() {
             .await;
         wait_rollout(&client, &rendered(round)).await;
         assert_eq!(monitor.take_peak(), limit, "round {round}: maxUnavailable {max_unavailable}");
-        let tainted: Vec<_> = nodes(&client)
-            .await
-            .into_iter()
-            .filter(|n| {
-                n.spec
-                    .as_ref()
-                    .and_then(|s| s.taints.as_ref())
-                    .is_some_and(|t| t.iter().any(|t| t.key == UPDATE_IN_PROGRESS_TAINT_KEY))
-            })
-            .collect();
-        assert!(tainted.is_empty(), "the UpdateInProgress taint is gone once updated");
+        assert!(!nodes(&client).await.iter().any(has_update_taint), "the UpdateInProgress taint is gone once updated");
         assert!(nodes(&client).await.iter().all(|n| !n.spec.as_ref().unwrap().unschedulable.unwrap_or(false)));
     }
     let set_desired = events(&client, "SetDesiredConfig").await;
@@ -115,6 +113,56 @@ async fn rollouts_never_exceed_max_unavailable() {
     stop(&controllers);
     daemon_task.abort();
     watch.abort();
+}
+
+fn has_update_taint(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == UPDATE_IN_PROGRESS_TAINT_KEY))
+}
+
+/// The nodes targeted at `config`, and how many of the others carry the UpdateInProgress taint;
+/// panics if a targeted node is tainted.
+async fn targeted_and_tainted(client: &Client, config: &str) -> (Vec<String>, usize) {
+    let nodes = nodes(client).await;
+    let (targeted, waiting): (Vec<&Node>, Vec<&Node>) =
+        nodes.iter().partition(|n| annotation(n, DESIRED_CONFIG_ANNOTATION) == Some(config));
+    assert!(targeted.iter().all(|n| !has_update_taint(n)), "a targeted node is tainted");
+    (targeted.iter().map(|n| n.name_any()).collect(), waiting.iter().filter(|n| has_update_taint(n)).count())
+}
+
+#[tokio::test]
+async fn waiting_nodes_are_tainted_and_targeted_nodes_are_not() {
+    common::init_logs();
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    create_pool(&client, &rendered(0), json!(1)).await;
+    create_nodes(&client, 20, &rendered(0)).await;
+    let controllers = start_controllers(&env).await;
+    eventually("the pool's status", || async { pool(&client).await.status?.machine_count.filter(|c| *c == 20) }).await;
+
+    // The daemons are not running: the targeted node stays Working-to-be, holding the only slot.
+    patch_pool(&client, json!({"configuration": {"name": rendered(1)}})).await;
+    let (first, _) = eventually("one node targeted, the 19 others tainted", || async {
+        let (targeted, tainted) = targeted_and_tainted(&client, &rendered(1)).await;
+        (targeted.len() == 1 && tainted == 19).then_some((targeted, tainted))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(targeted_and_tainted(&client, &rendered(1)).await, (first.clone(), 19), "nothing more moves");
+
+    // The node reports Done: the next one is targeted, and untainted in the same write.
+    let done =
+        json!({"metadata": {"annotations": {CURRENT_CONFIG_ANNOTATION: rendered(1), STATE_ANNOTATION: STATE_DONE}}});
+    Api::<Node>::all(client.clone()).patch(&first[0], &PatchParams::default(), &Patch::Merge(&done)).await.unwrap();
+    eventually("a second node targeted, 18 tainted", || async {
+        let (targeted, tainted) = targeted_and_tainted(&client, &rendered(1)).await;
+        (targeted.len() == 2 && tainted == 18).then_some(())
+    })
+    .await;
+
+    stop(&controllers);
 }
 
 #[tokio::test]
@@ -203,4 +251,219 @@ async fn rollouts_survive_controller_and_apiserver_restarts() {
     stop(&controllers);
     daemon_task.abort();
     watch.abort();
+}
+
+/// A build of `rendered` for the `worker` MachineOSConfig.
+fn os_build(name: &str, rendered: &str) -> MachineOSBuild {
+    serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSBuild",
+        "metadata": {"name": name},
+        "spec": {"machineConfig": {"name": rendered}, "machineOSConfig": {"name": "worker"},
+                 "renderedImagePushSpec": format!("registry.local/os:{name}")},
+    }))
+    .unwrap()
+}
+
+fn succeeded(image: &str) -> serde_json::Value {
+    json!({"status": {"digestedImagePushSpec": image, "conditions": [{
+        "type": "Succeeded", "status": "True", "reason": "Succeeded", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }]}})
+}
+
+#[tokio::test]
+async fn layered_pools_move_to_the_built_image_once_it_is_built() {
+    common::init_logs();
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    create_pool(&client, &rendered(0), json!(1)).await;
+    create_nodes(&client, 3, &rendered(0)).await;
+    let image = format!("registry.local/os@sha256:{}", "1".repeat(64));
+    let builds = Api::<MachineOSBuild>::all(client.clone());
+    let configs = Api::<MachineOSConfig>::all(client.clone());
+    builds.create(&PostParams::default(), &os_build("worker-0", &rendered(0))).await.unwrap();
+    builds.create(&PostParams::default(), &os_build("worker-1", &rendered(1))).await.unwrap();
+    // The MachineOSConfig still names the build of the pool's previous config.
+    let config: MachineOSConfig = serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineOSConfig",
+        "metadata": {"name": "worker", "annotations": {CURRENT_MACHINE_OS_BUILD_ANNOTATION: "worker-0"}},
+        "spec": {"machineConfigPool": {"name": "worker"}, "imageBuilder": {"imageBuilderType": "Job"},
+                 "renderedImagePushSecret": {"name": "push"}, "renderedImagePushSpec": "registry.local/os:latest"},
+    }))
+    .unwrap();
+    configs.create(&PostParams::default(), &config).await.unwrap();
+    let daemons = FakeDaemons { step: Duration::from_millis(50), ..Default::default() };
+    let daemon_task = daemons.spawn(client.clone());
+    let controllers = start_controllers(&env).await;
+
+    // The build of rendered-worker-1 has not finished: nothing moves, the stale annotation goes.
+    patch_pool(&client, json!({"configuration": {"name": rendered(1)}})).await;
+    eventually("the stale build annotation removed", || async {
+        let config = configs.get("worker").await.unwrap();
+        config.annotations().get(CURRENT_MACHINE_OS_BUILD_ANNOTATION).is_none().then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(targeted(&client, &rendered(1)).await, 0, "no node moves before the image is built");
+    assert_eq!(condition(&pool(&client).await, "Updated").unwrap().0, "False");
+
+    // Built and published: every node moves to the config and the image.
+    let params = PatchParams::default();
+    builds.patch_status("worker-1", &params, &Patch::Merge(&succeeded(&image))).await.unwrap();
+    let published = json!({"status": {"currentImagePullSpec": image}});
+    configs.patch_status("worker", &params, &Patch::Merge(&published)).await.unwrap();
+    eventually("every node on the image and the pool Updated", || async {
+        let on_image = nodes(&client).await.iter().all(|n| {
+            annotation(n, CURRENT_CONFIG_ANNOTATION) == Some(rendered(1).as_str())
+                && annotation(n, DESIRED_IMAGE_ANNOTATION) == Some(image.as_str())
+                && annotation(n, CURRENT_IMAGE_ANNOTATION) == Some(image.as_str())
+        });
+        let updated = condition(&pool(&client).await, "Updated").filter(|(status, _, _)| status == "True");
+        on_image.then_some(updated).flatten()
+    })
+    .await;
+    let (_, _, message) = condition(&pool(&client).await, "Updated").unwrap();
+    assert_eq!(message, format!("All nodes are updated with MachineConfig {} / Image {image}", rendered(1)));
+    let notes: Vec<_> =
+        events(&client, "SetDesiredConfigAndOSImage").await.into_iter().filter_map(|e| e.note).collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with("Targeted node worker-")
+            && n.ends_with(&format!(" to MachineConfig: {} / Image: {image}", rendered(1)))),
+        "{notes:?}"
+    );
+
+    stop(&controllers);
+    daemon_task.abort();
+}
+
+/// The `config.openshift.io` Scheduler kind, schemaless (nothing else of that group is needed).
+async fn install_scheduler_crd(client: &Client) {
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "schedulers.config.openshift.io"},
+        "spec": {
+            "group": "config.openshift.io",
+            "names": {"kind": "Scheduler", "plural": "schedulers", "singular": "scheduler", "listKind": "SchedulerList"},
+            "scope": "Cluster",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }))
+    .unwrap();
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let established = await_condition(crds, "schedulers.config.openshift.io", conditions::is_crd_established());
+    tokio::time::timeout(Duration::from_secs(30), established).await.unwrap().unwrap();
+}
+
+async fn set_masters_schedulable(client: &Client, schedulable: bool) {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("config.openshift.io", "v1", "Scheduler"),
+        "schedulers",
+    );
+    let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
+    let scheduler = json!({"apiVersion": "config.openshift.io/v1", "kind": "Scheduler", "metadata": {"name": "cluster"},
+                           "spec": {"mastersSchedulable": schedulable}});
+    api.patch("cluster", &PatchParams::apply("test").force(), &Patch::Apply(&scheduler)).await.unwrap();
+}
+
+/// (worker role label, control-plane role label, master NoSchedule taint) of node `name`.
+async fn master_roles(client: &Client, name: &str) -> (bool, bool, bool) {
+    let node = Api::<Node>::all(client.clone()).get(name).await.unwrap();
+    let labels = node.labels();
+    let tainted = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .any(|t| t.key == "node-role.kubernetes.io/master" && t.effect == "NoSchedule");
+    (
+        labels.contains_key("node-role.kubernetes.io/worker"),
+        labels.contains_key("node-role.kubernetes.io/control-plane"),
+        tainted,
+    )
+}
+
+#[tokio::test]
+async fn master_nodes_follow_the_scheduler() {
+    common::init_logs();
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    install_scheduler_crd(&client).await;
+    let master_pool: MachineConfigPool = serde_json::from_value(json!({
+        "metadata": {"name": "master"},
+        "spec": {"nodeSelector": {"matchLabels": {"node-role.kubernetes.io/master": ""}}, "configuration": {"name": "rendered-master-0"}},
+    }))
+    .unwrap();
+    Api::<MachineConfigPool>::all(client.clone()).create(&PostParams::default(), &master_pool).await.unwrap();
+    let master: Node = serde_json::from_value(json!({
+        "metadata": {"name": "master-0", "labels": {"node-role.kubernetes.io/master": ""},
+                     "annotations": {CURRENT_CONFIG_ANNOTATION: "rendered-master-0", DESIRED_CONFIG_ANNOTATION: "rendered-master-0",
+                                     STATE_ANNOTATION: STATE_DONE}},
+    }))
+    .unwrap();
+    Api::<Node>::all(client.clone()).create(&PostParams::default(), &master).await.unwrap();
+    let controllers = start_controllers(&env).await;
+
+    // No Scheduler yet: only the control-plane role.
+    eventually("the control-plane label", || async {
+        (master_roles(&client, "master-0").await == (false, true, false)).then_some(())
+    })
+    .await;
+    set_masters_schedulable(&client, true).await;
+    eventually("a schedulable master", || async {
+        (master_roles(&client, "master-0").await == (true, true, false)).then_some(())
+    })
+    .await;
+    set_masters_schedulable(&client, false).await;
+    eventually("an unschedulable master", || async {
+        (master_roles(&client, "master-0").await == (false, true, true)).then_some(())
+    })
+    .await;
+
+    stop(&controllers);
+}
+
+#[tokio::test]
+async fn a_node_booted_into_a_custom_pool_gets_its_labels_and_joins_it() {
+    common::init_logs();
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    create_pool(&client, &rendered(0), json!(2)).await;
+    create_nodes(&client, 3, &rendered(0)).await;
+    let infra: MachineConfigPool = serde_json::from_value(json!({
+        "metadata": {"name": "infra"},
+        "spec": {"nodeSelector": {"matchLabels": {"node-role.kubernetes.io/infra": ""}}, "configuration": {"name": "rendered-infra-1"}},
+    }))
+    .unwrap();
+    let infra = Api::<MachineConfigPool>::all(client.clone()).create(&PostParams::default(), &infra).await.unwrap();
+    // The rendered config the node booted with belongs to the infra pool, as the render controller
+    // records it.
+    let first: MachineConfig = serde_json::from_value(json!({
+        "metadata": {"name": "rendered-infra-1", "ownerReferences": [{
+            "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+            "name": "infra", "uid": infra.uid().unwrap(), "controller": true,
+        }]},
+        "spec": {},
+    }))
+    .unwrap();
+    Api::<MachineConfig>::all(client.clone()).create(&PostParams::default(), &first).await.unwrap();
+    let booted = json!({"metadata": {"annotations": {FIRST_PIVOT_CONFIG_ANNOTATION: "rendered-infra-1"}}});
+    Api::<Node>::all(client.clone()).patch("worker-1", &PatchParams::default(), &Patch::Merge(&booted)).await.unwrap();
+    let controllers = start_controllers(&env).await;
+
+    patch_pool(&client, json!({"configuration": {"name": rendered(1)}})).await;
+    let moved = eventually("worker-1 labelled for infra and targeted by it", || async {
+        let node = Api::<Node>::all(client.clone()).get("worker-1").await.unwrap();
+        let labelled = node.labels().contains_key("node-role.kubernetes.io/infra")
+            && node.annotations().contains_key(CUSTOM_POOL_LABELS_APPLIED_ANNOTATION);
+        (labelled && annotation(&node, DESIRED_CONFIG_ANNOTATION) == Some("rendered-infra-1")).then_some(node)
+    })
+    .await;
+    assert_eq!(annotation(&moved, CURRENT_CONFIG_ANNOTATION), Some(rendered(0).as_str()));
+    eventually("both other workers targeted: worker-1 did not take a worker slot", || async {
+        (targeted(&client, &rendered(1)).await == 2).then_some(())
+    })
+    .await;
+
+    stop(&controllers);
 }

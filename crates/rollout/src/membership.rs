@@ -2,6 +2,7 @@
 //! selector, with master taking precedence over a custom pool and a custom pool over worker.
 
 use std::borrow::Borrow;
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
 use mco_api::MachineConfigPool;
@@ -76,6 +77,29 @@ pub fn nodes_for_pool<'a>(
         .collect()
 }
 
+/// The labels that put a node into `pool` (for a node that booted straight into a custom pool,
+/// upstream's `customPoolLabelsApplied`): the node selector's `matchLabels`, plus the
+/// `matchExpressions` that name one value (`In` with exactly one value: key=value; `Exists`:
+/// key=""); `matchLabels` win over expressions.
+pub fn selector_labels(pool: &MachineConfigPool) -> BTreeMap<String, String> {
+    let Some(selector) = pool.spec.node_selector.as_ref() else { return BTreeMap::new() };
+    let mut labels: BTreeMap<String, String> = BTreeMap::new();
+    for e in selector.match_expressions.iter().flatten() {
+        match (e.operator.as_str(), e.values.as_deref()) {
+            ("In", Some([value])) => labels.insert(e.key.clone(), value.clone()),
+            ("Exists", _) => labels.insert(e.key.clone(), String::new()),
+            _ => None,
+        };
+    }
+    labels.extend(selector.match_labels.clone().unwrap_or_default());
+    labels
+}
+
+/// Whether `pool` is a custom pool (neither master nor worker).
+pub fn is_custom(pool: &str) -> bool {
+    ![MASTER_POOL, WORKER_POOL].contains(&pool)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -148,6 +172,29 @@ mod tests {
         assert_eq!(names(1), ["w1"]);
         assert_eq!(names(2), ["i1"]);
         assert!(names(4).is_empty(), "an empty selector selects nothing here (the controller refuses the pool)");
+    }
+
+    #[test]
+    fn labels_that_select_a_node() {
+        let selector = json!({
+            "matchLabels": {"node-role.kubernetes.io/infra": "", "zone": "label-wins"},
+            "matchExpressions": [
+                {"key": "zone", "operator": "In", "values": ["expression"]},
+                {"key": "tier", "operator": "In", "values": ["gold"]},
+                {"key": "gpu", "operator": "Exists"},
+                {"key": "many", "operator": "In", "values": ["a", "b"]},
+                {"key": "not", "operator": "NotIn", "values": ["x"]},
+                {"key": "absent", "operator": "DoesNotExist"},
+            ],
+        });
+        let want: BTreeMap<String, String> =
+            [("gpu", ""), ("node-role.kubernetes.io/infra", ""), ("tier", "gold"), ("zone", "label-wins")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        assert_eq!(selector_labels(&pool("infra", selector)), want);
+        assert!(selector_labels(&pool("none", serde_json::Value::Null)).is_empty());
+        assert!(is_custom("infra") && !is_custom("master") && !is_custom("worker"));
     }
 
     fn name(n: &Node) -> &str {

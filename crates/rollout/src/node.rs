@@ -64,16 +64,53 @@ pub fn unavailable_for_update(node: &Node) -> bool {
     !is_ready(node) || (!node_done(node) && !mcd_failing(node))
 }
 
-/// The node is not yet targeted at the pool's config (or still carries a layered image target).
-pub fn is_candidate(node: &Node, target: &str) -> bool {
-    annotation(node, DESIRED_CONFIG_ANNOTATION) != Some(target) || annotation(node, DESIRED_IMAGE_ANNOTATION).is_some()
+/// What a pool moves its nodes to: its rendered config and, for a layered pool, the built image
+/// (`None`: a plain pool, whose nodes carry no image target).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Target {
+    pub config: String,
+    pub image: Option<String>,
 }
 
-/// The node runs the pool's config ("updated").
-pub fn is_done(node: &Node, target: &str) -> bool {
-    node_done(node)
-        && annotation(node, DESIRED_CONFIG_ANNOTATION) == Some(target)
-        && annotation(node, DESIRED_IMAGE_ANNOTATION).is_none()
+impl Target {
+    /// A plain pool's target.
+    pub fn config(config: impl Into<String>) -> Self {
+        Target { config: config.into(), image: None }
+    }
+}
+
+/// The node's desired config and image are the target's (a layered target's image must be set).
+pub fn desired_equals(node: &Node, target: &Target) -> bool {
+    let image = annotation(node, DESIRED_IMAGE_ANNOTATION);
+    annotation(node, DESIRED_CONFIG_ANNOTATION) == Some(target.config.as_str())
+        && match target.image.as_deref() {
+            None => image.is_none(),
+            Some(wanted) => !wanted.is_empty() && image == Some(wanted),
+        }
+}
+
+/// The node is not yet targeted at the pool's target (for a plain pool: also when it still
+/// carries a layered image target).
+pub fn is_candidate(node: &Node, target: &Target) -> bool {
+    !desired_equals(node, target)
+}
+
+/// The node runs the pool's target ("updated").
+pub fn is_done(node: &Node, target: &Target) -> bool {
+    node_done(node) && desired_equals(node, target)
+}
+
+/// The node needs no UpdateInProgress taint: it is targeted at the pool's target. (For a plain
+/// pool a node with a desired image but no current one counts as targeted, as upstream has it.)
+pub fn is_taint_free(node: &Node, target: &Target) -> bool {
+    match target.image {
+        None => {
+            annotation(node, DESIRED_CONFIG_ANNOTATION) == Some(target.config.as_str())
+                && !(annotation(node, CURRENT_IMAGE_ANNOTATION).is_some()
+                    && annotation(node, DESIRED_IMAGE_ANNOTATION).is_some())
+        }
+        Some(_) => desired_equals(node, target),
+    }
 }
 
 #[cfg(test)]
@@ -116,8 +153,9 @@ pub(crate) mod tests {
         ];
         for ((current, desired, state, ready), want) in cases {
             let n = node("n", current, desired, state, ready);
+            let b = Target::config("b");
             let got =
-                (node_done(&n), mcd_failing(&n), unavailable_for_update(&n), is_candidate(&n, "b"), is_done(&n, "b"));
+                (node_done(&n), mcd_failing(&n), unavailable_for_update(&n), is_candidate(&n, &b), is_done(&n, &b));
             assert_eq!(got, want, "{current} {desired} {state} {ready}");
         }
     }
@@ -153,7 +191,29 @@ pub(crate) mod tests {
         assert!(!image_done(&n));
         set(&mut n, CURRENT_IMAGE_ANNOTATION, "img@sha256:1");
         assert!(image_done(&n) && node_done(&n));
-        assert!(!is_done(&n, "a"), "a layered target is not done for a non-layered pool");
-        assert!(is_candidate(&n, "a"), "opting out of layering re-targets the node");
+        assert!(!is_done(&n, &Target::config("a")), "a layered target is not done for a non-layered pool");
+        assert!(is_candidate(&n, &Target::config("a")), "opting out of layering re-targets the node");
+    }
+
+    #[test]
+    fn layered_targets() {
+        let layered = |image: &str| Target { config: "a".into(), image: Some(image.into()) };
+        let mut n = node("n", "a", "a", "Done", true);
+        let set = |n: &mut Node, key: &str, value: &str| {
+            n.metadata.annotations.as_mut().unwrap().insert(key.into(), value.into());
+        };
+        assert!(is_candidate(&n, &layered("img@sha256:1")), "no image target yet");
+        assert!(!is_taint_free(&n, &layered("img@sha256:1")));
+        assert!(is_taint_free(&n, &Target::config("a")));
+        set(&mut n, DESIRED_IMAGE_ANNOTATION, "img@sha256:1");
+        assert!(!is_candidate(&n, &layered("img@sha256:1")));
+        assert!(is_candidate(&n, &layered("img@sha256:2")), "a newer build");
+        assert!(is_candidate(&n, &layered("")), "an empty image is no target");
+        assert!(is_taint_free(&n, &layered("img@sha256:1")));
+        assert!(is_taint_free(&n, &Target::config("a")), "desired image without a current one: untainted");
+        assert!(!is_done(&n, &layered("img@sha256:1")), "the image is not applied yet");
+        set(&mut n, CURRENT_IMAGE_ANNOTATION, "img@sha256:1");
+        assert!(is_done(&n, &layered("img@sha256:1")));
+        assert!(!is_taint_free(&n, &Target::config("a")), "leaving layering: tainted");
     }
 }

@@ -1,17 +1,19 @@
 //! Which nodes of a pool move to its config next (`getAllCandidateMachines`,
 //! `updateCandidateMachines`), and the UpdateInProgress taint on each node.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mco_api::MachineConfigPool;
 use mco_api::constants::{
-    ARBITER_POOL, CONTROL_PLANE_TOPOLOGY_ANNOTATION, CURRENT_IMAGE_ANNOTATION, DESIRED_CONFIG_ANNOTATION,
-    DESIRED_IMAGE_ANNOTATION, MASTER_POOL, UPDATE_IN_PROGRESS_TAINT_EFFECT, UPDATE_IN_PROGRESS_TAINT_KEY,
+    ARBITER_POOL, CONTROL_PLANE_TOPOLOGY_ANNOTATION, CUSTOM_POOL_LABELS_APPLIED_ANNOTATION,
+    FIRST_PIVOT_CONFIG_ANNOTATION, MASTER_POOL, UPDATE_IN_PROGRESS_TAINT_EFFECT, UPDATE_IN_PROGRESS_TAINT_KEY,
 };
 
-use crate::node::{self, annotation};
+use crate::layering::{BuildState, Layered};
+use crate::node::{self, Target, annotation};
+use crate::{masters, membership};
 
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
@@ -22,6 +24,8 @@ pub enum PlanError {
         "MachineConfigPool {pool}: invalid value for IntOrString: invalid type: string is not a percentage: {value:?}"
     )]
     BadMaxUnavailable { pool: String, value: String },
+    #[error("MachineConfigPool {pool}: image build failed (MachineOSBuild {build})")]
+    BuildFailed { pool: String, build: String },
 }
 
 /// What the controller does for a pool in one sync.
@@ -32,16 +36,17 @@ pub enum Plan {
     SelectingAll,
     /// The render controller has not given the pool a config yet: nothing to do.
     NoRenderedConfig,
-    /// Only recompute status, with why (the pool is paused or being deleted).
-    StatusOnly(&'static str),
-    Update(Update),
+    /// Only recompute status, with why (the pool is paused or being deleted, or its image is
+    /// not built yet).
+    StatusOnly(String),
+    Update(Box<Update>),
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Update {
-    /// The rendered config nodes are moved to.
-    pub target: String,
-    /// Nodes to set `desiredConfig = target` on (and remove `desiredImage`), in order.
+    /// What nodes are moved to.
+    pub target: Target,
+    /// Nodes to set `desiredConfig` (and `desiredImage`, or remove it) on, in order.
     pub to_target: Vec<String>,
     /// Candidates held back this round: capacity, readiness, or the operator's node.
     pub waiting: Vec<String>,
@@ -53,6 +58,13 @@ pub struct Update {
     /// Nodes whose `controlPlaneTopology` annotation must be set to this value.
     pub set_topology: Vec<String>,
     pub topology: Option<String>,
+    /// Master nodes whose role labels or taints must change ([`crate::masters`]), with the
+    /// label edits; `masters_schedulable` is the Scheduler's setting.
+    pub master_roles: Vec<(String, BTreeMap<String, Option<String>>)>,
+    pub masters_schedulable: Option<bool>,
+    /// Candidates that booted straight into a custom pool: given that pool's labels (and the
+    /// `customPoolLabelsApplied` annotation) instead of a target, so they move to that pool.
+    pub custom_pool_labels: Vec<(String, BTreeMap<String, String>)>,
     pub max_unavailable: usize,
     pub unavailable: usize,
 }
@@ -60,12 +72,18 @@ pub struct Update {
 /// Everything one node gets in one sync, so that it is written in one request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeChange {
-    /// Set `desiredConfig` to this (and remove `desiredImage`).
-    pub desired_config: Option<String>,
+    /// Set `desiredConfig` to this target's config, and `desiredImage` to its image (or remove it).
+    pub desired: Option<Target>,
     /// Add (`true`) or remove (`false`) the UpdateInProgress taint.
     pub update_taint: Option<bool>,
     /// Set `controlPlaneTopology` to this.
     pub topology: Option<String>,
+    /// Set (`Some`) or remove (`None`) these labels.
+    pub labels: BTreeMap<String, Option<String>>,
+    /// Make a master node schedulable or not ([`crate::masters::with_schedulability`]).
+    pub masters_schedulable: Option<bool>,
+    /// Mark the node `customPoolLabelsApplied`.
+    pub custom_pool_labels_applied: bool,
 }
 
 impl Update {
@@ -82,12 +100,22 @@ impl Update {
         for name in &self.set_topology {
             others.entry(name).or_default().topology = self.topology.clone();
         }
+        for (name, labels) in &self.master_roles {
+            let change = others.entry(name).or_default();
+            change.labels.extend(labels.clone());
+            change.masters_schedulable = self.masters_schedulable;
+        }
+        for (name, labels) in &self.custom_pool_labels {
+            let change = others.entry(name).or_default();
+            change.labels.extend(labels.iter().map(|(k, v)| (k.clone(), Some(v.clone()))));
+            change.custom_pool_labels_applied = true;
+        }
         let mut changes: Vec<(String, NodeChange)> = self
             .to_target
             .iter()
             .map(|name| {
                 let change = others.remove(name.as_str()).unwrap_or_default();
-                (name.clone(), NodeChange { desired_config: Some(self.target.clone()), ..change })
+                (name.clone(), NodeChange { desired: Some(self.target.clone()), ..change })
             })
             .collect();
         changes.extend(others.into_iter().map(|(name, change)| (name.to_string(), change)));
@@ -119,17 +147,35 @@ pub fn max_unavailable(pool: &MachineConfigPool, nodes: usize) -> Result<usize, 
     Ok(value.max(1))
 }
 
+/// What a plan needs besides the pool and its nodes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Inputs<'a> {
+    /// The node running the operator: with several master candidates it goes last.
+    pub operator_node: Option<&'a str>,
+    /// The ControllerConfig's control plane topology, copied onto every node.
+    pub topology: Option<&'a str>,
+    /// For a layered pool (one with a MachineOSConfig): its image build.
+    pub layered: Option<&'a Layered>,
+    /// `mastersSchedulable` of the Scheduler `cluster`, if there is one.
+    pub masters_schedulable: Option<bool>,
+    /// For nodes that booted straight into a custom pool (a `firstPivotConfig` rendered by a
+    /// custom pool, no `customPoolLabelsApplied` yet): that pool, by rendered config name.
+    pub first_config_pools: Option<&'a BTreeMap<String, &'a MachineConfigPool>>,
+    /// The master pool of an HA arbiter topology while an arbiter node is unavailable: no
+    /// capacity ([`crate::arbiter`]).
+    pub arbiter_unavailable: bool,
+}
+
+/// What a pool's nodes move to: its rendered config, and for a layered pool the built image.
+pub fn pool_target(pool: &MachineConfigPool, layered: Option<&Layered>) -> Target {
+    let config = pool.spec.configuration.as_ref().and_then(|c| c.name.clone()).unwrap_or_default();
+    Target { config, image: layered.map(|l| l.image.clone()) }
+}
+
 /// Plans one sync of a pool over the nodes it owns (see [`crate::nodes_for_pool`]).
-/// `operator_node` is the node running the operator: with several master candidates it goes last.
-/// `topology` is the ControllerConfig's control plane topology, copied onto every node.
-pub fn plan(
-    pool: &MachineConfigPool,
-    nodes: &[&Node],
-    operator_node: Option<&str>,
-    topology: Option<&str>,
-) -> Result<Plan, PlanError> {
-    let target = pool.spec.configuration.as_ref().and_then(|c| c.name.clone()).unwrap_or_default();
-    if target.is_empty() {
+pub fn plan(pool: &MachineConfigPool, nodes: &[&Node], inputs: &Inputs) -> Result<Plan, PlanError> {
+    let target = pool_target(pool, inputs.layered);
+    if target.config.is_empty() {
         return Ok(Plan::NoRenderedConfig);
     }
     let selects_all = pool.spec.node_selector.as_ref().is_some_and(|s| {
@@ -140,43 +186,44 @@ pub fn plan(
         return Ok(Plan::SelectingAll);
     }
     if pool.metadata.deletion_timestamp.is_some() {
-        return Ok(Plan::StatusOnly("the pool is being deleted"));
+        return Ok(Plan::StatusOnly("the pool is being deleted".into()));
     }
     if pool.spec.paused == Some(true) {
-        return Ok(Plan::StatusOnly("the pool is paused"));
+        return Ok(Plan::StatusOnly("the pool is paused".into()));
+    }
+    match inputs.layered.map(|l| &l.build) {
+        None | Some(BuildState::Ready) => {}
+        Some(BuildState::Waiting(why)) => return Ok(Plan::StatusOnly(why.clone())),
+        Some(BuildState::Failed { build }) => {
+            let pool = pool.metadata.name.clone().unwrap_or_default();
+            return Err(PlanError::BuildFailed { pool, build: build.clone() });
+        }
     }
     let max = max_unavailable(pool, nodes.len())?;
-    let topology = topology.filter(|t| !t.is_empty());
-    let mut update = Update {
-        target: target.clone(),
-        max_unavailable: max,
-        topology: topology.map(str::to_string),
-        ..Update::default()
-    };
-    for n in nodes {
-        if topology.is_some_and(|t| annotation(n, CONTROL_PLANE_TOPOLOGY_ANNOTATION) != Some(t)) {
-            update.set_topology.push(node::name(n).to_string());
-        }
-        let on_target = annotation(n, DESIRED_CONFIG_ANNOTATION) == Some(target.as_str())
-            && !(annotation(n, CURRENT_IMAGE_ANNOTATION).is_some()
-                && annotation(n, DESIRED_IMAGE_ANNOTATION).is_some());
-        if on_target == has_update_taint(n) {
-            let list = if on_target { &mut update.remove_taint } else { &mut update.add_taint };
-            list.push(node::name(n).to_string());
-        }
+    let mut update = Update { target, max_unavailable: max, ..Update::default() };
+    choose_targets(pool, nodes, inputs, &mut update);
+    mark_nodes(nodes, inputs.topology.filter(|t| !t.is_empty()), &mut update);
+    if pool.metadata.name.as_deref() == Some(MASTER_POOL) {
+        mark_master_roles(nodes, inputs.masters_schedulable, &mut update);
     }
+    Ok(Plan::Update(Box::new(update)))
+}
+
+/// Fills in which nodes move now (`to_target`) and which candidates wait.
+fn choose_targets(pool: &MachineConfigPool, nodes: &[&Node], inputs: &Inputs, update: &mut Update) {
+    let (target, max) = (&update.target, update.max_unavailable);
     let unavailable = nodes.iter().filter(|n| node::unavailable_for_update(n)).count();
     update.unavailable = unavailable;
-    if unavailable >= max {
+    if unavailable >= max || inputs.arbiter_unavailable {
         update.waiting =
-            nodes.iter().filter(|n| node::is_candidate(n, &target)).map(|n| node::name(n).to_string()).collect();
-        return Ok(Plan::Update(update));
+            nodes.iter().filter(|n| node::is_candidate(n, target)).map(|n| node::name(n).to_string()).collect();
+        return;
     }
     let mut capacity = max - unavailable;
     let mut failing = 0;
     let mut candidates: Vec<&Node> = Vec::new();
     for n in nodes {
-        if !node::is_candidate(n, &target) {
+        if !node::is_candidate(n, target) {
             if node::mcd_failing(n) {
                 failing += 1;
             }
@@ -190,10 +237,10 @@ pub fn plan(
     // a bad config.
     if failing >= capacity {
         update.waiting.extend(candidates.iter().map(|n| node::name(n).to_string()));
-        return Ok(Plan::Update(update));
+        return;
     }
     capacity -= failing;
-    let operator_candidate = candidates.iter().position(|n| Some(node::name(n)) == operator_node);
+    let operator_candidate = candidates.iter().position(|n| Some(node::name(n)) == inputs.operator_node);
     if let Some(pos) =
         operator_candidate.filter(|_| pool.metadata.name.as_deref() == Some(MASTER_POOL) && candidates.len() > 1)
     {
@@ -201,12 +248,71 @@ pub fn plan(
         update.waiting.push(operator.clone());
         update.deferred_operator_node = Some(operator);
     }
+    if let Some(first_config_pools) = inputs.first_config_pools {
+        candidates.retain(|n| match booted_into_custom_pool(n, first_config_pools) {
+            Some(custom) => {
+                update.custom_pool_labels.push((node::name(n).to_string(), membership::selector_labels(custom)));
+                false
+            }
+            None => true,
+        });
+    }
     if capacity < candidates.len() {
         candidates.sort_by_key(|n| zone_order(n));
         update.waiting.extend(candidates.split_off(capacity).iter().map(|n| node::name(n).to_string()));
     }
     update.to_target = candidates.iter().map(|n| node::name(n).to_string()).collect();
-    Ok(Plan::Update(update))
+}
+
+/// The custom pool a node booted straight into and still lacks the labels of: its
+/// `firstPivotConfig` was rendered for a custom pool and it has no `customPoolLabelsApplied`.
+fn booted_into_custom_pool<'a>(
+    n: &Node,
+    pools: &BTreeMap<String, &'a MachineConfigPool>,
+) -> Option<&'a MachineConfigPool> {
+    if annotation(n, CUSTOM_POOL_LABELS_APPLIED_ANNOTATION).is_some() {
+        return None;
+    }
+    let pool = *pools.get(annotation(n, FIRST_PIVOT_CONFIG_ANNOTATION)?)?;
+    membership::is_custom(pool.metadata.name.as_deref().unwrap_or_default()).then_some(pool)
+}
+
+/// The UpdateInProgress taint and the topology annotation of every node, for the state this sync
+/// leaves: a node targeted now is on the target. (Upstream taints it first and untaints it on
+/// its next sync; the end state is the same, with one write less.)
+fn mark_nodes(nodes: &[&Node], topology: Option<&str>, update: &mut Update) {
+    let targeted: HashSet<&str> = update.to_target.iter().map(String::as_str).collect();
+    let (mut add, mut remove, mut set_topology) = (Vec::new(), Vec::new(), Vec::new());
+    for n in nodes {
+        let name = node::name(n);
+        if topology.is_some_and(|t| annotation(n, CONTROL_PLANE_TOPOLOGY_ANNOTATION) != Some(t)) {
+            set_topology.push(name.to_string());
+        }
+        let on_target = targeted.contains(name) || node::is_taint_free(n, &update.target);
+        if on_target == has_update_taint(n) {
+            let list = if on_target { &mut remove } else { &mut add };
+            list.push(name.to_string());
+        }
+    }
+    (update.add_taint, update.remove_taint, update.set_topology) = (add, remove, set_topology);
+    update.topology = topology.map(str::to_string);
+}
+
+/// Master nodes whose role labels or schedulability taints are not yet as the Scheduler says.
+fn mark_master_roles(nodes: &[&Node], schedulable: Option<bool>, update: &mut Update) {
+    update.masters_schedulable = schedulable;
+    for n in nodes {
+        let labels = masters::label_changes(n, schedulable);
+        let taints = node_taints(n);
+        let retaint = schedulable.is_some_and(|s| masters::with_schedulability(taints.clone(), s) != taints);
+        if !labels.is_empty() || retaint {
+            update.master_roles.push((node::name(n).to_string(), labels));
+        }
+    }
+}
+
+fn node_taints(n: &Node) -> Vec<Taint> {
+    n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default()
 }
 
 fn is_update_taint(t: &Taint) -> bool {
@@ -217,22 +323,25 @@ fn has_update_taint(n: &Node) -> bool {
     n.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default().iter().any(is_update_taint)
 }
 
-/// A node's taints with the UpdateInProgress taint added (`on`) or removed, other taints kept in
-/// order; `None` when they already are so.
-pub fn with_update_taint(n: &Node, on: bool) -> Option<Vec<Taint>> {
-    if has_update_taint(n) == on {
-        return None;
+/// A node's taints after `change` (the UpdateInProgress taint added or removed, a master's
+/// schedulability), other taints kept in order; `None` when they already are so.
+pub fn taints_after(n: &Node, change: &NodeChange) -> Option<Vec<Taint>> {
+    let current = node_taints(n);
+    let mut taints = current.clone();
+    if let Some(on) = change.update_taint.filter(|on| has_update_taint(n) != *on) {
+        taints.retain(|t| !is_update_taint(t));
+        if on {
+            taints.push(Taint {
+                key: UPDATE_IN_PROGRESS_TAINT_KEY.to_string(),
+                effect: UPDATE_IN_PROGRESS_TAINT_EFFECT.to_string(),
+                ..Taint::default()
+            });
+        }
     }
-    let taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    let mut taints: Vec<Taint> = taints.into_iter().filter(|t| !is_update_taint(t)).collect();
-    if on {
-        taints.push(Taint {
-            key: UPDATE_IN_PROGRESS_TAINT_KEY.to_string(),
-            effect: UPDATE_IN_PROGRESS_TAINT_EFFECT.to_string(),
-            ..Taint::default()
-        });
+    if let Some(schedulable) = change.masters_schedulable {
+        taints = masters::with_schedulability(taints, schedulable);
     }
-    Some(taints)
+    (taints != current).then_some(taints)
 }
 
 /// Zones in order, oldest node first within a zone, nodes without a zone after all others.
@@ -289,8 +398,8 @@ mod tests {
     fn update(pool: &MachineConfigPool, specs: &[Spec], operator: Option<&str>) -> Update {
         let nodes: Vec<Node> = specs.iter().map(|(n, c, d, s, r)| node(n, c, d, s, *r)).collect();
         let refs: Vec<&Node> = nodes.iter().collect();
-        match plan(pool, &refs, operator, None).unwrap() {
-            Plan::Update(u) => u,
+        match plan(pool, &refs, &Inputs { operator_node: operator, ..Inputs::default() }).unwrap() {
+            Plan::Update(u) => *u,
             other => panic!("{other:?}"),
         }
     }
@@ -347,7 +456,9 @@ mod tests {
         })
         .collect();
         let refs: Vec<&Node> = nodes.iter().collect();
-        let Plan::Update(u) = plan(&pool("worker", json!(3), false), &refs, None, None).unwrap() else { panic!() };
+        let Plan::Update(u) = plan(&pool("worker", json!(3), false), &refs, &Inputs::default()).unwrap() else {
+            panic!()
+        };
         assert_eq!(u.to_target, ["d", "c", "a"]);
         assert_eq!(u.waiting, ["b"]);
     }
@@ -370,18 +481,21 @@ mod tests {
     fn pools_that_do_not_move() {
         let n = node("a", "old", "old", "Done", true);
         assert_eq!(
-            plan(&pool("worker", json!(1), true), &[&n], None, None).unwrap(),
-            Plan::StatusOnly("the pool is paused")
+            plan(&pool("worker", json!(1), true), &[&n], &Inputs::default()).unwrap(),
+            Plan::StatusOnly("the pool is paused".into())
         );
         let mut deleted = pool("worker", json!(1), false);
         deleted.metadata.deletion_timestamp = Some(serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap());
-        assert_eq!(plan(&deleted, &[&n], None, None).unwrap(), Plan::StatusOnly("the pool is being deleted"));
+        assert_eq!(
+            plan(&deleted, &[&n], &Inputs::default()).unwrap(),
+            Plan::StatusOnly("the pool is being deleted".into())
+        );
         let mut unrendered = pool("worker", json!(1), false);
         unrendered.spec.configuration = None;
-        assert_eq!(plan(&unrendered, &[&n], None, None).unwrap(), Plan::NoRenderedConfig);
+        assert_eq!(plan(&unrendered, &[&n], &Inputs::default()).unwrap(), Plan::NoRenderedConfig);
         let mut everything = pool("worker", json!(1), false);
         everything.spec.node_selector = Some(Default::default());
-        assert_eq!(plan(&everything, &[&n], None, None).unwrap(), Plan::SelectingAll);
+        assert_eq!(plan(&everything, &[&n], &Inputs::default()).unwrap(), Plan::SelectingAll);
     }
 
     #[test]
@@ -395,7 +509,7 @@ mod tests {
         let mut finished = node("f", "new", "new", "Done", true);
         finished.spec = targeted.spec.clone();
         let Plan::Update(u) =
-            plan(&pool("worker", json!(1), false), &[&targeted, &waiting, &finished], None, None).unwrap()
+            plan(&pool("worker", json!(1), false), &[&targeted, &waiting, &finished], &Inputs::default()).unwrap()
         else {
             panic!()
         };
@@ -404,6 +518,19 @@ mod tests {
         assert_eq!(u.add_taint, ["w"]);
         assert_eq!(u.remove_taint, ["t", "f"]);
         assert!(u.to_target.is_empty(), "the working node uses the only slot");
+
+        // A tainted waiting node chosen now loses the taint in the write that targets it.
+        let mut tainted_waiting = waiting.clone();
+        tainted_waiting.spec = targeted.spec.clone();
+        let Plan::Update(u) =
+            plan(&pool("worker", json!(1), false), &[&tainted_waiting, &finished], &Inputs::default()).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(u.to_target, ["w"]);
+        assert_eq!(u.remove_taint, ["w", "f"]);
+        assert!(u.add_taint.is_empty());
+        assert_eq!(u.node_changes()[0].1.update_taint, Some(false));
     }
 
     #[test]
@@ -412,23 +539,30 @@ mod tests {
         labelled.metadata.annotations.as_mut().unwrap().insert(CONTROL_PLANE_TOPOLOGY_ANNOTATION.into(), "HA".into());
         let nodes = [node("c", "new", "new", "Done", true), labelled, node("a", "old", "old", "Done", true)];
         let refs: Vec<&Node> = nodes.iter().collect();
-        let Plan::Update(u) = plan(&pool("worker", json!(1), false), &refs, None, Some("HA")).unwrap() else {
+        let Plan::Update(u) =
+            plan(&pool("worker", json!(1), false), &refs, &Inputs { topology: Some("HA"), ..Inputs::default() })
+                .unwrap()
+        else {
             panic!()
         };
         let change = |desired: Option<&str>, taint, topology: Option<&str>| NodeChange {
-            desired_config: desired.map(str::to_string),
+            desired: desired.map(Target::config),
             update_taint: taint,
             topology: topology.map(str::to_string),
+            ..NodeChange::default()
         };
         assert_eq!(
             u.node_changes(),
             [
-                ("b".to_string(), change(Some("new"), Some(true), None)),
+                // Targeted now: on the target once this sync is written, so not tainted.
+                ("b".to_string(), change(Some("new"), None, None)),
                 ("a".to_string(), change(None, Some(true), Some("HA"))),
                 ("c".to_string(), change(None, None, Some("HA"))),
             ]
         );
-        let Plan::Update(no_topology) = plan(&pool("worker", json!(1), false), &refs, None, Some("")).unwrap() else {
+        let Plan::Update(no_topology) =
+            plan(&pool("worker", json!(1), false), &refs, &Inputs { topology: Some(""), ..Inputs::default() }).unwrap()
+        else {
             panic!()
         };
         assert!(no_topology.set_topology.is_empty(), "an empty topology is not copied");
@@ -452,9 +586,89 @@ mod tests {
             (vec![other.clone()], false, None),
             (vec![taint("UpdateInProgress", "NoSchedule")], false, None),
         ];
+        let update_taint = |on| NodeChange { update_taint: Some(on), ..NodeChange::default() };
         for (taints, on, want) in cases {
-            assert_eq!(with_update_taint(&with(taints.clone()), on), want, "{taints:?} {on}");
+            assert_eq!(taints_after(&with(taints.clone()), &update_taint(on)), want, "{taints:?} {on}");
         }
-        assert_eq!(with_update_taint(&node("n", "a", "a", "Done", true), true), Some(vec![ours]));
+        assert_eq!(taints_after(&node("n", "a", "a", "Done", true), &update_taint(true)), Some(vec![ours.clone()]));
+        let unschedulable_master = NodeChange { masters_schedulable: Some(false), ..update_taint(true) };
+        let master_taint = taint(masters::MASTER_LABEL, "NoSchedule");
+        assert_eq!(
+            taints_after(&with(vec![other.clone()]), &unschedulable_master),
+            Some(vec![other, ours, master_taint]),
+            "both rules in one edit"
+        );
+    }
+
+    #[test]
+    fn nodes_that_booted_into_a_custom_pool_get_its_labels() {
+        let infra: MachineConfigPool = serde_json::from_value(json!({
+            "metadata": {"name": "infra"},
+            "spec": {"nodeSelector": {"matchLabels": {"node-role.kubernetes.io/infra": ""}}},
+        }))
+        .unwrap();
+        let worker_pool = pool("worker", json!(2), false);
+        let first_configs: BTreeMap<String, &MachineConfigPool> =
+            [("rendered-infra-1".to_string(), &infra), ("rendered-worker-0".to_string(), &worker_pool)].into();
+        let booted = |name: &str, first: &str, applied: bool| {
+            let mut n = node(name, "old", "old", "Done", true);
+            let annotations = n.metadata.annotations.as_mut().unwrap();
+            annotations.insert(FIRST_PIVOT_CONFIG_ANNOTATION.into(), first.into());
+            if applied {
+                annotations.insert(CUSTOM_POOL_LABELS_APPLIED_ANNOTATION.into(), String::new());
+            }
+            n
+        };
+        let nodes = [
+            booted("a", "rendered-infra-1", false),
+            booted("b", "rendered-infra-1", true),
+            booted("c", "rendered-worker-0", false),
+            booted("d", "rendered-unknown", false),
+        ];
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let inputs = Inputs { first_config_pools: Some(&first_configs), ..Inputs::default() };
+        let Plan::Update(u) = plan(&pool("worker", json!(2), false), &refs, &inputs).unwrap() else { panic!() };
+        let infra_labels: BTreeMap<String, String> =
+            [("node-role.kubernetes.io/infra".to_string(), String::new())].into();
+        assert_eq!(u.custom_pool_labels, [("a".to_string(), infra_labels)]);
+        assert_eq!(u.to_target, ["b", "c"], "a leaves this pool instead; the capacity is not used up");
+        let change = u.node_changes().into_iter().find(|(n, _)| n == "a").unwrap().1;
+        assert!(change.custom_pool_labels_applied && change.desired.is_none());
+        assert_eq!(change.labels, [("node-role.kubernetes.io/infra".to_string(), Some(String::new()))].into());
+    }
+
+    #[test]
+    fn an_unavailable_arbiter_holds_the_masters() {
+        let nodes = [node("m1", "old", "old", "Done", true), node("m2", "old", "old", "Done", true)];
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let inputs = Inputs { arbiter_unavailable: true, ..Inputs::default() };
+        let Plan::Update(u) = plan(&pool("master", json!(1), false), &refs, &inputs).unwrap() else { panic!() };
+        assert!(u.to_target.is_empty());
+        assert_eq!(u.waiting, ["m1", "m2"]);
+        assert_eq!(u.add_taint, ["m1", "m2"], "the taints are still kept");
+    }
+
+    #[test]
+    fn master_roles_follow_the_scheduler() {
+        let mut master = node("m", "a", "a", "Done", true);
+        master.metadata.labels = Some([(masters::MASTER_LABEL.to_string(), String::new())].into());
+        let mut pool = pool("master", json!(1), false);
+        pool.spec.configuration.as_mut().unwrap().name = Some("a".into());
+        let roles = |schedulable| {
+            let inputs = Inputs { masters_schedulable: schedulable, ..Inputs::default() };
+            let Plan::Update(u) = plan(&pool, &[&master], &inputs).unwrap() else { panic!() };
+            u.node_changes().into_iter().map(|(_, c)| (c.labels, c.masters_schedulable)).collect::<Vec<_>>()
+        };
+        let control_plane = (masters::CONTROL_PLANE_LABEL.to_string(), Some(String::new()));
+        let worker = (masters::WORKER_LABEL.to_string(), Some(String::new()));
+        assert_eq!(roles(None), [([control_plane.clone()].into(), None)]);
+        assert_eq!(roles(Some(true)), [([control_plane.clone(), worker].into(), Some(true))]);
+        assert_eq!(roles(Some(false)), [([control_plane].into(), Some(false))], "the NoSchedule taint to add");
+        let Plan::Update(workers) =
+            plan(&self::pool("worker", json!(1), false), &[&master], &Inputs::default()).unwrap()
+        else {
+            panic!()
+        };
+        assert!(workers.master_roles.is_empty(), "only the master pool's nodes");
     }
 }

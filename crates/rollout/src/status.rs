@@ -10,17 +10,25 @@ use mco_api::machineconfiguration::pool_condition::{DEGRADED, NODE_DEGRADED, REN
 use mco_api::machineconfiguration::{MachineConfigPoolCondition, MachineConfigPoolStatus};
 
 use crate::conditions;
+use crate::layering::{BuildState, Layered};
 use crate::node::{self, annotation};
+use crate::plan::pool_target;
 
-/// The status a pool should have; `now` stamps conditions whose status changes. Conditions
-/// set by others (RenderDegraded) are kept. Equal to the pool's status when nothing changed, so
-/// the caller writes only a status that differs.
-pub fn calculate_status(pool: &MachineConfigPool, nodes: &[&Node], now: &Time) -> MachineConfigPoolStatus {
+/// The status a pool should have (`layered`: its image build, for a layered pool); `now` stamps
+/// conditions whose status changes. Conditions set by others (RenderDegraded) are kept. Equal to
+/// the pool's status when nothing changed, so the caller writes only a status that differs.
+pub fn calculate_status(
+    pool: &MachineConfigPool,
+    nodes: &[&Node],
+    layered: Option<&Layered>,
+    now: &Time,
+) -> MachineConfigPoolStatus {
     let old = pool.status.clone().unwrap_or_default();
-    let target = pool.spec.configuration.as_ref().and_then(|c| c.name.clone()).unwrap_or_default();
+    let full_target = pool_target(pool, layered);
+    let target = &full_target.config;
     let total = nodes.len();
-    let updated = nodes.iter().filter(|n| node::is_done(n, &target)).count();
-    let ready = nodes.iter().filter(|n| node::is_done(n, &target) && node::is_ready(n)).count();
+    let updated = nodes.iter().filter(|n| node::is_done(n, &full_target)).count();
+    let ready = nodes.iter().filter(|n| node::is_done(n, &full_target) && node::is_ready(n)).count();
     let unavailable = nodes.iter().filter(|n| node::unavailable_for_update(n)).count();
     let degraded: Vec<&&Node> = nodes
         .iter()
@@ -43,9 +51,12 @@ pub fn calculate_status(pool: &MachineConfigPool, nodes: &[&Node], now: &Time) -
     let mut set = |kind: &str, on: bool, reason: &str, message: &str| {
         conditions::set_in(&mut conditions, condition(kind, on, reason, message, now));
     };
-    let all_updated = updated == total && ready == total && unavailable == 0;
+    // A layered pool whose image is not (yet) built is not updated, whatever its nodes say.
+    let building = layered.is_some_and(|l| l.build != BuildState::Ready);
+    let all_updated = updated == total && ready == total && unavailable == 0 && !building;
     if all_updated {
-        set(UPDATED, true, "", &format!("All nodes are updated with MachineConfig {target}"));
+        let image = layered.map(|l| format!(" / Image {}", l.image)).unwrap_or_default();
+        set(UPDATED, true, "", &format!("All nodes are updated with MachineConfig {target}{image}"));
         set(UPDATING, false, "", "");
         status.configuration = pool.spec.configuration.clone();
     } else {
@@ -140,7 +151,7 @@ mod tests {
             node("c", "old", "old", "Done", true),
         ];
         let refs: Vec<&Node> = nodes.iter().collect();
-        let s = calculate_status(&pool(false), &refs, &now());
+        let s = calculate_status(&pool(false), &refs, None, &now());
         assert_eq!(counts(&s), [3, 1, 1, 1, 0]);
         assert_eq!(cond(&s, UPDATING), ("True".into(), "All nodes are updating to MachineConfig new".into()));
         assert_eq!(cond(&s, UPDATED).0, "False");
@@ -155,7 +166,7 @@ mod tests {
             "status.configuration moves only when all are updated"
         );
         assert_eq!(s.observed_generation, Some(7));
-        let paused = calculate_status(&pool(true), &refs, &now());
+        let paused = calculate_status(&pool(true), &refs, None, &now());
         assert_eq!(
             cond(&paused, UPDATING),
             ("False".into(), "Pool is paused; will not update to MachineConfig new".into())
@@ -166,7 +177,7 @@ mod tests {
     fn all_updated() {
         let nodes = [node("a", "new", "new", "Done", true), node("b", "new", "new", "Done", true)];
         let refs: Vec<&Node> = nodes.iter().collect();
-        let s = calculate_status(&pool(false), &refs, &now());
+        let s = calculate_status(&pool(false), &refs, None, &now());
         assert_eq!(counts(&s), [2, 2, 2, 0, 0]);
         assert_eq!(cond(&s, UPDATED), ("True".into(), "All nodes are updated with MachineConfig new".into()));
         assert_eq!(condition_of(&s, UPDATED).unwrap().last_transition_time, Some(now()));
@@ -180,7 +191,7 @@ mod tests {
         bad.metadata.annotations.as_mut().unwrap().insert(REASON_ANNOTATION.into(), "failed to write /etc/x".into());
         let nodes = [node("a", "new", "new", "Done", true), bad];
         let refs: Vec<&Node> = nodes.iter().collect();
-        let s = calculate_status(&pool(false), &refs, &now());
+        let s = calculate_status(&pool(false), &refs, None, &now());
         assert_eq!(counts(&s), [2, 1, 1, 0, 1]);
         let nd = condition_of(&s, NODE_DEGRADED).unwrap();
         assert_eq!(nd.reason.as_deref(), Some("1 nodes are reporting degraded status on sync"));
@@ -189,12 +200,33 @@ mod tests {
     }
 
     #[test]
+    fn layered_pools() {
+        let image = "registry/os@sha256:1";
+        let mut on_image = node("a", "new", "new", "Done", true);
+        for key in [mco_api::constants::CURRENT_IMAGE_ANNOTATION, mco_api::constants::DESIRED_IMAGE_ANNOTATION] {
+            on_image.metadata.annotations.as_mut().unwrap().insert(key.into(), image.into());
+        }
+        let plain = node("b", "new", "new", "Done", true);
+        let ready = Layered { image: image.into(), build: BuildState::Ready };
+        let s = calculate_status(&pool(false), &[&on_image, &plain], Some(&ready), &now());
+        assert_eq!(counts(&s), [2, 1, 1, 0, 0], "a node without the image is not updated");
+        let s = calculate_status(&pool(false), &[&on_image], Some(&ready), &now());
+        assert_eq!(
+            cond(&s, UPDATED),
+            ("True".into(), "All nodes are updated with MachineConfig new / Image registry/os@sha256:1".into())
+        );
+        let building = Layered { build: BuildState::Waiting("building".into()), ..ready };
+        let s = calculate_status(&pool(false), &[&on_image], Some(&building), &now());
+        assert_eq!(cond(&s, UPDATED).0, "False", "not updated while a build runs");
+    }
+
+    #[test]
     fn render_degraded_degrades_the_pool() {
         let mut p = pool(false);
         let conditions = p.status.as_mut().unwrap().conditions.as_mut().unwrap();
         conditions[0].status = "True".into();
         conditions[0].message = Some("Failed to render configuration for pool worker: bad MC".into());
-        let s = calculate_status(&p, &[], &now());
+        let s = calculate_status(&p, &[], None, &now());
         assert_eq!(
             cond(&s, DEGRADED),
             ("True".into(), "Failed to render configuration for pool worker: bad MC".into())
@@ -209,8 +241,8 @@ mod tests {
         let nodes = [node("a", "new", "new", "Done", true), node("b", "old", "new", "Degraded", true)];
         let refs: Vec<&Node> = nodes.iter().collect();
         let mut p = pool(false);
-        p.status = Some(calculate_status(&p, &refs, &now()));
+        p.status = Some(calculate_status(&p, &refs, None, &now()));
         let later: Time = serde_json::from_value(json!("2026-11-21T13:00:00Z")).unwrap();
-        assert_eq!(calculate_status(&p, &refs, &later), p.status.unwrap());
+        assert_eq!(calculate_status(&p, &refs, None, &later), p.status.unwrap());
     }
 }

@@ -5,10 +5,12 @@
 //! Plans are made from the caches, which lag behind our own writes by a watch round trip. A pool
 //! synced again before its cache shows the nodes it just targeted would count them as available
 //! and target more than `maxUnavailable`. So a sync ends only once the node cache holds every
-//! node at (at least) the resourceVersion our write returned; syncs of one pool never overlap.
+//! node it targeted at (at least) the resourceVersion our write returned; syncs of one pool never
+//! overlap. Writes that do not change any node's availability (taints, the topology annotation)
+//! go to the [`super::background`] writer and are not waited for.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,19 +18,26 @@ use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ListParams, Patch};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
-use mco_api::constants::{CONTROLLER_CONFIG_NAME, MASTER_POOL, MCO_NAMESPACE};
-use mco_api::{ControllerConfig, MachineConfigPool};
+use mco_api::constants::{
+    ARBITER_POOL, CONTROLLER_CONFIG_NAME, CURRENT_MACHINE_OS_BUILD_ANNOTATION, CUSTOM_POOL_LABELS_APPLIED_ANNOTATION,
+    FIRST_PIVOT_CONFIG_ANNOTATION, MASTER_POOL, MCO_NAMESPACE,
+};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, MachineOSBuild, MachineOSConfig};
+use mco_rollout::arbiter::{self, Coordination, HA_ARBITER_TOPOLOGY};
+use mco_rollout::layering::{self, Layered};
+use mco_rollout::node::annotation;
 use mco_rollout::plan::Update;
-use mco_rollout::{Plan, PlanError, calculate_status, nodes_for_pool, plan, pools_for_node};
+use mco_rollout::{Inputs, Plan, PlanError, calculate_status, nodes_for_pool, plan, pools_for_node};
 use serde_json::json;
 
-use super::{node_patch, set_desired_config_note};
+use super::background::BackgroundWrites;
+use super::{node_patch, set_desired_event};
 use crate::{KubeError, kube_error, patch_params, publish};
 
 /// Label of the operator's pod: in the master pool its node updates last.
@@ -41,15 +50,24 @@ const CONFLICT_RETRIES: usize = 5;
 pub struct Options {
     /// Delay before a pool whose sync failed is tried again.
     pub retry_delay: Duration,
-    /// Node writes in flight at once (a new rollout taints every waiting node).
+    /// Writes to targeted nodes in flight at once.
     pub concurrent_writes: usize,
+    /// Background writes (taints, topology) in flight at once. Few: a new rollout taints every
+    /// waiting node, and a burst of thousands of node updates delays every watch, ours
+    /// included, and so the next Done.
+    pub background_writes: usize,
     /// How long a sync waits for the node cache to show its own writes.
     pub cache_timeout: Duration,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { retry_delay: Duration::from_secs(5), concurrent_writes: 16, cache_timeout: Duration::from_secs(30) }
+        Options {
+            retry_delay: Duration::from_secs(5),
+            concurrent_writes: 16,
+            background_writes: 2,
+            cache_timeout: Duration::from_secs(30),
+        }
     }
 }
 
@@ -62,13 +80,24 @@ pub enum Error {
     Kube(#[from] KubeError),
     #[error("node {node}: the cache did not show our write (resourceVersion {version}) within {timeout:?}")]
     CacheLag { node: String, version: String, timeout: Duration },
+    #[error("the control plane topology is {HA_ARBITER_TOPOLOGY} but there is no arbiter MachineConfigPool")]
+    NoArbiterPool,
 }
 
 struct Context {
     client: Client,
     nodes: Store<Node>,
+    background: Arc<BackgroundWrites>,
     pools: Store<MachineConfigPool>,
     controller_configs: Store<ControllerConfig>,
+    os_configs: Store<MachineOSConfig>,
+    os_builds: Store<MachineOSBuild>,
+    /// The Scheduler `cluster` (`config.openshift.io`), when the cluster has one.
+    schedulers: Store<DynamicObject>,
+    /// True once the node, ControllerConfig, MachineOSConfig and MachineOSBuild caches hold their
+    /// first full list. (One waiter per store, here, rather than one per sync: concurrent
+    /// `Store::wait_until_ready` calls were seen to miss the wake-up.)
+    caches_ready: tokio::sync::watch::Receiver<bool>,
     options: Options,
 }
 
@@ -87,13 +116,75 @@ pub async fn run(client: Client, options: Options) {
     .default_backoff()
     .reflect(controller_config_writer)
     .touched_objects();
+    // On-cluster layering: a pool moves once its MachineOSConfig shows a finished build.
+    let (os_configs, os_config_writer) = reflector::store();
+    let os_config_events = watcher(Api::<MachineOSConfig>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .reflect(os_config_writer)
+        .touched_objects();
+    let (os_builds, os_build_writer) = reflector::store();
+    let os_build_events = watcher(Api::<MachineOSBuild>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .reflect(os_build_writer)
+        .touched_objects();
     let controller = Controller::new(Api::<MachineConfigPool>::all(client.clone()), watcher::Config::default());
     let pools = controller.store();
     let owners = PrimaryPools::default();
     let pools_for_nodes = pools.clone();
-    let context = Arc::new(Context { client, nodes, pools: pools.clone(), controller_configs, options });
-    controller
+    let background = Arc::new(BackgroundWrites::new(
+        Api::all(client.clone()),
+        nodes.clone(),
+        options.background_writes,
+        options.retry_delay,
+    ));
+    // Master schedulability. Clusters without the Scheduler kind are fine: the watch keeps
+    // failing quietly, the store stays empty and nothing waits for it.
+    let scheduler_writer = reflector::store::Writer::new(scheduler_resource());
+    let schedulers = scheduler_writer.as_reader();
+    let scheduler_events = watcher(
+        Api::<DynamicObject>::all_with(client.clone(), &scheduler_resource()),
+        watcher::Config::default().fields(&format!("metadata.name={SCHEDULER_NAME}")),
+    )
+    .default_backoff()
+    .reflect(scheduler_writer)
+    .touched_objects();
+    let (caches_ready_tx, caches_ready) = tokio::sync::watch::channel(false);
+    let stores = (nodes.clone(), controller_configs.clone(), os_configs.clone(), os_builds.clone());
+    let readiness = async move {
+        let (nodes, controller_configs, os_configs, os_builds) = stores;
+        let ready = [
+            nodes.wait_until_ready().await,
+            controller_configs.wait_until_ready().await,
+            os_configs.wait_until_ready().await,
+            os_builds.wait_until_ready().await,
+        ];
+        if ready.iter().all(Result::is_ok) {
+            let _ = caches_ready_tx.send(true);
+        }
+        // Keep the sender: a dropped sender would end the waits of later syncs.
+        std::future::pending::<()>().await;
+    };
+    let configs_for_builds = os_configs.clone();
+    let context = Arc::new(Context {
+        client,
+        nodes,
+        background,
+        pools: pools.clone(),
+        controller_configs,
+        os_configs: os_configs.clone(),
+        os_builds: os_builds.clone(),
+        schedulers,
+        caches_ready,
+        options,
+    });
+    let controller = controller
         .watches_stream(node_events, move |node| owners.pools_to_sync(&node, &pools_for_nodes.state()))
+        .watches_stream(os_config_events, |config| Some(ObjectRef::new(&config.spec.machine_config_pool.name)))
+        .watches_stream(os_build_events, move |build| {
+            let config = configs_for_builds.get(&ObjectRef::new(&build.spec.machine_os_config.name))?;
+            Some(ObjectRef::new(&config.spec.machine_config_pool.name))
+        })
+        .watches_stream_with(scheduler_events, |_| Some(ObjectRef::new(MASTER_POOL)), scheduler_resource())
         // The topology is copied onto every node of every pool.
         .watches_stream(controller_config_events, crate::render::controller::every_pool(pools))
         .run(reconcile, error_policy, context)
@@ -102,8 +193,12 @@ pub async fn run(client: Client, options: Options) {
                 Ok((pool, _)) => tracing::trace!(pool = %pool.name, "synced"),
                 Err(e) => tracing::debug!("{e}"),
             }
-        })
-        .await;
+        });
+    // The readiness future never ends: the controller's end ends the run.
+    tokio::select! {
+        () = controller => {}
+        () = readiness => {}
+    }
 }
 
 /// Each node's primary pool as last seen, so that a node leaving a pool (relabelled, deleted)
@@ -118,6 +213,10 @@ impl PrimaryPools {
             Vec::new()
         });
         let mut names: Vec<String> = owners.iter().map(|p| p.name_any()).collect();
+        // The master pool's sync moves the arbiter nodes (HA arbiter topology).
+        if names.iter().any(|n| n == ARBITER_POOL) && !names.iter().any(|n| n == MASTER_POOL) {
+            names.push(MASTER_POOL.to_string());
+        }
         let mut primaries = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let previous = match (node.metadata.deletion_timestamp.is_some(), names.first()) {
             (false, Some(primary)) => primaries.insert(node.name_any(), primary.clone()),
@@ -135,29 +234,167 @@ fn error_policy(pool: Arc<MachineConfigPool>, error: &Error, context: Arc<Contex
 
 async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Result<Action, Error> {
     // Planning over a partial node list would take missing nodes for available ones.
-    for ready in [context.nodes.wait_until_ready().await, context.controller_configs.wait_until_ready().await] {
-        ready.expect("the reflectors live as long as the controller");
-    }
-    let name = pool.name_any();
-    let all_nodes = context.nodes.state();
-    let pools = context.pools.state();
-    let nodes = nodes_for_pool(&pool, &all_nodes, &pools);
+    let mut caches_ready = context.caches_ready.clone();
+    caches_ready.wait_for(|ready| *ready).await.expect("the readiness task outlives the controller");
     let controller_config = context.controller_configs.get(&ObjectRef::new(CONTROLLER_CONFIG_NAME));
     let topology = controller_config.as_deref().and_then(control_plane_topology);
+    let snapshot = Snapshot { nodes: context.nodes.state(), pools: context.pools.state(), topology };
+    let master = context.pools.get(&ObjectRef::new(MASTER_POOL));
+    let master_nodes = master.as_deref().map(|m| snapshot.nodes_of(m)).unwrap_or_default();
+    match arbiter::coordination(&pool.name_any(), snapshot.topology.as_deref(), master.as_deref(), &master_nodes) {
+        Coordination::Alone => {
+            sync_pool(&context, &snapshot, &pool, false).await?;
+        }
+        Coordination::StatusOnly(why) => {
+            tracing::debug!(pool = %pool.name_any(), "status only: {why}");
+            let layered = pool_layering(&context, &pool).await?;
+            sync_status(&context, pool.clone(), &snapshot.nodes_of(&pool), layered.as_ref()).await?;
+        }
+        Coordination::MasterThenArbiter => {
+            let arbiter = context.pools.get(&ObjectRef::new(ARBITER_POOL)).ok_or(Error::NoArbiterPool)?;
+            let arbiter_nodes = snapshot.nodes_of(&arbiter);
+            let arbiter_unavailable = arbiter_nodes.iter().any(|n| mco_rollout::node::unavailable_for_update(n));
+            let targeted = sync_pool(&context, &snapshot, &pool, arbiter_unavailable).await?;
+            let unavailable = master_nodes.iter().filter(|n| mco_rollout::node::unavailable_for_update(n)).count();
+            if pool.spec.paused == Some(true) {
+                // The arbiter's own sync moves its nodes then; two syncs of one pool must not overlap.
+            } else if arbiter::arbiter_waits(unavailable, targeted) {
+                let layered = pool_layering(&context, &arbiter).await?;
+                sync_status(&context, arbiter, &arbiter_nodes, layered.as_ref()).await?;
+            } else {
+                sync_pool(&context, &snapshot, &arbiter, false).await?;
+            }
+        }
+    }
+    Ok(Action::await_change())
+}
+
+/// What one sync reads from the caches, shared by the pools it moves.
+struct Snapshot {
+    nodes: Vec<Arc<Node>>,
+    pools: Vec<Arc<MachineConfigPool>>,
+    topology: Option<String>,
+}
+
+impl Snapshot {
+    fn nodes_of(&self, pool: &MachineConfigPool) -> Vec<&Node> {
+        nodes_for_pool(pool, &self.nodes, &self.pools)
+    }
+}
+
+/// Plans one pool, writes the plan and the pool's status; returns how many nodes it targeted.
+/// `arbiter_unavailable`: the master pool of an HA arbiter topology gets no capacity.
+async fn sync_pool(
+    context: &Context,
+    snapshot: &Snapshot,
+    pool: &Arc<MachineConfigPool>,
+    arbiter_unavailable: bool,
+) -> Result<usize, Error> {
+    let name = pool.name_any();
+    let nodes = snapshot.nodes_of(pool);
+    tracing::debug!(pool = %name, nodes = nodes.len(), "syncing");
     let operator_node = if name == MASTER_POOL { operator_node(&context.client).await } else { None };
-    match plan(&pool, &nodes, operator_node.as_deref(), topology.as_deref())? {
-        Plan::NoRenderedConfig => return Ok(Action::await_change()),
+    let layered = pool_layering(context, pool).await?;
+    let scheduler = context.schedulers.get(&ObjectRef::new_with(SCHEDULER_NAME, scheduler_resource()));
+    let first_configs = first_config_pools(context, &nodes, &snapshot.pools).await;
+    let first_configs: BTreeMap<String, &MachineConfigPool> =
+        first_configs.iter().map(|(config, pool)| (config.clone(), &**pool)).collect();
+    let inputs = Inputs {
+        operator_node: operator_node.as_deref(),
+        topology: snapshot.topology.as_deref(),
+        layered: layered.as_ref(),
+        masters_schedulable: scheduler.as_deref().map(masters_schedulable),
+        first_config_pools: Some(&first_configs),
+        arbiter_unavailable,
+    };
+    let planned = match plan(pool, &nodes, &inputs) {
+        Ok(planned) => planned,
+        Err(e) => {
+            // As upstream: the pool still reports its nodes.
+            sync_status(context, pool.clone(), &nodes, layered.as_ref()).await?;
+            return Err(e.into());
+        }
+    };
+    let mut targeted = 0;
+    match planned {
+        Plan::NoRenderedConfig => return Ok(0),
         Plan::SelectingAll => {
             let note = "This machineconfigpool is selecting all nodes. A non-empty selector is required.";
             tracing::warn!(pool = %name, "{note}");
             publish(&context.client, &pool.object_ref(&()), EventType::Warning, "SelectingAll", note, "Sync").await;
-            return Ok(Action::await_change());
+            return Ok(0);
         }
         Plan::StatusOnly(why) => tracing::debug!(pool = %name, "status only: {why}"),
-        Plan::Update(update) => carry_out(&context, &pool, &nodes, &update).await?,
+        Plan::Update(update) => {
+            carry_out(context, pool, &nodes, &update).await?;
+            targeted = update.to_target.len();
+        }
     }
-    sync_status(&context, pool, &nodes).await?;
-    Ok(Action::await_change())
+    sync_status(context, pool.clone(), &nodes, layered.as_ref()).await?;
+    Ok(targeted)
+}
+
+/// For the nodes that may have booted straight into a custom pool (a `firstPivotConfig`, no
+/// `customPoolLabelsApplied`): the pool that rendered that config (its first ownerReference), by
+/// config name. Only the configs' metadata is read; a config that cannot be read is skipped.
+async fn first_config_pools(
+    context: &Context,
+    nodes: &[&Node],
+    pools: &[Arc<MachineConfigPool>],
+) -> BTreeMap<String, Arc<MachineConfigPool>> {
+    let api = Api::<MachineConfig>::all(context.client.clone());
+    let mut found = BTreeMap::new();
+    for node in nodes {
+        let Some(config) = annotation(node, FIRST_PIVOT_CONFIG_ANNOTATION) else { continue };
+        if annotation(node, CUSTOM_POOL_LABELS_APPLIED_ANNOTATION).is_some() || found.contains_key(config) {
+            continue;
+        }
+        let owner = match api.get_metadata_opt(config).await {
+            Ok(meta) => meta.and_then(|m| m.metadata.owner_references?.into_iter().next()),
+            Err(e) => {
+                tracing::warn!(node = %node.name_any(), "reading MachineConfig {config}: {e}");
+                None
+            }
+        };
+        let pool =
+            owner.filter(|o| o.kind == "MachineConfigPool").and_then(|o| pools.iter().find(|p| p.name_any() == o.name));
+        if let Some(pool) = pool {
+            found.insert(config.to_string(), Arc::clone(pool));
+        }
+    }
+    found
+}
+
+/// The pool's image build if the pool is layered (has a MachineOSConfig). A `current-machine-os-build`
+/// annotation naming a build of another rendered config is removed from the MachineOSConfig.
+async fn pool_layering(context: &Context, pool: &MachineConfigPool) -> Result<Option<Layered>, Error> {
+    let configs = context.os_configs.state();
+    let Some(config) = layering::config_for_pool(&pool.name_any(), &configs) else { return Ok(None) };
+    let target = pool.spec.configuration.as_ref().and_then(|c| c.name.as_deref()).unwrap_or_default();
+    let builds = context.os_builds.state();
+    let (build, stale) = layering::choose_build(config, &builds, target);
+    if stale {
+        let name = config.name_any();
+        let patch = json!({"metadata": {"annotations": {CURRENT_MACHINE_OS_BUILD_ANNOTATION: null}}});
+        Api::<MachineOSConfig>::all(context.client.clone())
+            .patch(&name, &patch_params(), &Patch::Merge(&patch))
+            .await
+            .map_err(kube_error(format!("removing the stale build annotation of MachineOSConfig {name}")))?;
+    }
+    Ok(Some(layering::layered(config, build)))
+}
+
+/// The Scheduler `cluster` (`config.openshift.io/v1`), read as a dynamic object: nothing else of
+/// that API group is needed here.
+const SCHEDULER_NAME: &str = "cluster";
+
+fn scheduler_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("config.openshift.io", "v1", "Scheduler"), "schedulers")
+}
+
+/// `spec.mastersSchedulable` (false when unset, as upstream's Go zero value).
+fn masters_schedulable(scheduler: &DynamicObject) -> bool {
+    scheduler.data.pointer("/spec/mastersSchedulable").and_then(serde_json::Value::as_bool).unwrap_or(false)
 }
 
 /// `spec.infra.status.controlPlaneTopology` of the ControllerConfig.
@@ -178,25 +415,28 @@ async fn operator_node(client: &Client) -> Option<String> {
     }
 }
 
-/// Writes what `update` decided: targeted nodes first, so that the slots are taken before the
-/// (on a new rollout, many) taint writes; then waits for the cache to show all of it.
+/// Writes what `update` decided: the targeted nodes, waiting until the cache shows them (the next
+/// sync counts them as unavailable); everything else in the background.
 async fn carry_out(context: &Context, pool: &MachineConfigPool, nodes: &[&Node], update: &Update) -> Result<(), Error> {
     let by_name: HashMap<&str, &Node> = nodes.iter().map(|n| (mco_rollout::node::name(n), *n)).collect();
-    let changes = update.node_changes();
-    let (targeted, others) = changes.split_at(update.to_target.len());
+    let mut targeted = update.node_changes();
+    let others = targeted.split_off(update.to_target.len());
+    context.background.cancel(&update.to_target);
     let reference = pool.object_ref(&());
     if let Some(operator) = &update.deferred_operator_node {
         let note = format!("Deferring update of machine config operator node {operator}");
         tracing::info!(pool = %pool.name_any(), "{note}");
         publish(&context.client, &reference, EventType::Normal, "DeferringOperatorNodeUpdate", &note, "Sync").await;
     }
-    let mut written = write_nodes(context, &by_name, targeted).await?;
+    let written = write_nodes(context, &by_name, &targeted).await?;
     if !update.to_target.is_empty() {
-        let note = set_desired_config_note(&update.to_target, &update.target);
+        let (reason, note) = set_desired_event(&update.to_target, &update.target);
         tracing::info!(pool = %pool.name_any(), nodes = ?update.to_target, "{note}");
-        publish(&context.client, &reference, EventType::Normal, "SetDesiredConfig", &note, "Sync").await;
+        publish(&context.client, &reference, EventType::Normal, reason, &note, "Sync").await;
     }
-    written.extend(write_nodes(context, &by_name, others).await?);
+    tracing::debug!(pool = %pool.name_any(), targeted = written.len(), "targeted nodes written");
+    let queued = context.background.submit(others);
+    tracing::debug!(pool = %pool.name_any(), queued, "background node writes");
     wait_for_cache(context, &written).await
 }
 
@@ -266,12 +506,17 @@ async fn wait_for_cache(context: &Context, written: &[(String, String)]) -> Resu
 /// Writes the pool's status if it differs from what the nodes say. The write is conditional on
 /// the pool's resourceVersion, so conditions the render controller set meanwhile are not lost:
 /// after a conflict the status is recomputed from the fresh pool.
-async fn sync_status(context: &Context, pool: Arc<MachineConfigPool>, nodes: &[&Node]) -> Result<(), Error> {
+async fn sync_status(
+    context: &Context,
+    pool: Arc<MachineConfigPool>,
+    nodes: &[&Node],
+    layered: Option<&Layered>,
+) -> Result<(), Error> {
     let api = Api::<MachineConfigPool>::all(context.client.clone());
     let name = pool.name_any();
     let mut pool = pool;
     for _ in 0..CONFLICT_RETRIES {
-        let status = calculate_status(&pool, nodes, &Time(Timestamp::now()));
+        let status = calculate_status(&pool, nodes, layered, &Time(Timestamp::now()));
         if pool.status.as_ref() == Some(&status) {
             return Ok(());
         }

@@ -16,8 +16,9 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use mco_api::MachineConfigPool;
 use mco_api::constants::{
-    CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_DRAIN_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION,
-    REASON_ANNOTATION, STATE_ANNOTATION, STATE_DEGRADED, STATE_DONE, STATE_WORKING,
+    CURRENT_CONFIG_ANNOTATION, CURRENT_IMAGE_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_DRAIN_ANNOTATION,
+    DESIRED_IMAGE_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION, REASON_ANNOTATION, STATE_ANNOTATION, STATE_DEGRADED,
+    STATE_DONE, STATE_WORKING,
 };
 use mco_rollout::node::{annotation, unavailable_for_update};
 pub use mco_testenv::eventually;
@@ -201,7 +202,11 @@ impl FakeDaemons {
             }
             Some(STATE_WORKING) if last_drain == Some(drain.as_str()) => set(&[(DESIRED_DRAIN_ANNOTATION, &uncordon)]),
             Some(STATE_WORKING) if last_drain == Some(uncordon.as_str()) => {
-                set(&[(CURRENT_CONFIG_ANNOTATION, desired), (STATE_ANNOTATION, STATE_DONE), (REASON_ANNOTATION, "")])
+                let done =
+                    [(CURRENT_CONFIG_ANNOTATION, desired), (STATE_ANNOTATION, STATE_DONE), (REASON_ANNOTATION, "")];
+                // A layered target: the node now runs the image too.
+                let image = annotation(node, DESIRED_IMAGE_ANNOTATION).map(|image| (CURRENT_IMAGE_ANNOTATION, image));
+                set(&done.into_iter().chain(image).collect::<Vec<_>>())
             }
             _ => None,
         }
