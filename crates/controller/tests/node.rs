@@ -13,9 +13,7 @@ use common::{
 };
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, ResourceExt as _};
 use mco_api::constants::{
     CURRENT_CONFIG_ANNOTATION, CURRENT_IMAGE_ANNOTATION, CURRENT_MACHINE_OS_BUILD_ANNOTATION,
@@ -335,25 +333,6 @@ async fn layered_pools_move_to_the_built_image_once_it_is_built() {
     daemon_task.abort();
 }
 
-/// The `config.openshift.io` Scheduler kind, schemaless (nothing else of that group is needed).
-async fn install_scheduler_crd(client: &Client) {
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": "schedulers.config.openshift.io"},
-        "spec": {
-            "group": "config.openshift.io",
-            "names": {"kind": "Scheduler", "plural": "schedulers", "singular": "scheduler", "listKind": "SchedulerList"},
-            "scope": "Cluster",
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
-        },
-    }))
-    .unwrap();
-    let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    crds.create(&PostParams::default(), &crd).await.unwrap();
-    let established = await_condition(crds, "schedulers.config.openshift.io", conditions::is_crd_established());
-    tokio::time::timeout(Duration::from_secs(30), established).await.unwrap().unwrap();
-}
-
 async fn set_masters_schedulable(client: &Client, schedulable: bool) {
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("config.openshift.io", "v1", "Scheduler"),
@@ -388,7 +367,7 @@ async fn master_nodes_follow_the_scheduler() {
     common::init_logs();
     let env = TestEnv::start().await.unwrap();
     let client = env.client();
-    install_scheduler_crd(&client).await;
+    mco_testenv::install_crds(&client, &[mco_testenv::config_openshift_crd("Scheduler", "schedulers")]).await.unwrap();
     let master_pool: MachineConfigPool = serde_json::from_value(json!({
         "metadata": {"name": "master"},
         "spec": {"nodeSelector": {"matchLabels": {"node-role.kubernetes.io/master": ""}}, "configuration": {"name": "rendered-master-0"}},

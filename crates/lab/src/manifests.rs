@@ -61,25 +61,10 @@ pub fn cluster_objects(inputs: &ClusterInputs) -> Vec<Value> {
 /// CRDs for the `config.openshift.io` kinds the lab creates: schemaless, no status subresource
 /// (the lab writes their status like an installer; nothing else reconciles them).
 pub fn config_crds() -> Vec<Value> {
-    [("Infrastructure", "infrastructures"), ("ClusterVersion", "clusterversions")]
-        .into_iter()
-        .map(|(kind, plural)| {
-            json!({
-                "apiVersion": "apiextensions.k8s.io/v1",
-                "kind": "CustomResourceDefinition",
-                "metadata": {"name": format!("{plural}.config.openshift.io")},
-                "spec": {
-                    "group": "config.openshift.io",
-                    "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
-                    "scope": "Cluster",
-                    "versions": [{
-                        "name": "v1", "served": true, "storage": true,
-                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-                    }],
-                },
-            })
-        })
-        .collect()
+    vec![
+        mco_testenv::config_openshift_crd("Infrastructure", "infrastructures"),
+        mco_testenv::config_openshift_crd("ClusterVersion", "clusterversions"),
+    ]
 }
 
 fn controller_config(inputs: &ClusterInputs) -> Value {

@@ -367,6 +367,43 @@ fn write_kubeconfig(path: &Path, pki: &Pki, port: u16) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A schemaless, cluster-scoped `config.openshift.io/v1` CRD for `kind` (Infrastructure,
+/// ClusterVersion, Scheduler…): what tests and the lab need where no operator owns those kinds.
+pub fn config_openshift_crd(kind: &str, plural: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.config.openshift.io")},
+        "spec": {
+            "group": "config.openshift.io",
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+            "scope": "Cluster",
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+            }],
+        },
+    })
+}
+
+/// Creates `crds` and waits until the API server serves each.
+#[context("Installing CRDs")]
+pub async fn install_crds(client: &Client, crds: &[serde_json::Value]) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds {
+        let crd: CustomResourceDefinition = serde_json::from_value(crd.clone())?;
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.create(&PostParams::default(), &crd).await.with_context(|| format!("creating CRD {name}"))?;
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .with_context(|| format!("CRD {name} not established after 60 s"))??;
+    }
+    Ok(())
+}
+
 /// A client built the way `--kubeconfig` flags build one, so the file itself is exercised.
 #[context("Creating a client from {}", path.display())]
 pub async fn client_from_kubeconfig(path: &Path) -> anyhow::Result<Client> {

@@ -8,9 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use mco_api::MachineSet;
 use mco_api::constants::{MACHINE_API_NAMESPACE, MACHINE_CONFIGURATION_NAME, MCO_NAMESPACE};
@@ -60,24 +58,6 @@ impl Drop for Cluster {
     }
 }
 
-fn minimal_crd(kind: &str, plural: &str) -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.config.openshift.io")},
-        "spec": {
-            "group": "config.openshift.io",
-            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
-            "scope": "Cluster",
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-            }],
-        },
-    }))
-    .unwrap()
-}
-
 pub fn config_resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("config.openshift.io", "v1", kind), plural)
 }
@@ -89,16 +69,11 @@ impl Cluster {
         init_logs();
         let env = TestEnv::start().await.unwrap();
         let client = env.client();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for (kind, plural) in [("Infrastructure", "infrastructures"), ("ClusterVersion", "clusterversions")] {
-            let crd = minimal_crd(kind, plural);
-            crds.create(&PostParams::default(), &crd).await.unwrap();
-            let name = format!("{plural}.config.openshift.io");
-            tokio::time::timeout(TIMEOUT, await_condition(crds.clone(), &name, conditions::is_crd_established()))
-                .await
-                .unwrap()
-                .unwrap();
-        }
+        let crds = [
+            mco_testenv::config_openshift_crd("Infrastructure", "infrastructures"),
+            mco_testenv::config_openshift_crd("ClusterVersion", "clusterversions"),
+        ];
+        mco_testenv::install_crds(&client, &crds).await.unwrap();
         let namespaces: Api<Namespace> = Api::all(client.clone());
         for ns in [MACHINE_API_NAMESPACE, MCO_NAMESPACE] {
             let object: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
