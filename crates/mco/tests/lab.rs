@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client};
 use mco_api::MachineConfigPool;
 use mco_api::constants::{CURRENT_CONFIG_ANNOTATION, REASON_ANNOTATION, STATE_ANNOTATION};
@@ -74,12 +74,14 @@ struct Observed {
     nodes: BTreeMap<String, Node>,
 }
 
-fn observe(client: Client) -> Arc<Mutex<Observed>> {
+/// Watches the nodes until the returned task is aborted; once the lab is down the watch fails,
+/// and the backoff keeps the task from spinning (it would stall the test runtime's shutdown).
+fn observe(client: Client) -> (Arc<Mutex<Observed>>, tokio::task::JoinHandle<()>) {
     let observed = Arc::new(Mutex::new(Observed::default()));
     let shared = observed.clone();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let nodes: Api<Node> = Api::all(client);
-        let mut events = watcher(nodes, watcher::Config::default()).boxed();
+        let mut events = watcher(nodes, watcher::Config::default()).default_backoff().boxed();
         while let Some(event) = events.next().await {
             let Ok(event) = event else { continue };
             let mut observed = shared.lock().unwrap();
@@ -96,7 +98,7 @@ fn observe(client: Client) -> Arc<Mutex<Observed>> {
             observed.max_unavailable = observed.max_unavailable.max(unavailable);
         }
     });
-    observed
+    (observed, task)
 }
 
 fn reset(observed: &Mutex<Observed>) {
@@ -209,7 +211,7 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
         assert!(row.contains("Ready") && row.contains(&first) && row.contains("Done"), "{status}");
     }
 
-    let observed = observe(client.clone());
+    let (observed, observer) = observe(client.clone());
     let mut current = first;
     for (step, max_unavailable) in [(1, json!(1)), (2, json!(2)), (3, json!("50%"))] {
         set_pool(&client, json!({ "maxUnavailable": max_unavailable })).await;
@@ -285,6 +287,7 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     rolled_out(&client, &current).await;
     assert_eq!(read(&blocked), "blocked\n");
 
+    observer.abort();
     let down = lab.mco(&["lab", "down"]);
     assert!(down.get_output().status.success(), "{}", stderr(&down));
     assert!(!lab.state_dir().exists());
