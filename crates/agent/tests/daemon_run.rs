@@ -89,6 +89,12 @@ struct Cluster {
     nodes: Api<KubeNode>,
 }
 
+struct RunningNode {
+    root: tempfile::TempDir,
+    answered: Answered,
+    agent: JoinHandle<Stopped>,
+}
+
 impl Cluster {
     /// An API server with configs `rendered-a` (app.conf "v1") and `rendered-b` (app.conf "v2").
     async fn start() -> Cluster {
@@ -143,6 +149,21 @@ impl Cluster {
             ],
         )
         .await;
+    }
+
+    /// `node-1`, Done on `rendered-a`, with a root whose `/etc/app.conf` says `app_conf`, the
+    /// drain controller answering it, and its daemon started. `settled`: once the daemon reports
+    /// Done on `rendered-a` (even starting on its desired config, the node goes through the
+    /// uncordon handshake).
+    async fn start_node(&self, app_conf: &str, unit: bool, settled: bool) -> RunningNode {
+        self.create_done_node("node-1").await;
+        let root = node_root(app_conf, unit);
+        let answered = self.drain_controller("node-1", root.path());
+        let agent = self.agent("node-1", root.path());
+        if settled {
+            self.wait_for_state("node-1", "Done", "rendered-a").await;
+        }
+        RunningNode { root, answered, agent }
     }
 
     async fn annotations(&self, name: &str) -> BTreeMap<String, String> {
@@ -215,6 +236,12 @@ impl Cluster {
     }
 }
 
+/// Waits for the daemon to end its run asking for a reboot.
+async fn stops_for_reboot(agent: JoinHandle<Stopped>) {
+    let stopped = tokio::time::timeout(TIMEOUT, agent).await.expect("the daemon stops for the reboot").unwrap();
+    assert_eq!(stopped, Stopped::RebootRequested);
+}
+
 fn requests(answered: &Answered) -> Vec<(String, String)> {
     answered.lock().unwrap().clone()
 }
@@ -235,14 +262,9 @@ fn drain_and_restart_app() -> Value {
 async fn a_file_update_drains_applies_and_reports_done() {
     let cluster = Cluster::start().await;
     cluster.create_policies(drain_and_restart_app()).await;
-    cluster.create_done_node("node-1").await;
-    let root = node_root("v1\n", true);
+    let RunningNode { root, answered, agent } = cluster.start_node("v1\n", true, true).await;
     let r = root.path();
-    let answered = cluster.drain_controller("node-1", r);
-    let agent = cluster.agent("node-1", r);
 
-    // Starting on its desired config, the node still goes through the uncordon handshake.
-    cluster.wait_for_state("node-1", "Done", "rendered-a").await;
     cluster.set_desired("node-1", "rendered-b").await;
     let a = cluster.wait_for_state("node-1", "Done", "rendered-b").await;
 
@@ -262,17 +284,12 @@ async fn a_file_update_drains_applies_and_reports_done() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reboot_ends_the_run_and_the_restarted_daemon_completes_the_handshake() {
     let cluster = Cluster::start().await;
-    cluster.create_done_node("node-1").await;
-    let root = node_root("v1\n", true);
+    let RunningNode { root, answered, agent } = cluster.start_node("v1\n", true, true).await;
     let r = root.path();
-    let answered = cluster.drain_controller("node-1", r);
-    let agent = cluster.agent("node-1", r);
-    cluster.wait_for_state("node-1", "Done", "rendered-a").await;
 
     // /etc/app.conf has no policy: the change reboots.
     cluster.set_desired("node-1", "rendered-b").await;
-    let stopped = tokio::time::timeout(TIMEOUT, agent).await.expect("the daemon stops for the reboot").unwrap();
-    assert_eq!(stopped, Stopped::RebootRequested);
+    stops_for_reboot(agent).await;
     assert_eq!(read(r, REBOOT_REQUEST).as_deref(), Some("Node will reboot into config rendered-b\n"));
     assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
     let a = cluster.annotations("node-1").await;
@@ -301,12 +318,8 @@ async fn an_unreconcilable_change_is_reported_and_nothing_is_written() {
     cluster
         .create_config(config("rendered-dirs", &[(APP_CONF, "v2\n")], json!({"directories": [{"path": "/etc/d"}]})))
         .await;
-    cluster.create_done_node("node-1").await;
-    let root = node_root("v1\n", true);
+    let RunningNode { root, answered, agent } = cluster.start_node("v1\n", true, true).await;
     let r = root.path();
-    let answered = cluster.drain_controller("node-1", r);
-    let agent = cluster.agent("node-1", r);
-    cluster.wait_for_state("node-1", "Done", "rendered-a").await;
 
     cluster.set_desired("node-1", "rendered-dirs").await;
     let a = cluster.wait_for_state("node-1", "Unreconcilable", "rendered-a").await;
@@ -330,13 +343,9 @@ async fn a_failing_apply_degrades_rolls_back_and_recovers_when_the_cause_is_fixe
     let cluster = Cluster::start().await;
     cluster.create_config(config("rendered-c", &[(APP_CONF, "v2\n"), ("/etc/other.conf", "new\n")], json!({}))).await;
     cluster.create_policies(drain_and_restart_app()).await;
-    cluster.create_done_node("node-1").await;
     // app.service does not exist: restarting it fails after the files are written.
-    let root = node_root("v1\n", false);
+    let RunningNode { root, agent, .. } = cluster.start_node("v1\n", false, true).await;
     let r = root.path();
-    cluster.drain_controller("node-1", r);
-    let agent = cluster.agent("node-1", r);
-    cluster.wait_for_state("node-1", "Done", "rendered-a").await;
 
     cluster.set_desired("node-1", "rendered-c").await;
     let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
@@ -354,11 +363,8 @@ async fn a_failing_apply_degrades_rolls_back_and_recovers_when_the_cause_is_fixe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drift_found_at_start_degrades_naming_the_mismatch_until_it_is_fixed() {
     let cluster = Cluster::start().await;
-    cluster.create_done_node("node-1").await;
-    let root = node_root("edited by hand\n", true);
+    let RunningNode { root, answered, agent } = cluster.start_node("edited by hand\n", true, false).await;
     let r = root.path();
-    let answered = cluster.drain_controller("node-1", r);
-    let agent = cluster.agent("node-1", r);
 
     let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
     assert_eq!(
@@ -383,8 +389,7 @@ async fn the_force_file_skips_validation_and_reapplies_the_config_with_a_reboot(
     let answered = cluster.drain_controller("node-1", r);
     let agent = cluster.agent("node-1", r);
 
-    let stopped = tokio::time::timeout(TIMEOUT, agent).await.expect("the daemon stops for the reboot").unwrap();
-    assert_eq!(stopped, Stopped::RebootRequested);
+    stops_for_reboot(agent).await;
     assert_eq!(read(r, APP_CONF).as_deref(), Some("v1\n"), "the config is written again");
     assert_eq!(read(r, REBOOT_REQUEST).as_deref(), Some("Node will reboot into config rendered-a\n"));
     assert_eq!(requests(&answered), [pair("drain-rendered-a", "edited by hand\n")]);
@@ -444,17 +449,12 @@ async fn a_single_replica_cluster_does_not_drain() {
         .create(&PostParams::default(), &controller_config)
         .await
         .unwrap();
-    cluster.create_done_node("node-1").await;
-    let root = node_root("v1\n", true);
+    let RunningNode { root, answered, agent } = cluster.start_node("v1\n", true, true).await;
     let r = root.path();
-    let answered = cluster.drain_controller("node-1", r);
-    let agent = cluster.agent("node-1", r);
-    cluster.wait_for_state("node-1", "Done", "rendered-a").await;
 
     // A change that reboots: no drain on a single node.
     cluster.set_desired("node-1", "rendered-b").await;
-    let stopped = tokio::time::timeout(TIMEOUT, agent).await.expect("the daemon stops for the reboot").unwrap();
-    assert_eq!(stopped, Stopped::RebootRequested);
+    stops_for_reboot(agent).await;
     assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
     assert_eq!(requests(&answered), [pair("uncordon-rendered-a", "v1\n")]);
 }

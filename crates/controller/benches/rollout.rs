@@ -13,6 +13,7 @@ mod common;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -20,7 +21,9 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, ResourceExt as _};
-use mco_api::constants::{CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, STATE_ANNOTATION, STATE_DONE};
+use mco_api::constants::{
+    CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, STATE_ANNOTATION, STATE_DONE, UPDATE_IN_PROGRESS_TAINT_KEY,
+};
 use mco_rollout::node::annotation;
 use mco_testenv::TestEnv;
 use serde_json::json;
@@ -92,18 +95,25 @@ async fn bench() {
     .await;
     println!("controller up, pool status written, in {:.2?}; memory: {}", begin.elapsed(), memory(child.id()));
 
-    // Every node the controller targets at the new config, as the watch reports it.
+    // Every node the controller targets at the new config, as the watch reports it, and how many
+    // nodes got the UpdateInProgress taint, the last when.
     let (targeted_tx, mut targeted) = mpsc::unbounded_channel::<(String, Instant)>();
+    let last_taint = Arc::new(Mutex::new(None::<(usize, Instant)>));
     let watch_config = new.clone();
     let nodes_api = Api::<Node>::all(client.clone());
+    let tainted_at = last_taint.clone();
     let watch = tokio::spawn(async move {
-        let mut seen = HashSet::new();
+        let (mut seen, mut tainted) = (HashSet::new(), HashSet::new());
         let mut events = watcher(nodes_api, watcher::Config::default()).default_backoff().applied_objects().boxed();
         while let Some(Ok(node)) = events.next().await {
-            if annotation(&node, DESIRED_CONFIG_ANNOTATION) == Some(watch_config.as_str())
-                && seen.insert(node.name_any())
+            let name = node.name_any();
+            if annotation(&node, DESIRED_CONFIG_ANNOTATION) == Some(watch_config.as_str()) && seen.insert(name.clone())
             {
-                let _ = targeted_tx.send((node.name_any(), Instant::now()));
+                let _ = targeted_tx.send((name.clone(), Instant::now()));
+            }
+            let taints = node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default();
+            if taints.iter().any(|t| t.key == UPDATE_IN_PROGRESS_TAINT_KEY) && tainted.insert(name) {
+                *tainted_at.lock().unwrap() = Some((tainted.len(), Instant::now()));
             }
         }
     });
@@ -126,9 +136,18 @@ async fn bench() {
         let node = in_flight.remove(0);
         let reported = Instant::now();
         api.patch(&node, &PatchParams::default(), &Patch::Merge(&done)).await.unwrap();
-        let (next, at) = tokio::time::timeout(Duration::from_secs(30), targeted.recv()).await.unwrap().unwrap();
-        latencies.push(at - reported);
+        let Ok(Some((next, at))) = tokio::time::timeout(Duration::from_secs(30), targeted.recv()).await else {
+            panic!("{node} Done at {:.2?} after the new config: no next node within 30 s", reported - start);
+        };
+        let latency = at - reported;
+        if latency > Duration::from_millis(200) {
+            println!("  slow: {node} Done at {:.2?} -> {next} after {latency:.2?}", reported - start);
+        }
+        latencies.push(latency);
         in_flight.push(next);
+    }
+    if let Some((tainted, at)) = *last_taint.lock().unwrap() {
+        println!("{tainted} nodes tainted, the last {:.2?} after the new config", at - start);
     }
     latencies.sort();
     println!(

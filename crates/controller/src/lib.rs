@@ -16,11 +16,13 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use fn_error_context::context;
+use futures::{Stream, StreamExt as _};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::api::PatchParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
 use mco_render::ControllerVersion;
 
 /// Upstream's name, used as field manager and event reporter.
@@ -46,6 +48,32 @@ pub(crate) fn kube_error(action: impl Into<String>) -> impl FnOnce(kube::Error) 
 
 pub(crate) fn patch_params() -> PatchParams {
     PatchParams { field_manager: Some(CONTROLLER_NAME.to_string()), ..Default::default() }
+}
+
+/// A watch stream for a kube [`Controller`](kube::runtime::Controller)'s triggers, with its errors
+/// logged here and dropped. The watch retries by itself (give it `default_backoff`); an error that
+/// reaches the Controller instead pauses *every* trigger stream, one backoff over all of them
+/// growing to 30 s, so that a watch of a kind the cluster lacks (the Scheduler) or one watch
+/// restarting held back node events that long.
+pub(crate) fn logging_errors<T>(
+    what: &'static str,
+    events: impl Stream<Item = Result<T, watcher::Error>>,
+) -> impl Stream<Item = Result<T, watcher::Error>> {
+    events.filter_map(move |event| {
+        if let Err(e) = &event {
+            match e {
+                // An optional kind this cluster does not serve: nothing to watch, nothing wrong.
+                // (A missing API group answers a bare 404 that `is_not_found` does not recognise.)
+                watcher::Error::InitialListFailed(kube::Error::Api(status)) if status.code == 404 => {
+                    tracing::debug!("watching {what}: {e}")
+                }
+                // Expired resourceVersion: the watch lists afresh, as it should.
+                watcher::Error::WatchError(status) if status.code == 410 => tracing::debug!("watching {what}: {e}"),
+                _ => tracing::warn!("watching {what} (retrying): {e}"),
+            }
+        }
+        std::future::ready(event.ok().map(Ok))
+    })
 }
 
 /// Records an event. A new [`Recorder`] each time: a recorder folds every later event with the
@@ -176,4 +204,27 @@ async fn shutdown_signal() -> anyhow::Result<()> {
 pub fn default_identity() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     format!("{}_{}", host.trim(), std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::Status;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn watch_errors_never_reach_the_controller() {
+        let missing_kind = Status { code: 404, message: "404 page not found".into(), ..Status::default() };
+        let expired = Status { code: 410, reason: "Expired".into(), ..Status::default() };
+        let events = futures::stream::iter([
+            Ok(1),
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(Box::new(missing_kind)))),
+            Ok(2),
+            Err(watcher::Error::WatchError(Box::new(expired))),
+            Err(watcher::Error::NoResourceVersion),
+            Ok(3),
+        ]);
+        let passed: Vec<u32> = logging_errors("test objects", events).map(Result::unwrap).collect().await;
+        assert_eq!(passed, [1, 2, 3]);
+    }
 }

@@ -3,7 +3,19 @@
 //! keeps its `lastTransitionTime`; the condition is then moved to the end of the list (clients that
 //! read "the last condition" see the newest).
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mco_api::machineconfiguration::MachineConfigPoolCondition;
+
+/// A condition as upstream builds it: reason and message written even when empty.
+pub fn condition(type_: &str, on: bool, reason: &str, message: &str, now: &Time) -> MachineConfigPoolCondition {
+    MachineConfigPoolCondition {
+        type_: type_.to_string(),
+        status: if on { "True" } else { "False" }.to_string(),
+        last_transition_time: Some(now.clone()),
+        reason: Some(reason.to_string()),
+        message: Some(message.to_string()),
+    }
+}
 
 /// The last condition of `type_` (upstream's getter also returns the last match).
 pub fn get<'a>(conditions: &'a [MachineConfigPoolCondition], type_: &str) -> Option<&'a MachineConfigPoolCondition> {
@@ -45,23 +57,13 @@ fn or_empty(value: Option<&str>) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::Timestamp;
 
     use super::*;
 
-    fn time(seconds: i64) -> Time {
-        Time(Timestamp::from_second(seconds).unwrap())
-    }
-
+    /// A condition at `at` seconds, as the conditions' writers build them.
     fn cond(type_: &str, status: &str, at: i64, message: &str) -> MachineConfigPoolCondition {
-        MachineConfigPoolCondition {
-            type_: type_.to_string(),
-            status: status.to_string(),
-            last_transition_time: Some(time(at)),
-            reason: Some(String::new()),
-            message: Some(message.to_string()),
-        }
+        condition(type_, status == "True", "", message, &Time(Timestamp::from_second(at).unwrap()))
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub fn calculate_status(
         .filter(|c| c.status == "True")
         .map(|c| c.message.clone().unwrap_or_default());
     let mut set = |kind: &str, on: bool, reason: &str, message: &str| {
-        conditions::set_in(&mut conditions, condition(kind, on, reason, message, now));
+        conditions::set_in(&mut conditions, conditions::condition(kind, on, reason, message, now));
     };
     // A layered pool whose image is not (yet) built is not updated, whatever its nodes say.
     let building = layered.is_some_and(|l| l.build != BuildState::Ready);
@@ -87,17 +87,6 @@ pub fn calculate_status(
     }
     status.conditions = Some(conditions);
     status
-}
-
-/// A condition as upstream builds it: reason and message written even when empty.
-fn condition(kind: &str, on: bool, reason: &str, message: &str, now: &Time) -> MachineConfigPoolCondition {
-    MachineConfigPoolCondition {
-        type_: kind.to_string(),
-        status: if on { "True" } else { "False" }.to_string(),
-        last_transition_time: Some(now.clone()),
-        reason: Some(reason.to_string()),
-        message: Some(message.to_string()),
-    }
 }
 
 /// The last condition of `kind`, if present.

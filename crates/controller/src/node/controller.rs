@@ -38,7 +38,7 @@ use serde_json::json;
 
 use super::background::BackgroundWrites;
 use super::{node_patch, set_desired_event};
-use crate::{KubeError, kube_error, patch_params, publish};
+use crate::{KubeError, kube_error, logging_errors, patch_params, publish};
 
 /// Label of the operator's pod: in the master pool its node updates last.
 const OPERATOR_POD_SELECTOR: &str = "k8s-app=machine-config-operator";
@@ -104,29 +104,29 @@ struct Context {
 /// Runs the node controller until its watches end (they retry errors, so: forever).
 pub async fn run(client: Client, options: Options) {
     let (nodes, node_writer) = reflector::store();
-    let node_events = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .reflect(node_writer)
-        .touched_objects();
+    let node_events = cache_events("Nodes", Api::<Node>::all(client.clone()), watcher::Config::default(), node_writer);
     let (controller_configs, controller_config_writer) = reflector::store();
-    let controller_config_events = watcher(
+    let controller_config_events = cache_events(
+        "the ControllerConfig",
         Api::<ControllerConfig>::all(client.clone()),
         watcher::Config::default().fields(&format!("metadata.name={CONTROLLER_CONFIG_NAME}")),
-    )
-    .default_backoff()
-    .reflect(controller_config_writer)
-    .touched_objects();
+        controller_config_writer,
+    );
     // On-cluster layering: a pool moves once its MachineOSConfig shows a finished build.
     let (os_configs, os_config_writer) = reflector::store();
-    let os_config_events = watcher(Api::<MachineOSConfig>::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .reflect(os_config_writer)
-        .touched_objects();
+    let os_config_events = cache_events(
+        "MachineOSConfigs",
+        Api::<MachineOSConfig>::all(client.clone()),
+        watcher::Config::default(),
+        os_config_writer,
+    );
     let (os_builds, os_build_writer) = reflector::store();
-    let os_build_events = watcher(Api::<MachineOSBuild>::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .reflect(os_build_writer)
-        .touched_objects();
+    let os_build_events = cache_events(
+        "MachineOSBuilds",
+        Api::<MachineOSBuild>::all(client.clone()),
+        watcher::Config::default(),
+        os_build_writer,
+    );
     let controller = Controller::new(Api::<MachineConfigPool>::all(client.clone()), watcher::Config::default());
     let pools = controller.store();
     let owners = PrimaryPools::default();
@@ -138,16 +138,15 @@ pub async fn run(client: Client, options: Options) {
         options.retry_delay,
     ));
     // Master schedulability. Clusters without the Scheduler kind are fine: the watch keeps
-    // failing quietly, the store stays empty and nothing waits for it.
+    // failing quietly (`logging_errors`), the store stays empty and nothing waits for it.
     let scheduler_writer = reflector::store::Writer::new(scheduler_resource());
     let schedulers = scheduler_writer.as_reader();
-    let scheduler_events = watcher(
+    let scheduler_events = cache_events(
+        "the Scheduler",
         Api::<DynamicObject>::all_with(client.clone(), &scheduler_resource()),
         watcher::Config::default().fields(&format!("metadata.name={SCHEDULER_NAME}")),
-    )
-    .default_backoff()
-    .reflect(scheduler_writer)
-    .touched_objects();
+        scheduler_writer,
+    );
     let (caches_ready_tx, caches_ready) = tokio::sync::watch::channel(false);
     let stores = (nodes.clone(), controller_configs.clone(), os_configs.clone(), os_builds.clone());
     let readiness = async move {
@@ -199,6 +198,20 @@ pub async fn run(client: Client, options: Options) {
         () = controller => {}
         () = readiness => {}
     }
+}
+
+/// The events of a watch that keeps the cache behind `writer`, for the Controller's triggers.
+fn cache_events<K>(
+    what: &'static str,
+    api: Api<K>,
+    config: watcher::Config,
+    writer: reflector::store::Writer<K>,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash,
+{
+    logging_errors(what, watcher(api, config).default_backoff().reflect(writer).touched_objects())
 }
 
 /// Each node's primary pool as last seen, so that a node leaving a pool (relabelled, deleted)

@@ -4,14 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
+use futures::{Stream, StreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, watcher};
+use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use mco_api::constants::{CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME};
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration};
@@ -19,7 +19,7 @@ use mco_render::{ControllerVersion, StorageOverrides};
 use serde_json::json;
 
 use super::{NotReady, Plan, Target, plan, pools_for_machine_config};
-use crate::conditions;
+use crate::{conditions, logging_errors};
 
 /// Upstream's name, used as field manager and event reporter.
 const CONTROLLER_NAME: &str = "machine-config-controller";
@@ -73,22 +73,32 @@ struct Context {
     recorder: Recorder,
 }
 
+/// Every change of `K`, for the Controller's triggers (see [`logging_errors`]).
+fn events<K>(what: &'static str, api: Api<K>) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    logging_errors(what, watcher(api, watcher::Config::default()).default_backoff().touched_objects())
+}
+
 /// Runs the render controller until its watches end (they retry errors, so: forever).
 pub async fn run(client: Client, version: ControllerVersion, options: Options) {
-    let watch = watcher::Config::default();
-    let controller = Controller::new(Api::<MachineConfigPool>::all(client.clone()), watch.clone())
+    let controller = Controller::new(Api::<MachineConfigPool>::all(client.clone()), watcher::Config::default())
         .with_config(Config::default().debounce(options.render_delay));
     let pools = controller.store();
     let (for_controller_config, for_configuration) = (every_pool(pools.clone()), every_pool(pools.clone()));
     let recorder = Recorder::new(client.clone(), Reporter { controller: CONTROLLER_NAME.to_string(), instance: None });
     let context = Arc::new(Context { client: client.clone(), version, options, recorder });
     controller
-        .watches(Api::<MachineConfig>::all(client.clone()), watch.clone(), move |mc| {
+        .watches_stream(events("MachineConfigs", Api::<MachineConfig>::all(client.clone())), move |mc| {
             pools_for_machine_config(&pools.state(), &mc)
         })
         // Every pool renders from the ControllerConfig and the MachineConfiguration.
-        .watches(Api::<ControllerConfig>::all(client.clone()), watch.clone(), for_controller_config)
-        .watches(Api::<MachineConfiguration>::all(client), watch, for_configuration)
+        .watches_stream(
+            events("ControllerConfigs", Api::<ControllerConfig>::all(client.clone())),
+            for_controller_config,
+        )
+        .watches_stream(events("the MachineConfiguration", Api::<MachineConfiguration>::all(client)), for_configuration)
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
             match result {
