@@ -1,15 +1,19 @@
 //! The objects a new lab cluster starts with, as an installer would create them: the operator's
 //! namespace, the ControllerConfig naming the OS image, the built-in `master` and `worker` pools,
 //! each role's base MachineConfig, and what the boot image controller reads (the Infrastructure
-//! and a ClusterVersion whose install completed, with their CRDs). Pure: the images and
-//! addresses come in, objects go out.
+//! and a ClusterVersion whose install completed, with their CRDs); on a cloud platform also what
+//! its MachineSets need ([`cloud_objects`]). Pure: the images, addresses and stub come in,
+//! objects go out.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use mco_api::constants::{
-    CONTROLLER_CONFIG_NAME, GENERATED_BY_VERSION_ANNOTATION, MACHINE_CONFIG_ROLE_LABEL, MASTER_POOL, MCFG_API_VERSION,
-    MCO_NAMESPACE, RELEASE_IMAGE_VERSION_ANNOTATION, WORKER_POOL, default_pools,
+    BOOT_IMAGES_CONFIGMAP, BOOT_IMAGES_STREAM_KEY, CONTROLLER_CONFIG_NAME, DISABLE_TEMPLATING_KEY,
+    GENERATED_BY_VERSION_ANNOTATION, MACHINE_API_NAMESPACE, MACHINE_CONFIG_ROLE_LABEL, MASTER_POOL, MCFG_API_VERSION,
+    MCO_NAMESPACE, RELEASE_IMAGE_VERSION_ANNOTATION, RELEASE_VERSION_KEY, USER_DATA_KEY, USER_DATA_SECRET_SUFFIX,
+    WORKER_POOL, default_pools,
 };
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// Release version the lab's ControllerConfig and rendered configs carry.
@@ -18,6 +22,56 @@ pub const LAB_RELEASE: &str = "4.22.0-mco-lab";
 const CONFIG_API_VERSION: &str = "config.openshift.io/v1";
 /// Kernel argument every lab node gets from its base config (proves the firstboot pivot applied kargs).
 pub const LAB_KARG: &str = "mco.lab=1";
+/// `status.infrastructureName` (the installer's cluster ID, prefix of cloud resource names).
+const INFRASTRUCTURE_NAME: &str = "mco-lab";
+/// The GCP project and region a `--platform gcp` lab believes it runs in.
+pub const GCP_PROJECT_ID: &str = "mco-lab";
+pub const GCP_REGION: &str = "us-central1";
+/// The boot images a cloud lab's MachineSets should use: real stream metadata as the installer
+/// ships it (rhcos-4.16, build 416.94.202405291527-0), shared with mco-bootimage's tests.
+pub const BOOT_IMAGES_STREAM: &str = include_str!("../../bootimage/testdata/rhcos-4.16-stream.json");
+/// `releaseVersion` of the boot images ConfigMap: the OCP release that shipped
+/// [`BOOT_IMAGES_STREAM`]. The boot image controller records it as the cluster's boot image
+/// version once every MachineSet uses the stream's images; 4.16.0 is below the lab's release and
+/// above the skew limit (4.13.0), as a cluster upgraded since 4.16 with current boot images has.
+pub const BOOT_IMAGES_RELEASE: &str = "4.16.0";
+
+/// What the lab's control plane believes it runs on (`mco lab up --platform`). The nodes are lab
+/// nodes either way; only the Infrastructure and the objects for MachineSets differ.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    /// No cloud (upstream's platform `None`): no MachineSets; boot image skew enforcement is
+    /// Manual at the install version.
+    #[default]
+    None,
+    /// Google Cloud: the boot image controller manages the MachineSets an admin applies (opted
+    /// in by default, skew enforcement Automatic).
+    Gcp,
+}
+
+impl Platform {
+    /// The `--platform` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Platform::None => "none",
+            Platform::Gcp => "gcp",
+        }
+    }
+
+    /// `status.platformStatus.type` of the Infrastructure.
+    fn infrastructure_type(self) -> &'static str {
+        match self {
+            Platform::None => "None",
+            Platform::Gcp => "GCP",
+        }
+    }
+
+    /// Whether the cluster has Machine API MachineSets, so [`cloud_objects`] belong in it.
+    pub fn has_machinesets(self) -> bool {
+        self != Platform::None
+    }
+}
 
 /// What the cluster's objects depend on.
 #[derive(Debug, Clone)]
@@ -28,6 +82,7 @@ pub struct ClusterInputs<'a> {
     pub registry: &'a str,
     /// `generated-by-version` the controller expects (its raw version).
     pub controller_version_raw: &'a str,
+    pub platform: Platform,
 }
 
 /// The objects, in creation order (after [`config_crds`] are established).
@@ -38,14 +93,7 @@ pub fn cluster_objects(inputs: &ClusterInputs) -> Vec<Value> {
     ];
     objects.extend(default_pools().iter().map(|pool| serde_json::to_value(pool).expect("pools serialize")));
     objects.extend([MASTER_POOL, WORKER_POOL].map(|role| base_config(role, inputs.registry)));
-    // A machine without a cloud (no MachineSets to manage): skew enforcement is Manual at the
-    // install version unless the admin says otherwise.
-    objects.push(json!({
-        "apiVersion": CONFIG_API_VERSION,
-        "kind": "Infrastructure",
-        "metadata": {"name": "cluster"},
-        "status": {"platformStatus": {"type": "None"}, "controlPlaneTopology": "HighlyAvailable"},
-    }));
+    objects.push(infrastructure(inputs.platform));
     objects.push(json!({
         "apiVersion": CONFIG_API_VERSION,
         "kind": "ClusterVersion",
@@ -65,6 +113,53 @@ pub fn config_crds() -> Vec<Value> {
         mco_testenv::config_openshift_crd("Infrastructure", "infrastructures"),
         mco_testenv::config_openshift_crd("ClusterVersion", "clusterversions"),
     ]
+}
+
+/// What a cloud cluster has for its MachineSets before anyone applies one: the Machine API
+/// namespace, the `coreos-bootimages` ConfigMap with [`BOOT_IMAGES_STREAM`], and the installer's
+/// `worker-user-data` secret holding `worker_stub` (the pointer Ignition config machines boot
+/// with), which the boot image controller upgrades before it moves a MachineSet.
+pub fn cloud_objects(worker_stub: &str) -> Vec<Value> {
+    vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MACHINE_API_NAMESPACE}}),
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": BOOT_IMAGES_CONFIGMAP, "namespace": MCO_NAMESPACE},
+            "data": {BOOT_IMAGES_STREAM_KEY: BOOT_IMAGES_STREAM, RELEASE_VERSION_KEY: BOOT_IMAGES_RELEASE},
+        }),
+        json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {"name": format!("{WORKER_POOL}{USER_DATA_SECRET_SUFFIX}"), "namespace": MACHINE_API_NAMESPACE},
+            "data": {USER_DATA_KEY: STANDARD.encode(worker_stub), DISABLE_TEMPLATING_KEY: STANDARD.encode("true\n")},
+        }),
+    ]
+}
+
+/// Infrastructure `cluster` as the installer leaves it on `platform`. Without a cloud the boot
+/// image controller manages no MachineSets.
+fn infrastructure(platform: Platform) -> Value {
+    let type_ = platform.infrastructure_type();
+    let (mut platform_spec, mut platform_status) = (json!({"type": type_}), json!({"type": type_}));
+    if platform == Platform::Gcp {
+        platform_spec["gcp"] = json!({});
+        platform_status["gcp"] = json!({"projectID": GCP_PROJECT_ID, "region": GCP_REGION});
+    }
+    json!({
+        "apiVersion": CONFIG_API_VERSION,
+        "kind": "Infrastructure",
+        "metadata": {"name": "cluster"},
+        "spec": {"platformSpec": platform_spec},
+        "status": {
+            "infrastructureName": INFRASTRUCTURE_NAME,
+            "platform": type_,
+            "platformStatus": platform_status,
+            "controlPlaneTopology": "HighlyAvailable",
+            "infrastructureTopology": "HighlyAvailable",
+        },
+    })
 }
 
 fn controller_config(inputs: &ClusterInputs) -> Value {
@@ -129,6 +224,7 @@ mod tests {
             os_image: "127.0.0.1:5000/mco/node@sha256:0000000000000000000000000000000000000000000000000000000000000000",
             registry: "127.0.0.1:5000",
             controller_version_raw: "v0.1.0-mco",
+            platform: Platform::None,
         }
     }
 
@@ -180,6 +276,74 @@ mod tests {
         let crds = config_crds();
         let crds: Vec<&str> = crds.iter().map(|c| c["metadata"]["name"].as_str().unwrap()).collect();
         assert_eq!(crds, ["infrastructures.config.openshift.io", "clusterversions.config.openshift.io"]);
+    }
+
+    #[test]
+    fn the_platform_is_what_the_infrastructure_says() {
+        use mco_bootimage::platform::Platform as BootImagePlatform;
+        let gcp = json!({"projectID": GCP_PROJECT_ID, "region": GCP_REGION});
+        for (platform, name, type_, managed, gcp_status) in [
+            (Platform::None, "none", "None", None, Value::Null),
+            (Platform::Gcp, "gcp", "GCP", Some(BootImagePlatform::Gcp), gcp),
+        ] {
+            let objects = cluster_objects(&ClusterInputs { platform, ..inputs() });
+            let raw = named(&objects, "Infrastructure", "cluster");
+            assert_eq!(raw["status"]["platformStatus"]["gcp"], gcp_status, "{platform:?}");
+            assert_eq!(raw["spec"]["platformSpec"]["type"], type_, "{platform:?}");
+            let infrastructure: mco_bootimage::Infrastructure = serde_json::from_value(raw.clone()).unwrap();
+            assert_eq!(infrastructure.platform_type(), type_);
+            let support = infrastructure.boot_image_support();
+            assert_eq!(support.platform, managed, "{platform:?}");
+            assert_eq!(support.supported, platform.has_machinesets(), "{platform:?}");
+            assert!(!infrastructure.is_single_replica());
+            // The lab state and `--platform` spell it the same way.
+            assert_eq!(platform.name(), name);
+            assert_eq!(serde_json::to_value(platform).unwrap(), name);
+            // The rest of the cluster does not depend on the platform.
+            let others = |objects: &[Value]| -> Vec<Value> {
+                objects.iter().filter(|o| o["kind"] != "Infrastructure").cloned().collect()
+            };
+            assert_eq!(others(&objects), others(&cluster_objects(&inputs())));
+        }
+    }
+
+    #[test]
+    fn cloud_objects_hold_boot_images_the_controller_accepts_and_the_worker_stub() {
+        use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+        use mco_bootimage::skew::{OcpVersion, ocp_limit};
+
+        let stub = r#"{"ignition":{"config":{"merge":[{"source":"https://127.0.0.1:22623/config/worker"}]},"version":"3.5.0"}}"#;
+        let objects = cloud_objects(stub);
+        let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["Namespace", "ConfigMap", "Secret"]);
+        let namespace: Namespace = serde_json::from_value(objects[0].clone()).unwrap();
+        assert_eq!(namespace.metadata.name.as_deref(), Some(MACHINE_API_NAMESPACE));
+
+        let configmap: ConfigMap = serde_json::from_value(objects[1].clone()).unwrap();
+        assert_eq!(
+            (configmap.metadata.name.as_deref(), configmap.metadata.namespace.as_deref()),
+            (Some(BOOT_IMAGES_CONFIGMAP), Some(MCO_NAMESPACE))
+        );
+        let data = configmap.data.unwrap();
+        let stream = mco_bootimage::Stream::parse(data[BOOT_IMAGES_STREAM_KEY].as_bytes()).unwrap();
+        assert_eq!(
+            stream.gcp_image(mco_bootimage::Arch::X86_64).unwrap(),
+            "projects/rhcos-cloud/global/images/rhcos-416-94-202405291527-0-gcp-x86-64"
+        );
+        // What the controller records once every MachineSet is current: readable, not too old
+        // for upgrades, not newer than the cluster.
+        let release = OcpVersion::parse(&data[RELEASE_VERSION_KEY]).unwrap();
+        assert!(release >= ocp_limit() && release <= OcpVersion::parse(LAB_RELEASE).unwrap(), "{release}");
+
+        let secret: Secret = serde_json::from_value(objects[2].clone()).unwrap();
+        assert_eq!(secret.metadata.name.as_deref(), Some("worker-user-data"));
+        assert_eq!(secret.metadata.namespace.as_deref(), Some(MACHINE_API_NAMESPACE));
+        let data = secret.data.clone().unwrap();
+        assert_eq!(data[USER_DATA_KEY].0, stub.as_bytes());
+        assert_eq!(data[DISABLE_TEMPLATING_KEY].0, b"true\n");
+        // A spec 3 stub: the controller has nothing to upgrade before it moves a MachineSet.
+        let upgraded = mco_bootimage::stub::upgrade_user_data_secret(&secret, mco_ignition::Target::V3_5, "now");
+        assert_eq!(upgraded.unwrap(), None);
     }
 
     #[test]

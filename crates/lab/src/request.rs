@@ -124,6 +124,7 @@ mod tests {
             phase: Phase::Ready,
             message: String::new(),
             kubeconfig: PathBuf::new(),
+            platform: Default::default(),
             server: None,
             registry: None,
             os_image: None,

@@ -7,6 +7,8 @@ use anyhow::Context as _;
 use fn_error_context::context;
 use serde::{Deserialize, Serialize};
 
+use crate::manifests::Platform;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Phase {
     Starting,
@@ -22,6 +24,9 @@ pub struct LabState {
     /// What is being done (Starting), or why it failed (Failed).
     pub message: String,
     pub kubeconfig: PathBuf,
+    /// What the control plane believes it runs on (`mco lab up --platform`).
+    #[serde(default)]
+    pub platform: Platform,
     /// `https://127.0.0.1:<port>` of the Machine Config Server, once it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
@@ -85,6 +90,7 @@ mod tests {
             phase: Phase::Ready,
             message: "ready".into(),
             kubeconfig: dir.path().join("kubeconfig"),
+            platform: Platform::Gcp,
             server: Some("https://127.0.0.1:1".into()),
             registry: None,
             os_image: None,
@@ -96,6 +102,11 @@ mod tests {
         assert_eq!(read(&path).unwrap(), Some(state.clone()));
         assert!(["worker-0", "worker-1", "worker-2"].iter().all(|n| state.knows(n)));
         assert!(!state.knows("worker-3"));
+        // A state written before the lab had platforms is a lab without a cloud.
+        let mut older = serde_json::to_value(&state).unwrap();
+        assert_eq!(older.as_object_mut().unwrap().remove("platform"), Some(serde_json::json!("gcp")));
+        std::fs::write(&path, older.to_string()).unwrap();
+        assert_eq!(read(&path).unwrap().unwrap().platform, Platform::None);
         std::fs::write(&path, "{").unwrap();
         assert!(format!("{:#}", read(&path).unwrap_err()).contains("parsing"));
     }

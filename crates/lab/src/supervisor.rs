@@ -28,7 +28,7 @@ use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 
 use crate::layout::Layout;
-use crate::manifests::{ClusterInputs, cluster_objects, config_crds};
+use crate::manifests::{ClusterInputs, Platform, cloud_objects, cluster_objects, config_crds};
 use crate::node::{Answer, Boot, LabNode, Provisioned, ask_server};
 use crate::process::{Service, run_tool};
 use crate::request::{self, AddNode, BootImage};
@@ -54,6 +54,7 @@ const CRD_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Options {
     pub dir: PathBuf,
     pub workers: usize,
+    pub platform: Platform,
     /// The `mco` binary the services and nodes run (this one).
     pub mco: PathBuf,
     /// `generated-by-version` the controller was built with.
@@ -94,6 +95,7 @@ pub async fn supervise(options: Options) -> anyhow::Result<()> {
         phase: Phase::Starting,
         message: "starting".into(),
         kubeconfig: layout.kubeconfig(),
+        platform: options.platform,
         server: None,
         registry: None,
         os_image: None,
@@ -164,9 +166,32 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
         os_image: &lab_images.node,
         registry: &registry,
         controller_version_raw: &options.controller_version_raw,
+        platform: options.platform,
     });
     apply::apply(&client, &objects).await?;
     env.mark_controller_config_completed().await?;
+    let server_url = format!("https://127.0.0.1:{server_port}");
+    if options.platform.has_machinesets() {
+        // The stub the installer would put in the user-data secret: the worker pool's config
+        // from this lab's server (no boot image version: a MachineSet's image says nothing).
+        let stub = run_tool(
+            mco,
+            [
+                "ignition".as_ref(),
+                "stub".as_ref(),
+                "--pool".as_ref(),
+                WORKER_POOL.as_ref(),
+                "--url".as_ref(),
+                server_url.as_ref(),
+                "--ca".as_ref(),
+                certs.join("ca.crt").as_os_str(),
+            ],
+            &[],
+            &layout.log("cloud"),
+        )
+        .await?;
+        apply::apply(&client, &cloud_objects(stub.trim_end())).await?;
+    }
 
     progress(layout, report, "starting the controller; waiting for the pools to be rendered")?;
     let mut controller_cmd = Command::new(mco);
@@ -194,7 +219,6 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
         .env("MCO_LOG", "info");
     let mut server = Service::spawn("server", server_cmd, &layout.log("server"))?;
     images::wait_for_port(&mut server, server_port).await?;
-    let server_url = format!("https://127.0.0.1:{server_port}");
     report.server = Some(server_url.clone());
 
     if let Err(e) = wait_serving(&server_url, &certs.join("ca.crt")).await {

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use mco_lab::layout::{Layout, default_dir};
+use mco_lab::manifests::Platform;
 use mco_lab::request::{self, AddNode, BootImage};
 use mco_lab::state::{self, LabState, Phase};
 use mco_render::ControllerVersion;
@@ -19,6 +20,10 @@ pub enum LabCommand {
         /// Worker nodes.
         #[arg(long, default_value = "3")]
         nodes: usize,
+        /// What the control plane believes it runs on: `gcp` gives the boot image controller
+        /// MachineSets to manage (apply them with `mco lab apply`); the nodes are lab nodes either way.
+        #[arg(long, value_enum, default_value = "none")]
+        platform: PlatformArg,
         #[command(flatten)]
         dir: DirArg,
         /// Give up after this many seconds.
@@ -80,6 +85,8 @@ pub enum LabCommand {
     Supervise {
         #[arg(long)]
         nodes: usize,
+        #[arg(long, value_enum)]
+        platform: PlatformArg,
         #[command(flatten)]
         dir: DirArg,
     },
@@ -91,6 +98,24 @@ pub enum BootImageArg {
     Current,
     /// A boot image from RHEL 8.6 days (412.86.…), below the skew limit.
     Old,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum PlatformArg {
+    /// No cloud: no MachineSets; boot image skew enforcement is Manual at the install version.
+    None,
+    /// Google Cloud: an Infrastructure of platform GCP, the MachineSet namespace, the
+    /// `coreos-bootimages` ConfigMap (real rhcos-4.16 stream) and the worker user-data secret.
+    Gcp,
+}
+
+impl From<PlatformArg> for Platform {
+    fn from(arg: PlatformArg) -> Platform {
+        match arg {
+            PlatformArg::None => Platform::None,
+            PlatformArg::Gcp => Platform::Gcp,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -108,7 +133,9 @@ impl DirArg {
 
 pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        LabCommand::Up { nodes, dir, timeout } => up(&dir.layout(), nodes, Duration::from_secs(timeout)),
+        LabCommand::Up { nodes, platform, dir, timeout } => {
+            up(&dir.layout(), nodes, platform.into(), Duration::from_secs(timeout))
+        }
         LabCommand::Down { dir, keep } => down(&dir.layout(), keep),
         LabCommand::Apply { files, dir } => apply(&dir.layout(), &files),
         LabCommand::AddNode { pool, name, boot_image, no_version_header, dir, timeout } => {
@@ -125,10 +152,11 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
             println!("{}", layout.kubeconfig().display());
             Ok(ExitCode::SUCCESS)
         }
-        LabCommand::Supervise { nodes, dir } => {
+        LabCommand::Supervise { nodes, platform, dir } => {
             let options = mco_lab::supervisor::Options {
                 dir: dir.layout().dir,
                 workers: nodes,
+                platform: platform.into(),
                 mco: std::env::current_exe().context("finding the mco binary")?,
                 controller_version_raw: ControllerVersion::this_build().raw,
             };
@@ -159,7 +187,7 @@ fn running(layout: &Layout) -> anyhow::Result<LabState> {
     }
 }
 
-fn up(layout: &Layout, nodes: usize, timeout: Duration) -> anyhow::Result<ExitCode> {
+fn up(layout: &Layout, nodes: usize, platform: Platform, timeout: Duration) -> anyhow::Result<ExitCode> {
     if let Some(pid) = supervisor_pid(layout) {
         anyhow::bail!(
             "a lab is already running in {} (pid {}); stop it with `mco lab down`",
@@ -180,7 +208,7 @@ fn up(layout: &Layout, nodes: usize, timeout: Duration) -> anyhow::Result<ExitCo
     let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
     let mut command = std::process::Command::new(std::env::current_exe()?);
     command
-        .args(["lab", "supervise", "--nodes", &nodes.to_string(), "--state-dir"])
+        .args(["lab", "supervise", "--nodes", &nodes.to_string(), "--platform", platform.name(), "--state-dir"])
         .arg(&layout.dir)
         .env("MCO_LOG", std::env::var("MCO_LOG").unwrap_or_else(|_| "info".into()))
         .stdin(Stdio::null())
@@ -220,6 +248,7 @@ fn up(layout: &Layout, nodes: usize, timeout: Duration) -> anyhow::Result<ExitCo
 fn print_ready(layout: &Layout, state: &LabState) {
     println!("The lab is up: {} node(s): {}", state.nodes.len(), state.nodes.join(", "));
     println!("  kubeconfig:   {}", state.kubeconfig.display());
+    println!("  platform:     {}", state.platform.name());
     if let Some(server) = &state.server {
         println!("  server:       {server}/config/worker");
     }
@@ -285,7 +314,12 @@ fn status(layout: &Layout) -> anyhow::Result<ExitCode> {
 /// `mco lab status` (pure).
 fn status_text(phase: &str, state: &LabState) -> String {
     let list = |names: &[String]| if names.is_empty() { "-".to_string() } else { names.join(", ") };
-    let mut text = format!("phase: {phase}: {}\nnodes: {}\n", state.message, list(&state.nodes));
+    let mut text = format!(
+        "phase: {phase}: {}\nplatform: {}\nnodes: {}\n",
+        state.message,
+        state.platform.name(),
+        list(&state.nodes)
+    );
     if !state.pending.is_empty() {
         text += &format!("adding: {}\n", list(&state.pending));
     }
@@ -360,6 +394,7 @@ mod tests {
             phase: Phase::Ready,
             message: "ready: 1 nodes".into(),
             kubeconfig: PathBuf::new(),
+            platform: Platform::None,
             server: None,
             registry: None,
             os_image: None,
@@ -367,12 +402,13 @@ mod tests {
             pending: vec![],
             not_joined: vec![],
         };
-        assert_eq!(status_text("Ready", &state), "phase: Ready: ready: 1 nodes\nnodes: worker-0\n");
+        assert_eq!(status_text("Ready", &state), "phase: Ready: ready: 1 nodes\nplatform: none\nnodes: worker-0\n");
+        state.platform = Platform::Gcp;
         state.pending.push("worker-2".into());
         state.not_joined.push(NotJoined { name: "worker-1".into(), reason: "firstboot: too old".into() });
         assert_eq!(
             status_text("Ready", &state),
-            "phase: Ready: ready: 1 nodes\nnodes: worker-0\nadding: worker-2\nnot joined: worker-1: firstboot: too old\n"
+            "phase: Ready: ready: 1 nodes\nplatform: gcp\nnodes: worker-0\nadding: worker-2\nnot joined: worker-1: firstboot: too old\n"
         );
     }
 }

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client};
 use mco_api::MachineConfigPool;
-use mco_api::constants::{CURRENT_CONFIG_ANNOTATION, REASON_ANNOTATION, STATE_ANNOTATION};
+use mco_api::constants::{CURRENT_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, REASON_ANNOTATION, STATE_ANNOTATION};
 use serde_json::json;
 
 mod common;
@@ -389,4 +389,121 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
         String::from_utf8_lossy(&status.stdout).contains(&blocked).then_some(())
     })
     .await;
+}
+
+/// An RHCOS image of GCP's public boot images, from 4.11 (RHEL 8.6): the controller may replace it.
+const OLD_RHCOS_GCP_IMAGE: &str = "projects/rhcos-cloud/global/images/rhcos-411-86-202205051017-0-gcp-x86-64";
+/// An image of the admin's own project: the controller must leave it alone.
+const GOLDEN_GCP_IMAGE: &str = "projects/mco-lab/global/images/golden-rhcos";
+
+/// The installer-shaped GCP MachineSet of the boot image tests, named `name`, in the lab's
+/// project, booting `image`.
+fn gcp_machineset(name: &str, image: &str) -> serde_json::Value {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bootimage/testdata/machinesets/gcp.yaml");
+    let mut machineset: serde_json::Value = serde_yaml::from_str(&read(&fixture)).unwrap();
+    machineset["metadata"]["name"] = json!(name);
+    for labels in ["/spec/selector/matchLabels", "/spec/template/metadata/labels"] {
+        machineset.pointer_mut(labels).unwrap()["machine.openshift.io/cluster-api-machineset"] = json!(name);
+    }
+    let provider = machineset.pointer_mut("/spec/template/spec/providerSpec/value").unwrap();
+    provider["projectID"] = json!(mco_lab::manifests::GCP_PROJECT_ID);
+    provider["disks"][0]["image"] = json!(image);
+    machineset
+}
+
+/// A MachineSet as the API server holds it, every field.
+async fn machineset(client: &Client, name: &str) -> serde_json::Value {
+    let resource = ApiResource::erase::<mco_api::MachineSet>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), MACHINE_API_NAMESPACE, &resource);
+    serde_json::to_value(api.get(name).await.unwrap()).unwrap()
+}
+
+async fn wait_boot_image(client: &Client, name: &str, image: &str) {
+    eventually(&format!("MachineSet {name} booting {image}"), || async {
+        let machineset = machineset(client, name).await;
+        (machineset.pointer("/spec/template/spec/providerSpec/value/disks/0/image")? == image).then_some(())
+    })
+    .await;
+}
+
+/// `mco status` until its output contains `expected`; returns the output.
+async fn status_showing(kubeconfig: &Path, expected: &str) -> String {
+    eventually(&format!("mco status showing {expected:?}"), || async {
+        let status = mco().args(["status", "--kubeconfig"]).arg(kubeconfig).output().unwrap();
+        let status = String::from_utf8_lossy(&status.stdout).into_owned();
+        status.contains(expected).then_some(status)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_on_gcp_blocks_upgrades_while_a_machineset_keeps_a_too_old_boot_image() {
+    let _one = ONE_LAB.lock().await;
+    let lab = Lab { dir: tempfile::tempdir().unwrap() };
+    let up = lab.mco(&["lab", "up", "--platform", "gcp", "--nodes", "1", "--timeout", "1200"]);
+    assert!(up.get_output().status.success(), "lab up: {}\n{}", stdout(&up), stderr(&up));
+    let status = stdout(&lab.mco(&["lab", "status"]).success());
+    assert!(status.contains("\nplatform: gcp\n"), "{status}");
+    let client = client(&lab).await;
+    let kubeconfig = lab.state_dir().join("kubeconfig");
+    let arch: mco_bootimage::Arch = std::env::consts::ARCH.parse().unwrap();
+    let stream = mco_bootimage::Stream::parse(mco_lab::manifests::BOOT_IMAGES_STREAM.as_bytes()).unwrap();
+    let stream_image = stream.gcp_image(arch).unwrap();
+
+    // The cluster was installed at 4.12 and upgraded since (the lab's release is the newest entry).
+    let release = mco_lab::manifests::LAB_RELEASE;
+    lab.apply(
+        "clusterversion",
+        &json!({
+            "apiVersion": "config.openshift.io/v1",
+            "kind": "ClusterVersion",
+            "metadata": {"name": "version"},
+            "status": {
+                "desired": {"version": release},
+                "history": [{"version": release, "state": "Completed"}, {"version": "4.12.0", "state": "Completed"}],
+            },
+        })
+        .to_string(),
+    );
+    // A MachineSet on an old RHCOS image, and one on the admin's own image.
+    let golden = gcp_machineset("lab-worker-golden", GOLDEN_GCP_IMAGE);
+    let rhcos = gcp_machineset("lab-worker-rhcos", OLD_RHCOS_GCP_IMAGE);
+    lab.apply("machinesets", &format!("{golden}\n---\n{rhcos}\n"));
+
+    // The controller moves the RHCOS one to the stream's image and skips the golden one; with a
+    // MachineSet skipped, the boot images in use may be as old as the install (4.12.0): below
+    // the limit, upgrades are blocked.
+    wait_boot_image(&client, "lab-worker-rhcos", &stream_image).await;
+    let blocked = "Upgradeable: False (ClusterBootImageSkewError): Upgrades have been disabled because the cluster \
+                   is using OCP boot image version 4.12.0, which is below the minimum required version 4.13.0. To \
+                   enable upgrades, please update your boot images or disable boot image skew enforcement by \
+                   following the documentation at https://docs.redhat.com/en/documentation/\
+                   openshift_container_platform/4.22/html/machine_configuration/mco-update-boot-skew-mgmt";
+    status_showing(&kubeconfig, blocked).await;
+    let configurations: Api<mco_api::MachineConfiguration> = Api::all(client.clone());
+    let progressing = eventually("the pass over both MachineSets", || async {
+        let conditions = configurations.get("cluster").await.ok()?.status?.conditions?;
+        let c = conditions.into_iter().find(|c| c.type_ == "BootImageUpdateProgressing" && c.status == "False")?;
+        c.message.starts_with("Reconciled 1 of 2 MAPI MachineSets (1 skipped) | ").then_some(c.message)
+    })
+    .await;
+    assert!(
+        progressing.contains(&format!("lab-worker-golden: custom image: boot disk image {GOLDEN_GCP_IMAGE}")),
+        "{progressing}"
+    );
+    // The skipped MachineSet is exactly as applied: its spec never changed.
+    let held = machineset(&client, "lab-worker-golden").await;
+    assert_eq!(held["spec"], golden["spec"]);
+    assert_eq!(held["metadata"]["generation"], 1, "{held:#}");
+    assert_eq!(held["metadata"]["labels"], golden["metadata"]["labels"]);
+
+    // The admin's way out: an RHCOS image on it. The controller moves it to the stream's image,
+    // nothing is skipped, and the boot image version recorded is the stream's release.
+    lab.apply("golden-to-rhcos", &gcp_machineset("lab-worker-golden", OLD_RHCOS_GCP_IMAGE).to_string());
+    wait_boot_image(&client, "lab-worker-golden", &stream_image).await;
+    let status = status_showing(&kubeconfig, "Upgradeable: True").await;
+    assert!(!status.contains("Upgradeable: False"), "{status}");
+    let skew = configurations.get("cluster").await.unwrap().status.unwrap().boot_image_skew_enforcement_status.unwrap();
+    let automatic = skew.automatic.unwrap();
+    assert_eq!(automatic.ocp_version.as_deref(), Some(mco_lab::manifests::BOOT_IMAGES_RELEASE));
 }
