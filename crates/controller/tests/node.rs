@@ -300,12 +300,21 @@ async fn layered_pools_move_to_the_built_image_once_it_is_built() {
         config.annotations().get(CURRENT_MACHINE_OS_BUILD_ANNOTATION).is_none().then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The build runs: the pool says so.
+    let params = PatchParams::default();
+    let running = json!({"status": {"conditions": [{
+        "type": "Building", "status": "True", "reason": "Building", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }]}});
+    builds.patch_status("worker-1", &params, &Patch::Merge(&running)).await.unwrap();
+    eventually("the pool waiting for the build", || async {
+        let (status, _, message) = condition(&pool(&client).await, "Updating")?;
+        (status == "True" && message == "Pool is waiting for OS image build to complete (mosb: worker-1)").then_some(())
+    })
+    .await;
     assert_eq!(targeted(&client, &rendered(1)).await, 0, "no node moves before the image is built");
     assert_eq!(condition(&pool(&client).await, "Updated").unwrap().0, "False");
 
     // Built and published: every node moves to the config and the image.
-    let params = PatchParams::default();
     builds.patch_status("worker-1", &params, &Patch::Merge(&succeeded(&image))).await.unwrap();
     let published = json!({"status": {"currentImagePullSpec": image}});
     configs.patch_status("worker", &params, &Patch::Merge(&published)).await.unwrap();

@@ -7,7 +7,7 @@ use std::borrow::Borrow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use mco_api::constants::CURRENT_MACHINE_OS_BUILD_ANNOTATION;
-use mco_api::machineconfiguration::machine_os_build_condition::{FAILED, SUCCEEDED};
+use mco_api::machineconfiguration::machine_os_build_condition::{BUILDING, FAILED, PREPARED, SUCCEEDED};
 use mco_api::{MachineOSBuild, MachineOSConfig};
 
 /// A layered pool as the node controller sees it.
@@ -19,15 +19,43 @@ pub struct Layered {
     pub build: BuildState,
 }
 
-/// Whether a layered pool's nodes may move now.
+/// Where the build of a layered pool's rendered config is; the nodes move only when [`Ready`](Self::Ready).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BuildState {
-    /// The build of the pool's rendered config succeeded and is the MachineOSConfig's image.
-    Ready,
-    /// Not yet (status only), with why.
-    Waiting(String),
+    /// No MachineOSBuild of the rendered config yet (`config`: the MachineOSConfig).
+    NotStarted { config: String },
+    /// The build is prepared or building.
+    Running { build: String },
     /// The build failed: the pool's sync fails until a new build.
     Failed { build: String },
+    /// The build has no outcome and is not running (no conditions yet, or interrupted).
+    Stalled { build: String },
+    /// The build succeeded but its image is not (yet) the MachineOSConfig's current image.
+    Unpublished { build: String, config: String },
+    /// The build succeeded and is the MachineOSConfig's current image.
+    Ready,
+}
+
+impl BuildState {
+    /// Why the pool's nodes wait (status only), or `None` when they may move or the build failed.
+    pub fn waiting(&self) -> Option<String> {
+        match self {
+            BuildState::NotStarted { config } => Some(format!("no MachineOSBuild of MachineOSConfig {config} yet")),
+            BuildState::Running { build } | BuildState::Stalled { build } => {
+                Some(format!("MachineOSBuild {build} has not succeeded yet"))
+            }
+            BuildState::Unpublished { build, config } => {
+                Some(format!("MachineOSBuild {build} is not yet the current image of MachineOSConfig {config}"))
+            }
+            BuildState::Failed { .. } | BuildState::Ready => None,
+        }
+    }
+
+    /// Upstream's `isLayeredPoolBuilding`: a build that keeps the pool from being updated, whatever
+    /// its nodes say (running, failed, or succeeded and not yet published). No build at all does not.
+    pub fn holds_the_pool(&self) -> bool {
+        matches!(self, BuildState::Running { .. } | BuildState::Failed { .. } | BuildState::Unpublished { .. })
+    }
 }
 
 /// The MachineOSConfig of `pool` (`spec.machineConfigPool.name`), if the pool is layered.
@@ -75,33 +103,29 @@ fn condition_true(build: &MachineOSBuild, kind: &str) -> bool {
 /// MachineOSConfig's current image.
 pub fn layered(config: &MachineOSConfig, build: Option<&MachineOSBuild>) -> Layered {
     let image = config.status.as_ref().and_then(|s| s.current_image_pull_spec.clone()).unwrap_or_default();
-    let state = match build {
-        None => BuildState::Waiting(format!("no MachineOSBuild of MachineOSConfig {} yet", name(&config.metadata))),
-        Some(build) if condition_true(build, FAILED) => BuildState::Failed { build: name(&build.metadata).to_string() },
-        Some(build) if !condition_true(build, SUCCEEDED) => {
-            BuildState::Waiting(format!("MachineOSBuild {} has not succeeded yet", name(&build.metadata)))
+    let config_name = name(&config.metadata).to_string();
+    let Some(build) = build else { return Layered { image, build: BuildState::NotStarted { config: config_name } } };
+    let build_name = name(&build.metadata).to_string();
+    let state = if condition_true(build, FAILED) {
+        BuildState::Failed { build: build_name }
+    } else if condition_true(build, SUCCEEDED) {
+        let digested = build.status.as_ref().and_then(|s| s.digested_image_push_spec.as_deref());
+        if !image.is_empty() && digested == Some(image.as_str()) {
+            BuildState::Ready
+        } else {
+            BuildState::Unpublished { build: build_name, config: config_name }
         }
-        Some(_) if image.is_empty() => {
-            BuildState::Waiting(format!("MachineOSConfig {} has no current image yet", name(&config.metadata)))
-        }
-        Some(build) => {
-            let digested = build.status.as_ref().and_then(|s| s.digested_image_push_spec.as_deref());
-            if digested == Some(image.as_str()) {
-                BuildState::Ready
-            } else {
-                BuildState::Waiting(format!(
-                    "MachineOSBuild {} is not yet the current image of MachineOSConfig {}",
-                    name(&build.metadata),
-                    name(&config.metadata)
-                ))
-            }
-        }
+    } else if condition_true(build, BUILDING) || condition_true(build, PREPARED) {
+        BuildState::Running { build: build_name }
+    } else {
+        BuildState::Stalled { build: build_name }
     };
     Layered { image, build: state }
 }
 
 #[cfg(test)]
 mod tests {
+    use mco_api::machineconfiguration::machine_os_build_condition::INTERRUPTED;
     use serde_json::json;
 
     use super::*;
@@ -164,41 +188,73 @@ mod tests {
     #[test]
     fn can_layered_continue() {
         let image = "registry/os@sha256:1";
+        let published = config(None, Some(image));
         let cases = [
-            ("no build", config(None, Some(image)), None, "Waiting"),
-            ("building", config(None, Some(image)), Some(build("b", "r", &["Building"], None)), "Waiting"),
-            ("failed", config(None, Some(image)), Some(build("b", "r", &[FAILED], None)), "Failed"),
+            ("no build", published.clone(), None, BuildState::NotStarted { config: "layered".into() }),
+            ("prepared", published.clone(), Some(build("b", "r", &[PREPARED], None)), running()),
+            ("building", published.clone(), Some(build("b", "r", &[BUILDING], None)), running()),
+            ("no conditions yet", published.clone(), Some(build("b", "r", &[], None)), stalled()),
+            ("interrupted", published.clone(), Some(build("b", "r", &[INTERRUPTED], None)), stalled()),
+            (
+                "failed",
+                published.clone(),
+                Some(build("b", "r", &[FAILED], None)),
+                BuildState::Failed { build: "b".into() },
+            ),
             (
                 "succeeded, no image on the config",
                 config(None, None),
                 Some(build("b", "r", &[SUCCEEDED], Some(image))),
-                "Waiting",
+                unpublished(),
             ),
             (
                 "succeeded, config shows an older image",
                 config(None, Some("registry/os@sha256:0")),
                 Some(build("b", "r", &[SUCCEEDED], Some(image))),
-                "Waiting",
+                unpublished(),
             ),
             (
                 "succeeded and published",
-                config(None, Some(image)),
+                published.clone(),
                 Some(build("b", "r", &[SUCCEEDED], Some(image))),
-                "Ready",
+                BuildState::Ready,
             ),
         ];
         for (what, config, build, want) in cases {
-            let got = layered(&config, build.as_ref());
-            let kind = match got.build {
-                BuildState::Ready => "Ready",
-                BuildState::Waiting(_) => "Waiting",
-                BuildState::Failed { .. } => "Failed",
-            };
-            assert_eq!(kind, want, "{what}: {got:?}");
+            assert_eq!(layered(&config, build.as_ref()).build, want, "{what}");
         }
-        assert_eq!(
-            layered(&config(None, Some(image)), Some(&build("b", "r", &[FAILED], None))).build,
-            BuildState::Failed { build: "b".into() }
-        );
+    }
+
+    fn running() -> BuildState {
+        BuildState::Running { build: "b".into() }
+    }
+
+    fn stalled() -> BuildState {
+        BuildState::Stalled { build: "b".into() }
+    }
+
+    fn unpublished() -> BuildState {
+        BuildState::Unpublished { build: "b".into(), config: "layered".into() }
+    }
+
+    #[test]
+    fn what_each_build_state_means_for_the_pool() {
+        let (b, c) = (|| "b".to_string(), || "c".to_string());
+        let cases = [
+            (BuildState::NotStarted { config: c() }, Some("no MachineOSBuild of MachineOSConfig c yet"), false),
+            (BuildState::Running { build: b() }, Some("MachineOSBuild b has not succeeded yet"), true),
+            (BuildState::Stalled { build: b() }, Some("MachineOSBuild b has not succeeded yet"), false),
+            (BuildState::Failed { build: b() }, None, true),
+            (
+                BuildState::Unpublished { build: b(), config: c() },
+                Some("MachineOSBuild b is not yet the current image of MachineOSConfig c"),
+                true,
+            ),
+            (BuildState::Ready, None, false),
+        ];
+        for (state, waiting, holds) in cases {
+            assert_eq!(state.waiting().as_deref(), waiting, "{state:?}");
+            assert_eq!(state.holds_the_pool(), holds, "{state:?}");
+        }
     }
 }

@@ -191,12 +191,13 @@ pub fn plan(pool: &MachineConfigPool, nodes: &[&Node], inputs: &Inputs) -> Resul
     if pool.spec.paused == Some(true) {
         return Ok(Plan::StatusOnly("the pool is paused".into()));
     }
-    match inputs.layered.map(|l| &l.build) {
-        None | Some(BuildState::Ready) => {}
-        Some(BuildState::Waiting(why)) => return Ok(Plan::StatusOnly(why.clone())),
-        Some(BuildState::Failed { build }) => {
+    if let Some(build) = inputs.layered.map(|l| &l.build) {
+        if let BuildState::Failed { build } = build {
             let pool = pool.metadata.name.clone().unwrap_or_default();
             return Err(PlanError::BuildFailed { pool, build: build.clone() });
+        }
+        if let Some(why) = build.waiting() {
+            return Ok(Plan::StatusOnly(why));
         }
     }
     let max = max_unavailable(pool, nodes.len())?;

@@ -1,12 +1,14 @@
-//! A pool's status from its nodes (`calculateStatus`, non-layered pools): counts, the
-//! Updated/Updating/NodeDegraded/Degraded conditions, and `status.configuration` once every node
-//! runs the target.
+//! A pool's status from its nodes (`calculateStatus`): counts, the Updated/Updating/NodeDegraded/
+//! Degraded conditions (for a layered pool also its build's phase in Updating and the clearing of
+//! ImageBuildDegraded), and `status.configuration` once every node runs the target.
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mco_api::MachineConfigPool;
 use mco_api::constants::{REASON_ANNOTATION, STATE_ANNOTATION, STATE_DEGRADED, STATE_UNRECONCILABLE};
-use mco_api::machineconfiguration::pool_condition::{DEGRADED, NODE_DEGRADED, RENDER_DEGRADED, UPDATED, UPDATING};
+use mco_api::machineconfiguration::pool_condition::{
+    DEGRADED, IMAGE_BUILD_DEGRADED, NODE_DEGRADED, PINNED_IMAGE_SETS_DEGRADED, RENDER_DEGRADED, UPDATED, UPDATING,
+};
 use mco_api::machineconfiguration::{MachineConfigPoolCondition, MachineConfigPoolStatus};
 
 use crate::conditions;
@@ -45,27 +47,35 @@ pub fn calculate_status(
         ..old
     };
     let mut conditions = status.conditions.take().unwrap_or_default();
+    let was_true = |kind: &str| conditions::get(&conditions, kind).is_some_and(|c| c.status == "True");
+    let degraded_before = was_true(RENDER_DEGRADED) || was_true(NODE_DEGRADED) || was_true(PINNED_IMAGE_SETS_DEGRADED);
+    let build_degraded_before = was_true(IMAGE_BUILD_DEGRADED);
     let render_degraded_message = conditions::get(&conditions, RENDER_DEGRADED)
         .filter(|c| c.status == "True")
         .map(|c| c.message.clone().unwrap_or_default());
     let mut set = |kind: &str, on: bool, reason: &str, message: &str| {
         conditions::set_in(&mut conditions, conditions::condition(kind, on, reason, message, now));
     };
-    // A layered pool whose image is not (yet) built is not updated, whatever its nodes say.
-    let building = layered.is_some_and(|l| l.build != BuildState::Ready);
+    let line = update_line(target, layered);
+    let paused = pool.spec.paused == Some(true);
+    let building = layered.is_some_and(|l| l.build.holds_the_pool());
     let all_updated = updated == total && ready == total && unavailable == 0 && !building;
     if all_updated {
-        let image = layered.map(|l| format!(" / Image {}", l.image)).unwrap_or_default();
-        set(UPDATED, true, "", &format!("All nodes are updated with MachineConfig {target}{image}"));
+        set(UPDATED, true, "", &format!("All nodes are updated with {line}"));
         set(UPDATING, false, "", "");
         status.configuration = pool.spec.configuration.clone();
     } else {
         set(UPDATED, false, "", "");
-        if pool.spec.paused == Some(true) {
-            set(UPDATING, false, "", &format!("Pool is paused; will not update to MachineConfig {target}"));
+        if paused {
+            set(UPDATING, false, "", &format!("Pool is paused; will not update to {line}"));
         } else {
-            set(UPDATING, true, "", &format!("All nodes are updating to MachineConfig {target}"));
+            set(UPDATING, true, "", &format!("All nodes are updating to {line}"));
         }
+    }
+    if let Some(layered) = layered.filter(|_| !paused)
+        && let Some((on, message)) = build_phase_updating(&layered.build, degraded_before)
+    {
+        set(UPDATING, on, "", &message);
     }
     let node_message = degraded
         .iter()
@@ -80,13 +90,69 @@ pub fn calculate_status(
         let reason = format!("{} nodes are reporting degraded status on sync", degraded.len());
         set(NODE_DEGRADED, true, &reason, &node_message);
     }
-    let degraded_message = if !degraded.is_empty() { Some(node_message) } else { render_degraded_message };
+    let cleared = build_degraded_cleared(layered.map(|l| &l.build), build_degraded_before);
+    if let Some((reason, message)) = cleared {
+        set(IMAGE_BUILD_DEGRADED, false, reason, message);
+    }
+    let build_degraded = build_degraded_before && cleared.is_none();
+    let degraded_message = if !degraded.is_empty() {
+        Some(node_message)
+    } else {
+        render_degraded_message.or_else(|| build_degraded.then(|| "Custom OS image build failed".to_string()))
+    };
     match degraded_message {
         Some(message) => set(DEGRADED, true, "", &message),
         None => set(DEGRADED, false, "", ""),
     }
     status.conditions = Some(conditions);
     status
+}
+
+/// `MachineConfig <target>`, with ` / Image <image>` for a layered pool that has a current image.
+fn update_line(target: &str, layered: Option<&Layered>) -> String {
+    match layered.map(|l| l.image.as_str()).filter(|image| !image.is_empty()) {
+        Some(image) => format!("MachineConfig {target} / Image {image}"),
+        None => format!("MachineConfig {target}"),
+    }
+}
+
+/// What a layered pool's build phase says in `Updating` over the nodes' view (not for paused
+/// pools): `(status, message)`, or `None` to leave it. A pool degraded otherwise (`degraded`:
+/// RenderDegraded, NodeDegraded or PinnedImageSetsDegraded was True) is not updating.
+fn build_phase_updating(build: &BuildState, degraded: bool) -> Option<(bool, String)> {
+    if degraded {
+        return Some((false, "Pool update paused due to degraded condition".to_string()));
+    }
+    match build {
+        BuildState::NotStarted { config } => {
+            Some((true, format!("Pool is waiting for a new OS image build to start (mosc: {config})")))
+        }
+        BuildState::Running { build } => {
+            Some((true, format!("Pool is waiting for OS image build to complete (mosb: {build})")))
+        }
+        BuildState::Failed { build } => {
+            Some((false, format!("Pool update stopped due to OS image build failure (mosb: {build})")))
+        }
+        BuildState::Stalled { .. } | BuildState::Unpublished { .. } | BuildState::Ready => None,
+    }
+}
+
+/// `ImageBuildDegraded=False` with (reason, message) when the build phase clears it, or `None`
+/// to leave it (the build's failure sets it True, elsewhere). `was_degraded`: it was True.
+fn build_degraded_cleared(build: Option<&BuildState>, was_degraded: bool) -> Option<(&'static str, &'static str)> {
+    match build {
+        Some(BuildState::Running { .. }) => Some(("Building", "New build started")),
+        Some(BuildState::Ready | BuildState::Unpublished { .. }) => {
+            Some(("BuildSuccess", "Build completed successfully"))
+        }
+        Some(BuildState::NotStarted { .. }) if was_degraded => {
+            Some(("BuildPending", "MachineOSConfig updated/created, waiting for MachineOSBuild"))
+        }
+        None if was_degraded => {
+            Some(("NoLayeredObjects", "No layered pool objects found, clearing stale build degraded condition"))
+        }
+        _ => None,
+    }
 }
 
 /// The last condition of `kind`, if present.
@@ -204,9 +270,144 @@ mod tests {
             cond(&s, UPDATED),
             ("True".into(), "All nodes are updated with MachineConfig new / Image registry/os@sha256:1".into())
         );
-        let building = Layered { build: BuildState::Waiting("building".into()), ..ready };
+        let building = Layered { build: BuildState::Running { build: "b2".into() }, ..ready.clone() };
         let s = calculate_status(&pool(false), &[&on_image], Some(&building), &now());
         assert_eq!(cond(&s, UPDATED).0, "False", "not updated while a build runs");
+        // Nor while a finished build waits to become the MachineOSConfig's image; no build at all
+        // (a MachineOSConfig just created) does not hold the pool back.
+        let unpublished =
+            Layered { build: BuildState::Unpublished { build: "b2".into(), config: "c".into() }, ..ready };
+        let s = calculate_status(&pool(false), &[&on_image], Some(&unpublished), &now());
+        assert_eq!(cond(&s, UPDATED).0, "False");
+        let not_started = Layered { build: BuildState::NotStarted { config: "c".into() }, ..unpublished };
+        let s = calculate_status(&pool(false), &[&on_image], Some(&not_started), &now());
+        assert_eq!(cond(&s, UPDATED).0, "True");
+    }
+
+    /// A pool whose status has `kind` True before the sync.
+    fn pool_with(paused: bool, kind: &str) -> MachineConfigPool {
+        let mut p = pool(paused);
+        let at = now();
+        p.status.as_mut().unwrap().conditions.as_mut().unwrap().push(conditions::condition(kind, true, "", "", &at));
+        p
+    }
+
+    #[test]
+    fn a_layered_pool_reports_its_build_in_updating() {
+        let waiting = node("a", "old", "old", "Done", true);
+        let layered = |build| Layered { image: "registry/os@sha256:1".into(), build };
+        let (b, c) = (|| "b".to_string(), || "c".to_string());
+        let updating = |on: bool, message: &str| ((if on { "True" } else { "False" }).to_string(), message.to_string());
+        let cases = [
+            (
+                "no build yet",
+                pool(false),
+                BuildState::NotStarted { config: c() },
+                updating(true, "Pool is waiting for a new OS image build to start (mosc: c)"),
+            ),
+            (
+                "building",
+                pool(false),
+                BuildState::Running { build: b() },
+                updating(true, "Pool is waiting for OS image build to complete (mosb: b)"),
+            ),
+            (
+                "failed",
+                pool(false),
+                BuildState::Failed { build: b() },
+                updating(false, "Pool update stopped due to OS image build failure (mosb: b)"),
+            ),
+            (
+                "built: the nodes' view",
+                pool(false),
+                BuildState::Ready,
+                updating(true, "All nodes are updating to MachineConfig new / Image registry/os@sha256:1"),
+            ),
+            (
+                "degraded otherwise",
+                pool_with(false, NODE_DEGRADED),
+                BuildState::Running { build: b() },
+                updating(false, "Pool update paused due to degraded condition"),
+            ),
+            (
+                "render degraded",
+                pool_with(false, RENDER_DEGRADED),
+                BuildState::Ready,
+                updating(false, "Pool update paused due to degraded condition"),
+            ),
+            (
+                "paused: the build says nothing",
+                pool_with(true, NODE_DEGRADED),
+                BuildState::Running { build: b() },
+                updating(false, "Pool is paused; will not update to MachineConfig new / Image registry/os@sha256:1"),
+            ),
+        ];
+        for (what, pool, build, want) in cases {
+            let s = calculate_status(&pool, &[&waiting], Some(&layered(build)), &now());
+            assert_eq!(cond(&s, UPDATING), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn the_build_phase_clears_image_build_degraded() {
+        let updated = node("a", "new", "new", "Done", true);
+        let layered = |build| Layered { image: String::new(), build };
+        let b = || "b".to_string();
+        let cleared =
+            |reason: &str, message: &str| Some(("False".to_string(), reason.to_string(), message.to_string()));
+        let cases = [
+            (
+                "a new build runs",
+                pool(false),
+                Some(layered(BuildState::Running { build: b() })),
+                cleared("Building", "New build started"),
+                None,
+            ),
+            (
+                "the build succeeded",
+                pool_with(false, IMAGE_BUILD_DEGRADED),
+                Some(layered(BuildState::Ready)),
+                cleared("BuildSuccess", "Build completed successfully"),
+                None,
+            ),
+            (
+                "a retry is pending",
+                pool_with(false, IMAGE_BUILD_DEGRADED),
+                Some(layered(BuildState::NotStarted { config: "c".into() })),
+                cleared("BuildPending", "MachineOSConfig updated/created, waiting for MachineOSBuild"),
+                None,
+            ),
+            (
+                "no build, never degraded",
+                pool(false),
+                Some(layered(BuildState::NotStarted { config: "c".into() })),
+                None,
+                None,
+            ),
+            (
+                "no longer layered",
+                pool_with(false, IMAGE_BUILD_DEGRADED),
+                None,
+                cleared("NoLayeredObjects", "No layered pool objects found, clearing stale build degraded condition"),
+                None,
+            ),
+            (
+                "the build failed: stays degraded",
+                pool_with(false, IMAGE_BUILD_DEGRADED),
+                Some(layered(BuildState::Failed { build: b() })),
+                Some(("True".to_string(), String::new(), String::new())),
+                Some("Custom OS image build failed"),
+            ),
+        ];
+        for (what, pool, layered, want, degraded) in cases {
+            let s = calculate_status(&pool, &[&updated], layered.as_ref(), &now());
+            let build = condition_of(&s, IMAGE_BUILD_DEGRADED).map(|c| {
+                (c.status.clone(), c.reason.clone().unwrap_or_default(), c.message.clone().unwrap_or_default())
+            });
+            assert_eq!(build, want, "{what}");
+            let want_degraded = degraded.map_or(("False", ""), |message| ("True", message));
+            assert_eq!(cond(&s, DEGRADED), (want_degraded.0.to_string(), want_degraded.1.to_string()), "{what}");
+        }
     }
 
     #[test]
