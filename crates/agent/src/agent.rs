@@ -59,6 +59,9 @@ pub struct Timing {
     /// The first delay before a failure is retried; it doubles up to `retry_max`.
     pub retry: Duration,
     pub retry_max: Duration,
+    /// How often a settled node checks that its files and units are still what its config says
+    /// (config drift: a file edited by hand degrades the node until it is put back).
+    pub drift_check: Duration,
 }
 
 impl Default for Timing {
@@ -69,6 +72,7 @@ impl Default for Timing {
             uncordon_timeout: Duration::from_secs(10 * 60),
             retry: Duration::from_secs(1),
             retry_max: Duration::from_secs(60),
+            drift_check: Duration::from_secs(30),
         }
     }
 }
@@ -96,7 +100,7 @@ pub async fn run(client: Client, node: Node, settings: Settings) -> Stopped {
         settings,
         started: false,
         booting: true,
-        validated: false,
+        validated: None,
         waiting: None,
         backoff: Backoff::new(timing.retry, timing.retry_max),
     };
@@ -179,8 +183,9 @@ struct Agent {
     started: bool,
     /// No SetDone and no update yet in this process.
     booting: bool,
-    /// The on-disk state was found to match the running config since the process started.
-    validated: bool,
+    /// When the on-disk state was last found to match the running config (at start, then every
+    /// [`Timing::drift_check`] while the node is settled); `None`: to be checked before anything else.
+    validated: Option<Instant>,
     waiting: Option<Waiting>,
     backoff: Backoff,
 }
@@ -206,9 +211,9 @@ impl Agent {
         let root = self.node.root.clone();
         let on_disk = state::read_current_config(&root).map_err(degraded)?;
         let force = state::force_file_present(&root);
-        if !self.validated {
-            self.validate_on_start(&annotations, on_disk.as_ref(), force).await?;
-            self.validated = true;
+        if self.validated.is_none() {
+            self.validate(&annotations, on_disk.as_ref(), force).await?;
+            self.validated = Some(Instant::now());
         }
         let observed = Observed {
             on_disk: on_disk.as_ref().and_then(|mc| mc.metadata.name.as_deref()),
@@ -229,6 +234,12 @@ impl Agent {
             Next::WaitForDrain(request) => self.wait_for_drain(request),
             Next::Idle => {
                 self.backoff.reset();
+                // Config drift between updates: validate again, as at start (a mismatch degrades
+                // the node and is checked again on every retry until it is put back).
+                if self.validated.is_some_and(|at| at.elapsed() >= self.settings.timing.drift_check) {
+                    self.validated = None;
+                    return Ok(Flow::Again);
+                }
                 Ok(Flow::Wait)
             }
             Next::RequestUncordon(config) => {
@@ -289,8 +300,9 @@ impl Agent {
     }
 
     /// §5.3 steps 5–7: the node must be what its running config says (the on-disk config, else
-    /// `currentConfig`) before anything else happens; the force file skips this.
-    async fn validate_on_start(
+    /// `currentConfig`) before anything else happens; the force file skips this. Run at start
+    /// and by the config drift check.
+    async fn validate(
         &self,
         annotations: &BTreeMap<String, String>,
         on_disk: Option<&MachineConfig>,
@@ -316,7 +328,7 @@ impl Agent {
         checked.await.map_err(|problems| {
             ApplyError::Degraded(format!("unexpected on-disk state validating against {name}: {}", problems.join("; ")))
         })?;
-        tracing::info!(config = %name, "the node matches its current config");
+        tracing::debug!(config = %name, "the node matches its current config");
         let seed = host_path(&self.node.root, state::NODE_ANNOTATIONS);
         if seed.exists() {
             std::fs::rename(&seed, host_path(&self.node.root, NODE_ANNOTATIONS_DONE))

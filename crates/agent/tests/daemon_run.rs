@@ -229,6 +229,7 @@ impl Cluster {
                 uncordon_timeout: TIMEOUT,
                 retry: Duration::from_millis(100),
                 retry_max: Duration::from_secs(1),
+                drift_check: Duration::from_millis(500),
             },
         };
         let node = Node::directory_root(root.to_path_buf(), None);
@@ -372,6 +373,26 @@ async fn drift_found_at_start_degrades_naming_the_mismatch_until_it_is_fixed() {
         "unexpected on-disk state validating against rendered-a: content mismatch for file \"/etc/app.conf\""
     );
     assert!(requests(&answered).is_empty(), "nothing happens on a drifted node");
+
+    write(r, APP_CONF, "v1\n");
+    let a = cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+    assert_eq!(a[REASON_ANNOTATION], "");
+    agent.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_edited_by_hand_between_updates_degrades_the_node_until_it_is_put_back() {
+    let cluster = Cluster::start().await;
+    let RunningNode { root, answered, agent } = cluster.start_node("v1\n", true, true).await;
+    let r = root.path();
+
+    write(r, APP_CONF, "edited by hand\n");
+    let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
+    assert_eq!(
+        a[REASON_ANNOTATION],
+        "unexpected on-disk state validating against rendered-a: content mismatch for file \"/etc/app.conf\""
+    );
+    assert_eq!(requests(&answered), [pair("uncordon-rendered-a", "v1\n")], "no drain for drift");
 
     write(r, APP_CONF, "v1\n");
     let a = cluster.wait_for_state("node-1", "Done", "rendered-a").await;
