@@ -57,13 +57,19 @@ async fn events(client: &Client, reason: &str) -> Vec<Event> {
     list.items.into_iter().filter(|e| e.reason.as_deref() == Some(reason)).collect()
 }
 
-#[tokio::test]
-async fn rollouts_never_exceed_max_unavailable() {
+/// An API server with the `worker` pool on `rendered-worker-0` and `nodes` nodes running it.
+async fn worker_pool(nodes: usize, max_unavailable: serde_json::Value) -> (TestEnv, Client) {
     common::init_logs();
     let env = TestEnv::start().await.unwrap();
     let client = env.client();
-    create_pool(&client, &rendered(0), json!(1)).await;
-    create_nodes(&client, 5, &rendered(0)).await;
+    create_pool(&client, &rendered(0), max_unavailable).await;
+    create_nodes(&client, nodes, &rendered(0)).await;
+    (env, client)
+}
+
+#[tokio::test]
+async fn rollouts_never_exceed_max_unavailable() {
+    let (env, client) = worker_pool(5, json!(1)).await;
     let monitor = Unavailability::default();
     monitor.set_limit(1);
     let watch = monitor.spawn(client.clone());
@@ -132,11 +138,7 @@ async fn targeted_and_tainted(client: &Client, config: &str) -> (Vec<String>, us
 
 #[tokio::test]
 async fn waiting_nodes_are_tainted_and_targeted_nodes_are_not() {
-    common::init_logs();
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    create_pool(&client, &rendered(0), json!(1)).await;
-    create_nodes(&client, 20, &rendered(0)).await;
+    let (env, client) = worker_pool(20, json!(1)).await;
     let controllers = start_controllers(&env).await;
     eventually("the pool's status", || async { pool(&client).await.status?.machine_count.filter(|c| *c == 20) }).await;
 
@@ -165,11 +167,7 @@ async fn waiting_nodes_are_tainted_and_targeted_nodes_are_not() {
 
 #[tokio::test]
 async fn paused_pools_wait_and_degraded_nodes_degrade_the_pool() {
-    common::init_logs();
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    create_pool(&client, &rendered(0), json!(1)).await;
-    create_nodes(&client, 3, &rendered(0)).await;
+    let (env, client) = worker_pool(3, json!(1)).await;
     let daemons = FakeDaemons::default();
     let daemon_task = daemons.spawn(client.clone());
     let controllers = start_controllers(&env).await;
@@ -223,11 +221,7 @@ async fn paused_pools_wait_and_degraded_nodes_degrade_the_pool() {
 
 #[tokio::test]
 async fn rollouts_survive_controller_and_apiserver_restarts() {
-    common::init_logs();
-    let mut env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    create_pool(&client, &rendered(0), json!(2)).await;
-    create_nodes(&client, 5, &rendered(0)).await;
+    let (mut env, client) = worker_pool(5, json!(2)).await;
     let monitor = Unavailability::default();
     monitor.set_limit(2);
     let watch = monitor.spawn(client.clone());
@@ -270,11 +264,7 @@ fn succeeded(image: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn layered_pools_move_to_the_built_image_once_it_is_built() {
-    common::init_logs();
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    create_pool(&client, &rendered(0), json!(1)).await;
-    create_nodes(&client, 3, &rendered(0)).await;
+    let (env, client) = worker_pool(3, json!(1)).await;
     let image = format!("registry.local/os@sha256:{}", "1".repeat(64));
     let builds = Api::<MachineOSBuild>::all(client.clone());
     let configs = Api::<MachineOSConfig>::all(client.clone());
@@ -413,11 +403,7 @@ async fn master_nodes_follow_the_scheduler() {
 
 #[tokio::test]
 async fn a_node_booted_into_a_custom_pool_gets_its_labels_and_joins_it() {
-    common::init_logs();
-    let env = TestEnv::start().await.unwrap();
-    let client = env.client();
-    create_pool(&client, &rendered(0), json!(2)).await;
-    create_nodes(&client, 3, &rendered(0)).await;
+    let (env, client) = worker_pool(3, json!(2)).await;
     let infra: MachineConfigPool = serde_json::from_value(json!({
         "metadata": {"name": "infra"},
         "spec": {"nodeSelector": {"matchLabels": {"node-role.kubernetes.io/infra": ""}}, "configuration": {"name": "rendered-infra-1"}},
