@@ -78,16 +78,14 @@ fn go_rendered_specs_roundtrip_byte_for_byte() {
     assert!(checked >= 2, "expected the rendered-spec-* fixtures");
 }
 
-/// The conformance cases shared with the rest of the project (`shared/` beside the repository),
-/// when present: more cases than the copies kept in the fixtures.
+#[path = "../../../testdata/conformance/cases.rs"]
+mod cases;
+
+/// The repository's conformance cases (and `MCO_CONFORMANCE_DIR`'s): their rendered specs too.
 #[test]
-fn shared_conformance_specs_roundtrip_byte_for_byte() {
-    let render = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/render");
-    let Ok(cases) = std::fs::read_dir(&render) else {
-        return;
-    };
-    for case in cases {
-        let golden = case.unwrap().path().join("expected/rendered.json");
+fn conformance_specs_roundtrip_byte_for_byte() {
+    for case in cases::render_case_dirs() {
+        let golden = case.join("expected/rendered.json");
         if golden.exists() {
             assert_golden(&golden);
         }

@@ -1,6 +1,6 @@
 //! Golden tests over the conformance cases the original implementation produced
-//! (`shared/conformance/render/<case>/expected/`, next to the repository). Every case directory is
-//! picked up, so new cases are covered without touching this file.
+//! (`testdata/conformance/render/<case>/expected/`, plus `MCO_CONFORMANCE_DIR`). Every case
+//! directory is picked up, so new cases are covered without touching this file.
 //!
 //! * `hash-input.yaml` is exactly the byte string the controller hashed, i.e. ghodss/yaml's
 //!   output for the rendered spec. Unlike the other expected files it *does* end with a newline:
@@ -24,16 +24,12 @@ const SALT: [u8; 80] = [
     148, 79, 6, 206, 23, 22,
 ];
 
+#[path = "../../../testdata/conformance/cases.rs"]
+mod cases;
+
+/// The `expected/` directory of every case.
 fn case_dirs() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/render");
-    let mut dirs: Vec<PathBuf> = fs::read_dir(&root)
-        .unwrap_or_else(|e| panic!("conformance cases expected at {}: {e}", root.display()))
-        .map(|entry| entry.expect("readable directory entry").path().join("expected"))
-        .filter(|dir| dir.join("rendered.json").is_file())
-        .collect();
-    dirs.sort();
-    assert!(!dirs.is_empty(), "no conformance cases under {}", root.display());
-    dirs
+    cases::render_case_dirs().into_iter().map(|case| case.join("expected")).collect()
 }
 
 fn read(dir: &Path, name: &str) -> Vec<u8> {
