@@ -13,6 +13,7 @@ pub mod merge;
 pub mod parse;
 pub mod spec2;
 pub mod v2;
+mod v2_older;
 pub mod v3;
 pub mod validate;
 

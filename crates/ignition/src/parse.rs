@@ -3,12 +3,13 @@
 //! Spec 3.x configs are read through the `ignition-config` crate's per-version types (generated
 //! from the upstream JSON schemas), so a key that does not exist in the config's own version is
 //! dropped with a warning exactly as Go's parser ignores it; the result is then held in the 3.5
-//! superset type. Spec 2.0-2.2 configs are read into the 2.2 type.
+//! superset type. Spec 2.0-2.2 configs are read into the 2.2 type, 2.0 and 2.1 with the keys and
+//! translation defaults of their own version (see [`crate::v2_older`]).
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::{v2, v3};
+use crate::{v2, v2_older, v3};
 
 /// The list the original prints in its version errors.
 pub const SUPPORTED_VERSIONS: &str = "2.2,3.0,3.1,3.2,3.3,3.4,3.5";
@@ -78,9 +79,12 @@ pub fn parse_value(value: &Value) -> Result<Parsed, ParseError> {
         (true, 3, 3) => v3_via::<ignition_config::v3_3::Config>(value, &mut warnings)?,
         (true, 3, 4) => v3_via::<ignition_config::v3_4::Config>(value, &mut warnings)?,
         (true, 3, 5) => v3_via::<ignition_config::v3_5::Config>(value, &mut warnings)?,
-        (true, 2, 0..=2) => {
-            let mut config: v2::Config = deserialize_noting_unused(value, &mut warnings).map_err(ParseError::V2)?;
-            // 2.0 and 2.1 are read as 2.2, which only added fields.
+        (true, 2, minor @ 0..=2) => {
+            let mut own_version = value.clone();
+            v2_older::drop_later_keys(&mut own_version, minor, &mut warnings);
+            let mut config: v2::Config =
+                deserialize_noting_unused(&own_version, &mut warnings).map_err(ParseError::V2)?;
+            v2_older::translation_defaults(&mut config, minor);
             config.ignition.version = v2::VERSION.to_string();
             AnyConfig::V2(config)
         }

@@ -1,4 +1,4 @@
-//! Ignition spec 2.2 config (2.0 and 2.1 configs are read into it too, as the original does).
+//! Ignition spec 2.2 config (2.0 and 2.1 configs are translated into it, as the original does).
 //!
 //! Field order follows the Go types of `ignition/config/v2_2/types`. The original writes spec 2
 //! configs with the standard `encoding/json`, whose `omitempty` never drops a struct, so struct
