@@ -5,7 +5,9 @@
 //! 5 MB is over the 1.5 MB rendered-config limit, so the render ends, as the original's does,
 //! with the size refusal after all the work (parse, convert, merge, serialize, hash) is done.
 //!
-//! Run with `cargo bench -p mco-render`.
+//! Run with `cargo bench -p mco-render`. `cargo bench -p mco-render -- --write-inputs DIR` writes the
+//! same pool and MachineConfigs as manifest files instead, for the whole-process benchmark of
+//! `mco render` (hack/bench-render.sh).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
@@ -112,6 +114,11 @@ fn main() {
     }))
     .unwrap();
     let mcs = machine_configs();
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(dir) = args.iter().position(|a| a == "--write-inputs").and_then(|i| args.get(i + 1)) {
+        write_inputs(std::path::Path::new(dir), &pool, &mcs);
+        return;
+    }
     let content_bytes: usize = mcs.iter().map(|m| serde_json::to_string(&m.spec.config).unwrap().len()).sum();
     let inputs = Inputs {
         pool: &pool,
@@ -148,4 +155,15 @@ fn main() {
         times[0].as_secs_f64() * 1e3,
         peak as f64 / 1e6,
     );
+}
+
+/// The pool and every MachineConfig as a YAML manifest file each, as `mco render DIR` reads them.
+fn write_inputs(dir: &std::path::Path, pool: &MachineConfigPool, mcs: &[MachineConfig]) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("pool.yaml"), serde_yaml::to_string(pool).unwrap()).unwrap();
+    for mc in mcs {
+        let name = mc.metadata.name.as_deref().unwrap();
+        std::fs::write(dir.join(format!("{name}.yaml")), serde_yaml::to_string(mc).unwrap()).unwrap();
+    }
+    println!("wrote the pool and {} MachineConfigs to {}", mcs.len(), dir.display());
 }
