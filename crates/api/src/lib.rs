@@ -1,8 +1,10 @@
 //! Kubernetes API types of the Machine Config Operator, wire-compatible with `openshift/api`.
 //!
 //! * [`machineconfiguration`]: `machineconfiguration.openshift.io/v1` — [`MachineConfig`],
-//!   [`MachineConfigPool`], [`ControllerConfig`], [`MachineOSConfig`], [`MachineOSBuild`].
+//!   [`MachineConfigPool`], [`ControllerConfig`], [`MachineOSConfig`], [`MachineOSBuild`],
+//!   [`KubeletConfig`], [`ContainerRuntimeConfig`], [`PinnedImageSet`], [`OSImageStream`].
 //! * [`operator`]: `operator.openshift.io/v1` — [`MachineConfiguration`].
+//! * [`config`]: `config.openshift.io/v1` types those kinds embed (the TLS security profile).
 //! * [`machine`]: `machine.openshift.io/v1beta1` — [`MachineSet`] and in-place accessors for the
 //!   boot-image fields of its provider spec ([`machine::provider`]).
 //! * [`constants`]: well-known namespaces, names, annotation and label keys, limits, default pools.
@@ -22,6 +24,7 @@
 //! explicit `null`s (e.g. a nil `[]byte`) read as `None` and are written back as absent, which Go
 //! and the API server treat the same.
 
+pub mod config;
 pub mod constants;
 mod crd;
 pub mod machine;
@@ -34,6 +37,7 @@ pub mod validate;
 pub use crd::{crds, crds_yaml};
 pub use machine::MachineSet;
 pub use machineconfiguration::{
-    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfigSpec, MachineOSBuild, MachineOSConfig,
+    ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfigSpec,
+    MachineOSBuild, MachineOSConfig, OSImageStream, PinnedImageSet,
 };
 pub use operator::MachineConfiguration;

@@ -51,3 +51,82 @@ pub(crate) fn nullable_bytes(_: &mut SchemaGenerator) -> Schema {
         "nullable": true,
     })
 }
+
+/// A `resource.Quantity` as upstream's CRDs describe it: an integer or a string in quantity
+/// syntax (the `anyOf` of an int-or-string is added to every CRD afterwards).
+pub(crate) fn quantity(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
+        "x-kubernetes-int-or-string": true,
+    })
+}
+
+/// An OCI image pull spec by digest (upstream's `ImageDigestFormat`):
+/// `host[:port][/namespace]/name@sha256:<64 hex>`, 1 to 447 characters.
+pub(crate) fn image_digest(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 447,
+        "x-kubernetes-validations": [
+            {
+                "rule": "(self.split('@').size() == 2 && self.split('@')[1].matches('^sha256:[a-f0-9]{64}$'))",
+                "message": "the OCI Image reference must end with a valid '@sha256:<digest>' suffix, where '<digest>' is 64 characters long",
+            },
+            {
+                "rule": r"(self.split('@')[0].matches('^([a-zA-Z0-9-]+\\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?/([a-zA-Z0-9-_]{0,61}/)?[a-zA-Z0-9-_.]*?$'))",
+                "message": "the OCI Image name should follow the host[:port][/namespace]/name format, resembling a valid URL without the scheme",
+            },
+        ],
+    })
+}
+
+/// An RFC 1123 subdomain of 1 to 253 characters, checked with the API server's CEL format library.
+pub(crate) fn dns1123_subdomain(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 253,
+        "x-kubernetes-validations": [{
+            "rule": "!format.dns1123Subdomain().validate(self).hasValue()",
+            "message": "a RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character.",
+        }],
+    })
+}
+
+/// A `metav1.LabelSelector` as upstream's CRDs describe it (atomic map and lists; k8s-openapi's
+/// schema lacks those markers).
+pub(crate) fn label_selector(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "description": "A label query over a set of resources. An empty or null selector matches nothing here.",
+        "properties": {
+            "matchExpressions": {
+                "type": "array",
+                "description": "Label selector requirements, ANDed.",
+                "items": {
+                    "type": "object",
+                    "description": "A key, an operator (In, NotIn, Exists, DoesNotExist) and values.",
+                    "properties": {
+                        "key": {"type": "string", "description": "The label key."},
+                        "operator": {"type": "string", "description": "In, NotIn, Exists or DoesNotExist."},
+                        "values": {
+                            "type": "array",
+                            "description": "Values for In and NotIn; empty for Exists and DoesNotExist.",
+                            "items": {"type": "string"},
+                            "x-kubernetes-list-type": "atomic",
+                        },
+                    },
+                    "required": ["key", "operator"],
+                },
+                "x-kubernetes-list-type": "atomic",
+            },
+            "matchLabels": {
+                "type": "object",
+                "description": "{key: value} pairs, each equivalent to an In requirement with one value.",
+                "additionalProperties": {"type": "string"},
+            },
+        },
+        "x-kubernetes-map-type": "atomic",
+    })
+}

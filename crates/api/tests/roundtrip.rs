@@ -2,11 +2,13 @@
 
 use std::path::PathBuf;
 
+use mco_api::config::TlsProfileType;
 use mco_api::constants::default_pools;
 use mco_api::machine::provider::{aws, gcp, user_data_secret_name};
+use mco_api::machineconfiguration::{DefaultRuntime, config_condition};
 use mco_api::{
-    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
-    MachineSet,
+    ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfiguration,
+    MachineOSBuild, MachineOSConfig, MachineSet, OSImageStream, PinnedImageSet,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -119,6 +121,30 @@ fn machine_os_config_and_build_roundtrip() {
     assert_eq!(mosc.spec.containerfile.unwrap().len(), 2);
     let [mosb]: [MachineOSBuild; 1] = assert_roundtrip("machineosbuild.yaml").try_into().unwrap();
     assert_eq!(mosb.status.unwrap().builder.unwrap().job.unwrap().resource, "jobs");
+}
+
+#[test]
+fn kubelet_configs_roundtrip() {
+    let [kc, old]: [KubeletConfig; 2] = assert_roundtrip("kubeletconfigs.yaml").try_into().unwrap();
+    assert_eq!(kc.spec.kubelet_config.unwrap()["maxPods"], 42);
+    assert_eq!(kc.spec.tls_security_profile.unwrap().type_, Some(TlsProfileType::Custom));
+    let conditions = kc.status.unwrap().conditions.unwrap();
+    assert_eq!(conditions[0].type_, config_condition::ACCEPTED);
+    assert!(old.spec.tls_security_profile.unwrap().old.is_some());
+    // Go writes a zero lastTransitionTime as null, and so do we.
+    assert_eq!(old.status.unwrap().conditions.unwrap()[0].last_transition_time, None);
+}
+
+#[test]
+fn container_runtime_config_pinned_image_set_and_os_image_stream_roundtrip() {
+    let [crc]: [ContainerRuntimeConfig; 1] = assert_roundtrip("containerruntimeconfigs.yaml").try_into().unwrap();
+    let runtime = crc.spec.container_runtime_config;
+    assert_eq!(runtime.default_runtime, Some(DefaultRuntime::Runc));
+    assert_eq!(runtime.overlay_size.unwrap().0, "10G");
+    let [pis]: [PinnedImageSet; 1] = assert_roundtrip("pinnedimagesets.yaml").try_into().unwrap();
+    assert_eq!(pis.spec.pinned_images.len(), 2);
+    let [stream]: [OSImageStream; 1] = assert_roundtrip("osimagestreams.yaml").try_into().unwrap();
+    assert_eq!(stream.status.unwrap().available_streams[1].name, "rhel-10");
 }
 
 #[test]

@@ -1,20 +1,32 @@
 //! `machineconfiguration.openshift.io/v1`: the configuration a node runs and how it gets there.
 
 mod controllerconfig;
+mod kubeletconfig;
 mod layering;
 mod machineconfig;
+mod osimagestream;
+mod pinnedimageset;
 mod pool;
 
 pub use controllerconfig::{
     ControllerCertificate, ControllerConfig, ControllerConfigSpec, ControllerConfigStatus,
     ControllerConfigStatusCondition, ImageRegistryBundle, controller_config_condition,
 };
+pub use kubeletconfig::{
+    AdditionalStore, ConfigCondition, ContainerRuntimeConfig, ContainerRuntimeConfigSpec, ContainerRuntimeConfigStatus,
+    ContainerRuntimeConfiguration, DefaultRuntime, KubeletConfig, KubeletConfigSpec, KubeletConfigStatus,
+    config_condition,
+};
+pub(crate) use kubeletconfig::{CONTAINER_RUNTIME_CONFIG_SCHEMA, KUBELET_CONFIG_SCHEMA};
 pub use layering::{
     ContainerfileArch, MachineOSBuild, MachineOSBuildSpec, MachineOSBuildStatus, MachineOSBuilderReference,
     MachineOSConfig, MachineOSConfigSpec, MachineOSConfigStatus, MachineOSContainerfile, MachineOSImageBuilder,
     MachineOSImageBuilderType, ObjectReference, machine_os_build_condition,
 };
 pub use machineconfig::{MachineConfig, MachineConfigSpec};
+pub(crate) use osimagestream::OS_IMAGE_STREAM_SCHEMA;
+pub use osimagestream::{OSImageStream, OSImageStreamSet, OSImageStreamSpec, OSImageStreamStatus};
+pub use pinnedimageset::{PinnedImageRef, PinnedImageSet, PinnedImageSetSpec};
 pub use pool::{
     CertExpiry, MachineConfigPool, MachineConfigPoolCondition, MachineConfigPoolSpec, MachineConfigPoolStatus,
     MachineConfigPoolStatusConfiguration, PoolSynchronizerStatus, pool_condition,

@@ -1,0 +1,145 @@
+//! KubeletConfig, ContainerRuntimeConfig, PinnedImageSet and OSImageStream on a real
+//! kube-apiserver: upstream-shaped manifests are stored unchanged, and what upstream's CRD rules
+//! refuse is refused with upstream's messages.
+
+use std::path::PathBuf;
+
+use kube::api::{ApiResource, DynamicObject, PostParams};
+use kube::{Api, Client, Resource};
+use mco_api::{ContainerRuntimeConfig, KubeletConfig, OSImageStream, PinnedImageSet};
+use mco_testenv::TestEnv;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+fn api_for(client: &Client, kind: &str) -> Api<DynamicObject> {
+    fn erased<K: Resource<DynamicType = ()>>(client: &Client) -> Api<DynamicObject> {
+        Api::all_with(client.clone(), &ApiResource::erase::<K>(&()))
+    }
+    match kind {
+        "KubeletConfig" => erased::<KubeletConfig>(client),
+        "ContainerRuntimeConfig" => erased::<ContainerRuntimeConfig>(client),
+        "PinnedImageSet" => erased::<PinnedImageSet>(client),
+        "OSImageStream" => erased::<OSImageStream>(client),
+        other => panic!("no kind {other}"),
+    }
+}
+
+/// The documents of mco-api's round-trip fixtures for these kinds.
+fn fixtures() -> Vec<Value> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../api/tests/fixtures");
+    ["kubeletconfigs.yaml", "containerruntimeconfigs.yaml", "pinnedimagesets.yaml", "osimagestreams.yaml"]
+        .iter()
+        .flat_map(|file| {
+            let text = std::fs::read_to_string(dir.join(file)).unwrap();
+            serde_yaml::Deserializer::from_str(&text).map(|doc| Value::deserialize(doc).unwrap()).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+async fn create(client: &Client, object: &Value) -> Result<DynamicObject, kube::Error> {
+    let api = api_for(client, object["kind"].as_str().unwrap());
+    api.create(&PostParams::default(), &serde_json::from_value(object.clone()).unwrap()).await
+}
+
+fn kubelet_config(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "KubeletConfig", "metadata": {"name": name}, "spec": spec})
+}
+
+fn container_runtime_config(name: &str, runtime: Value) -> Value {
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "ContainerRuntimeConfig",
+        "metadata": {"name": name},
+        "spec": {"containerRuntimeConfig": runtime},
+    })
+}
+
+fn pinned_image_set(name: &str, image: &str) -> Value {
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "PinnedImageSet",
+        "metadata": {"name": name},
+        "spec": {"pinnedImages": [{"name": image}]},
+    })
+}
+
+fn os_image_stream(name: &str, default_stream: &str) -> Value {
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "OSImageStream",
+        "metadata": {"name": name},
+        "spec": {"defaultStream": default_stream},
+    })
+}
+
+#[tokio::test]
+async fn upstream_manifests_are_kept_and_upstream_rules_enforced() {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+
+    for object in fixtures() {
+        let name = &object["metadata"]["name"];
+        let created = create(&client, &object).await.unwrap_or_else(|e| panic!("{name}: refused: {e}"));
+        let created = serde_json::to_value(created).unwrap();
+        assert_eq!(created["spec"], object["spec"], "{name}: spec changed by the API server");
+    }
+
+    let digest = format!("@sha256:{}", "a".repeat(64));
+    let refused = [
+        (
+            kubelet_config("loud", json!({"logLevel": 11})),
+            "spec.logLevel: Invalid value: 11: spec.logLevel in body should be less than or equal to 10",
+        ),
+        (
+            kubelet_config(
+                "bad-tls",
+                json!({"tlsSecurityProfile": {"type": "Custom", "custom": {"minTLSVersion": "VersionTLS14"}}}),
+            ),
+            "Unsupported value: \"VersionTLS14\"",
+        ),
+        (container_runtime_config("kata", json!({"defaultRuntime": "kata"})), "Unsupported value: \"kata\""),
+        (
+            container_runtime_config("twice", json!({"additionalImageStores": [{"path": "/a"}, {"path": "/a"}]})),
+            "additionalImageStores must not contain duplicate paths",
+        ),
+        (
+            container_runtime_config("relative", json!({"additionalLayerStores": [{"path": "var/lib/x"}]})),
+            "path must be absolute and contain only alphanumeric characters, '/', '.', '_', and '-'",
+        ),
+        (
+            container_runtime_config("slashes", json!({"additionalArtifactStores": [{"path": "/a//b"}]})),
+            "path must not contain consecutive forward slashes",
+        ),
+        (container_runtime_config("small", json!({"logSizeMax": "lots"})), "spec.containerRuntimeConfig.logSizeMax"),
+        (
+            json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "ContainerRuntimeConfig", "metadata": {"name": "empty"}, "spec": {}}),
+            "spec.containerRuntimeConfig: Required value",
+        ),
+        (
+            pinned_image_set("tagged", "quay.io/openshift/tool:latest"),
+            "the OCI Image reference must end with a valid '@sha256:<digest>' suffix, where '<digest>' is 64 characters long",
+        ),
+        (
+            pinned_image_set("no-host", &format!("tool{digest}")),
+            "the OCI Image name should follow the host[:port][/namespace]/name format, resembling a valid URL without the scheme",
+        ),
+        (os_image_stream("other", "rhel-9"), "osimagestream is a singleton, .metadata.name must be 'cluster'"),
+        (
+            os_image_stream("upper", "RHEL_9"),
+            "a RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character.",
+        ),
+    ];
+    for (object, message) in refused {
+        let name = object["metadata"]["name"].clone();
+        match create(&client, &object).await {
+            Err(kube::Error::Api(status)) => {
+                assert!(
+                    status.message.contains(message),
+                    "{name}: refused with {:?}, expected {message:?}",
+                    status.message
+                )
+            }
+            other => panic!("{name}: expected a refusal with {message:?}, got {other:?}"),
+        }
+    }
+}
