@@ -97,17 +97,23 @@ async fn rollouts_never_exceed_max_unavailable() {
             .await;
         wait_rollout(&client, &rendered(round)).await;
         assert_eq!(monitor.take_peak(), limit, "round {round}: maxUnavailable {max_unavailable}");
-        assert!(!nodes(&client).await.iter().any(has_update_taint), "the UpdateInProgress taint is gone once updated");
-        assert!(nodes(&client).await.iter().all(|n| !n.spec.as_ref().unwrap().unschedulable.unwrap_or(false)));
+        // The taints are removed by a background writer, so after the pool says Updated.
+        eventually("no UpdateInProgress taint and no cordoned node once updated", || async {
+            let nodes = nodes(&client).await;
+            let uncordoned = nodes.iter().all(|n| !n.spec.as_ref().unwrap().unschedulable.unwrap_or(false));
+            (!nodes.iter().any(has_update_taint) && uncordoned).then_some(())
+        })
+        .await;
     }
-    let set_desired = events(&client, "SetDesiredConfig").await;
-    let notes: Vec<_> = set_desired.iter().filter_map(|e| e.note.clone()).collect();
-    assert!(
+    // The controller publishes its Events after the writes the rollout waited for.
+    eventually("a SetDesiredConfig Event targeting rendered-worker-1", || async {
+        let notes: Vec<_> = events(&client, "SetDesiredConfig").await.into_iter().filter_map(|e| e.note).collect();
         notes
             .iter()
-            .any(|n| n.starts_with("Targeted node worker-") && n.ends_with("to MachineConfig: rendered-worker-1")),
-        "{notes:?}"
-    );
+            .any(|n| n.starts_with("Targeted node worker-") && n.ends_with("to MachineConfig: rendered-worker-1"))
+            .then_some(())
+    })
+    .await;
     assert!(notes.iter().any(|n| n == "Set target for 2 nodes to MachineConfig: rendered-worker-2"), "{notes:?}");
     // Zone a before zone b, so the first node of round 1 is in zone a.
     let first = notes.iter().find(|n| n.ends_with("rendered-worker-1")).unwrap();
@@ -320,13 +326,18 @@ async fn layered_pools_move_to_the_built_image_once_it_is_built() {
     .await;
     let (_, _, message) = condition(&pool(&client).await, "Updated").unwrap();
     assert_eq!(message, format!("All nodes are updated with MachineConfig {} / Image {image}", rendered(1)));
-    let notes: Vec<_> =
-        events(&client, "SetDesiredConfigAndOSImage").await.into_iter().filter_map(|e| e.note).collect();
-    assert!(
-        notes.iter().any(|n| n.starts_with("Targeted node worker-")
-            && n.ends_with(&format!(" to MachineConfig: {} / Image: {image}", rendered(1)))),
-        "{notes:?}"
-    );
+    eventually("a SetDesiredConfigAndOSImage Event naming the image", || async {
+        let notes: Vec<_> =
+            events(&client, "SetDesiredConfigAndOSImage").await.into_iter().filter_map(|e| e.note).collect();
+        notes
+            .iter()
+            .any(|n| {
+                n.starts_with("Targeted node worker-")
+                    && n.ends_with(&format!(" to MachineConfig: {} / Image: {image}", rendered(1)))
+            })
+            .then_some(())
+    })
+    .await;
 
     stop(&controllers);
     daemon_task.abort();

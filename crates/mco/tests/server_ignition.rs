@@ -399,10 +399,13 @@ async fn ignition_is_refused_a_too_old_boot_image() {
     }
     assert!(curl("X-MCO-Boot-Image-Version: nine").ends_with("\n400"));
 
-    // The pool has a Warning Event saying so.
+    // The pool gets a Warning Event saying so; the server records it in the background.
     let events = Api::<mco_testenv::k8s_openapi::api::events::v1::Event>::all(env.client());
-    let events = events.list(&Default::default()).await.unwrap().items;
-    let refused = events.iter().find(|e| e.reason.as_deref() == Some("BootImageSkewRefused")).expect("the Event");
+    let refused = mco_testenv::eventually("the BootImageSkewRefused Event", || async {
+        let items = events.list(&Default::default()).await.ok()?.items;
+        items.into_iter().find(|e| e.reason.as_deref() == Some("BootImageSkewRefused"))
+    })
+    .await;
     assert_eq!(refused.type_.as_deref(), Some("Warning"));
     assert_eq!(refused.regarding.as_ref().and_then(|r| r.name.as_deref()), Some("master"));
     assert!(refused.note.as_deref().unwrap_or_default().contains(OLD), "{refused:?}");
@@ -414,8 +417,11 @@ async fn ignition_is_refused_a_too_old_boot_image() {
     let skew_file = root.join("etc/machine-config-daemon/boot-image-skew-enforcement.json");
     assert_eq!(mode(&skew_file), 0o644);
     assert_eq!(serde_json::from_str::<serde_json::Value>(&read(&skew_file)).unwrap(), skew_status);
-    let log = read(&work.join("server.log"));
-    assert!(log.contains("boot image is too old"), "the refusal is logged:\n{log}");
+    // The server process writes its log on its own time.
+    mco_testenv::eventually("the refusal in the server's log", || async {
+        read(&work.join("server.log")).contains("boot image is too old").then_some(())
+    })
+    .await;
     assert_token_never_logged(server, work);
 }
 
