@@ -66,6 +66,9 @@ pub const REQUIRED_FOR_UPGRADE_LABEL: &str = "operator.machineconfiguration.open
 /// Controller version hash on controller-generated and rendered MachineConfigs.
 pub const GENERATED_BY_CONTROLLER_VERSION_ANNOTATION: &str =
     "machineconfiguration.openshift.io/generated-by-controller-version";
+/// On a KubeletConfig or ContainerRuntimeConfig: the numeric suffix of the MachineConfig it
+/// generates (`99-<pool>-generated-kubelet-<suffix>`), `""` for none.
+pub const MC_NAME_SUFFIX_ANNOTATION: &str = "machineconfiguration.openshift.io/mc-name-suffix";
 /// Release version on ControllerConfig, copied onto rendered MachineConfigs.
 pub const RELEASE_IMAGE_VERSION_ANNOTATION: &str = "machineconfiguration.openshift.io/release-image-version";
 /// Set to `"true"` on a rendered MachineConfig whose osImageURL a user MachineConfig overrode.
