@@ -258,6 +258,10 @@ fn crds_are_printed_for_every_kind() {
         "MachineOSConfig",
         "MachineOSBuild",
         "MachineSet",
+        "KubeletConfig",
+        "ContainerRuntimeConfig",
+        "PinnedImageSet",
+        "OSImageStream",
     ] {
         assert!(text.contains(&format!("kind: {kind}\n")), "{kind}");
     }
