@@ -106,15 +106,15 @@ async fn rollouts_never_exceed_max_unavailable() {
         .await;
     }
     // The controller publishes its Events after the writes the rollout waited for.
-    eventually("a SetDesiredConfig Event targeting rendered-worker-1", || async {
+    let notes = eventually("SetDesiredConfig Events for rendered-worker-1 and -2", || async {
         let notes: Vec<_> = events(&client, "SetDesiredConfig").await.into_iter().filter_map(|e| e.note).collect();
-        notes
+        let round_1 = notes
             .iter()
-            .any(|n| n.starts_with("Targeted node worker-") && n.ends_with("to MachineConfig: rendered-worker-1"))
-            .then_some(())
+            .any(|n| n.starts_with("Targeted node worker-") && n.ends_with("to MachineConfig: rendered-worker-1"));
+        let round_2 = notes.iter().any(|n| n == "Set target for 2 nodes to MachineConfig: rendered-worker-2");
+        (round_1 && round_2).then_some(notes)
     })
     .await;
-    assert!(notes.iter().any(|n| n == "Set target for 2 nodes to MachineConfig: rendered-worker-2"), "{notes:?}");
     // Zone a before zone b, so the first node of round 1 is in zone a.
     let first = notes.iter().find(|n| n.ends_with("rendered-worker-1")).unwrap();
     let index: usize = first["Targeted node worker-".len()..].split(' ').next().unwrap().parse().unwrap();
