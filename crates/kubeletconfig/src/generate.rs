@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
 use mco_api::KubeletConfig;
 use mco_api::config::TlsSecurityProfile;
-use mco_ignition::v3::{File, Resource};
+use mco_ignition::v3::File;
 use serde_json::Value;
 
+use crate::common::overwriting_file;
 use crate::kubelet::KubeletConfiguration;
 use crate::template::{self, Data};
 use crate::tls;
@@ -231,23 +231,4 @@ pub(crate) fn kubelet_files(kc: &KubeletConfig, mut config: KubeletConfiguration
     }
     files.push(overwriting_file(KUBELET_CONF, config.to_yaml().as_bytes()));
     Ok(files)
-}
-
-/// `NewIgnFileBytesOverwriting`: mode 0644, overwrite, contents as a base64 data URL, empty
-/// compression.
-fn overwriting_file(path: &str, contents: &[u8]) -> File {
-    File {
-        path: path.to_string(),
-        overwrite: Some(true),
-        mode: Some(0o644),
-        contents: Resource {
-            compression: Some(String::new()),
-            source: Some(format!(
-                "data:text/plain;charset=utf-8;base64,{}",
-                base64::engine::general_purpose::STANDARD.encode(contents)
-            )),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
 }

@@ -1,10 +1,13 @@
-//! Which MachineConfig a KubeletConfig writes for a pool: `99-<pool>-generated-kubelet` for the
-//! first KubeletConfig of the pool, `...-kubelet-<n>` (n up to 9) for later ones, remembered in
-//! the KubeletConfig's `mc-name-suffix` annotation — the original's `getManagedKubeletConfigKey`.
+//! Which MachineConfig a KubeletConfig (ContainerRuntimeConfig) writes for a pool:
+//! `99-<pool>-generated-kubelet` (`-containerruntime`) for the first one of the pool, `...-<n>`
+//! (n up to 9) for later ones, remembered in the object's `mc-name-suffix` annotation — the
+//! original's `getManagedKubeletConfigKey` and `getManagedKeyCtrCfg`.
 
+use mco_api::MachineConfigPool;
 use mco_api::constants::MC_NAME_SUFFIX_ANNOTATION;
-use mco_api::{KubeletConfig, MachineConfigPool};
 use mco_render::Selection;
+
+use crate::common::PoolConfig;
 
 /// The largest name suffix; an eleventh KubeletConfig for a pool is refused.
 const MAX_SUFFIX: i64 = 9;
@@ -17,16 +20,16 @@ pub(crate) struct ManagedKey {
     pub renamed_from: Option<String>,
 }
 
-/// `99-<pool>-generated-kubelet`.
-pub(crate) fn base_name(pool: &str) -> String {
-    format!("99-{pool}-generated-kubelet")
+/// `99-<pool>-generated-<word>`.
+fn base_name(pool: &str, word: &str) -> String {
+    format!("99-{pool}-generated-{word}")
 }
 
 /// `GetManagedKey`: the base name, taking over the deprecated one's MachineConfig if only that
 /// exists.
-fn migrated_base(pool: &MachineConfigPool, exists: &dyn Fn(&str) -> bool) -> ManagedKey {
-    let name = base_name(pool_name(pool));
-    let deprecated = format!("99-{}-{}-kubelet", pool_name(pool), pool.metadata.uid.as_deref().unwrap_or_default());
+fn migrated_base(pool: &MachineConfigPool, word: &str, exists: &dyn Fn(&str) -> bool) -> ManagedKey {
+    let name = base_name(pool_name(pool), word);
+    let deprecated = format!("99-{}-{}-{word}", pool_name(pool), pool.metadata.uid.as_deref().unwrap_or_default());
     let renamed_from = (!exists(&name) && exists(&deprecated)).then_some(deprecated);
     ManagedKey { name, renamed_from }
 }
@@ -35,44 +38,44 @@ fn pool_name(pool: &MachineConfigPool) -> &str {
     pool.metadata.name.as_deref().unwrap_or_default()
 }
 
-/// Whether a KubeletConfig's pool selector selects `pool` (nil and `{}` select nothing).
-pub(crate) fn selects(kc: &KubeletConfig, pool: &MachineConfigPool) -> Result<bool, String> {
-    let selection = Selection::new(kc.spec.machine_config_pool_selector.as_ref()).map_err(|e| e.to_string())?;
+/// Whether a config object's pool selector selects `pool` (nil and `{}` select nothing).
+pub(crate) fn selects<C: PoolConfig>(cfg: &C, pool: &MachineConfigPool) -> Result<bool, String> {
+    let selection = Selection::new(cfg.pool_selector()).map_err(|e| e.to_string())?;
     Ok(matches!(selection, Selection::Requirements(_)) && selection.matches(pool.metadata.labels.as_ref()))
 }
 
-/// The name `kc` writes its settings for `pool` to. `all` is every KubeletConfig of the cluster
-/// (`kc` among them); `exists` says whether a MachineConfig exists.
-pub(crate) fn managed_key(
+/// The name `cfg` writes its settings for `pool` to. `all` is every object of its kind in the
+/// cluster (`cfg` among them); `exists` says whether a MachineConfig exists.
+pub(crate) fn managed_key<C: PoolConfig>(
     pool: &MachineConfigPool,
-    kc: &KubeletConfig,
-    all: &[KubeletConfig],
+    cfg: &C,
+    all: &[C],
     exists: &dyn Fn(&str) -> bool,
 ) -> Result<ManagedKey, String> {
+    let base = base_name(pool_name(pool), C::WORD);
     let mut for_pool = Vec::new();
     for other in all {
         if selects(other, pool)? {
             for_pool.push(other);
         }
     }
-    let suffix = |k: &KubeletConfig| k.metadata.annotations.as_ref()?.get(MC_NAME_SUFFIX_ANNOTATION).cloned();
-    if for_pool.iter().any(|k| k.metadata.name == kc.metadata.name) {
-        match suffix(kc) {
-            Some(s) if !s.is_empty() => return Ok(plain(format!("{}-{s}", base_name(pool_name(pool))))),
-            Some(_) => return Ok(migrated_base(pool, exists)),
+    let suffix = |k: &C| k.meta().annotations.as_ref()?.get(MC_NAME_SUFFIX_ANNOTATION).cloned();
+    if for_pool.iter().any(|k| k.meta().name == cfg.meta().name) {
+        match suffix(cfg) {
+            Some(s) if !s.is_empty() => return Ok(plain(format!("{base}-{s}"))),
+            Some(_) => return Ok(migrated_base(pool, C::WORD, exists)),
             None => {}
         }
     }
     if for_pool.len() == 1 {
-        return Ok(migrated_base(pool, exists));
+        return Ok(migrated_base(pool, C::WORD, exists));
     }
-    // An older KubeletConfig without the annotation (written before it existed): the largest of
-    // its finalizers that names an existing MachineConfig of this pool.
-    let created = |k: &KubeletConfig| k.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    if for_pool.iter().any(|k| created(k) > created(kc)) {
-        let base = base_name(pool_name(pool));
+    // An older object without the annotation (written before it existed): the largest of its
+    // finalizers that names an existing MachineConfig of this pool.
+    let created = |k: &C| k.meta().creation_timestamp.as_ref().map(|t| t.0);
+    if for_pool.iter().any(|k| created(k) > created(cfg)) {
         let mut best: Option<(i64, &String)> = None;
-        for finalizer in kc.metadata.finalizers.iter().flatten() {
+        for finalizer in cfg.meta().finalizers.iter().flatten() {
             if !exists(finalizer) || !finalizer.starts_with(&base) {
                 continue;
             }
@@ -101,9 +104,9 @@ pub(crate) fn managed_key(
         }
     }
     if largest + 1 > MAX_SUFFIX {
-        return Err("max number of supported kubelet config (10) has been reached. Please delete old kubelet configs before retrying".into());
+        return Err(C::TOO_MANY.into());
     }
-    Ok(plain(format!("{}-{}", base_name(pool_name(pool)), largest + 1)))
+    Ok(plain(format!("{base}-{}", largest + 1)))
 }
 
 fn plain(name: String) -> ManagedKey {
@@ -128,6 +131,7 @@ pub(crate) fn suffix_of(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+    use mco_api::KubeletConfig;
     use serde_json::json;
 
     use super::*;

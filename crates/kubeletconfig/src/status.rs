@@ -2,7 +2,9 @@
 //! generation, and an `Accepted` condition followed by the deprecated `Success`/`Failure` one.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use mco_api::machineconfiguration::{ConfigCondition, KubeletConfigStatus, config_condition};
+use mco_api::machineconfiguration::{
+    ConfigCondition, ContainerRuntimeConfigStatus, KubeletConfigStatus, config_condition,
+};
 
 /// How many `Accepted` conditions are kept.
 const KEPT: usize = 3;
@@ -46,6 +48,34 @@ pub fn updated_status(
         Err(_) => condition(config_condition::FAILURE, "True"),
     });
     KubeletConfigStatus { observed_generation: generation.filter(|g| *g != 0), conditions: Some(conditions) }
+}
+
+/// The status a ContainerRuntimeConfig sync leaves (the original's container runtime config
+/// `syncStatusOnly`): a `Success` or `Failure` condition, appended unless the last one has the
+/// same message, which it then replaces.
+pub fn updated_runtime_status(
+    previous: Option<&ContainerRuntimeConfigStatus>,
+    generation: Option<i64>,
+    outcome: Result<(), &str>,
+    now: &Time,
+) -> ContainerRuntimeConfigStatus {
+    let (type_, message) = match outcome {
+        Ok(()) => (config_condition::SUCCESS, "Success"),
+        Err(message) => (config_condition::FAILURE, message),
+    };
+    let condition = ConfigCondition {
+        type_: type_.to_string(),
+        status: Some("True".to_string()),
+        last_transition_time: Some(now.clone()),
+        reason: None,
+        message: Some(message.to_string()),
+    };
+    let mut conditions = previous.and_then(|s| s.conditions.clone()).unwrap_or_default();
+    match conditions.last_mut() {
+        Some(last) if last.message.as_deref().unwrap_or_default() == message => *last = condition,
+        _ => conditions.push(condition),
+    }
+    ContainerRuntimeConfigStatus { observed_generation: generation.filter(|g| *g != 0), conditions: Some(conditions) }
 }
 
 /// Whether the last condition says the config was applied (`Accepted` true, or the older

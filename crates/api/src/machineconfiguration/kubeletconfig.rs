@@ -198,6 +198,16 @@ pub enum DefaultRuntime {
     Runc,
 }
 
+impl DefaultRuntime {
+    /// The name manifests and CRI-O use (`crun`, `runc`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DefaultRuntime::Crun => "crun",
+            DefaultRuntime::Runc => "runc",
+        }
+    }
+}
+
 /// An additional read-only storage location (upstream's `AdditionalLayerStore`,
 /// `AdditionalImageStore` and `AdditionalArtifactStore`, identical on the wire).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]

@@ -8,6 +8,7 @@ use serde_json::{Map, Number, Value};
 
 use super::duration;
 use super::schema::{GoStruct, Kind};
+use crate::quantity::Quantity;
 
 /// A Go value of a [`Kind`].
 #[derive(Debug, Clone, PartialEq)]
@@ -303,24 +304,9 @@ fn parse_meta_duration(value: &Value) -> Result<i64, String> {
     }
 }
 
-/// `resource.ParseQuantity`'s syntax check; the text is kept as written.
+/// `resource.ParseQuantity`'s check; the text is kept as written.
 fn parse_quantity(text: &str) -> Result<String, String> {
-    const WRONG: &str = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
-    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
-    let number_len = unsigned.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(unsigned.len());
-    if number_len == 0 {
-        return Err(WRONG.into());
-    }
-    let suffix = &unsigned[number_len..];
-    let binary_or_si = ["", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
-    let exponent = suffix
-        .strip_prefix(['e', 'E'])
-        .is_some_and(|e| !e.is_empty() && e.strip_prefix(['+', '-']).unwrap_or(e).bytes().all(|b| b.is_ascii_digit()));
-    if binary_or_si.contains(&suffix) || exponent {
-        Ok(text.to_string())
-    } else {
-        Err("unable to parse quantity's suffix".into())
-    }
+    Quantity::parse(text).map(|_| text.to_string())
 }
 
 /// `mergo.Merge(dst, src, mergo.WithOverride)`: what `src` sets (non-empty scalars, non-empty
