@@ -78,8 +78,12 @@ async fn patches_rhcos_machinesets_skips_others_and_upgrades_the_stub() {
     assert_eq!(spec, &expected);
     assert_eq!(spec["futureProviderKey"], "keep-me");
 
-    let message = cluster.condition(PROGRESSING, |status, _| status == "False").await;
-    assert!(message.starts_with("Reconciled 1 of 3 MAPI MachineSets (2 skipped) | "), "{message}");
+    // The status of an earlier sync (before the patch) is False too: wait for this sync's.
+    let message = cluster
+        .condition(PROGRESSING, |status, message| {
+            status == "False" && message.starts_with("Reconciled 1 of 3 MAPI MachineSets (2 skipped) | ")
+        })
+        .await;
     assert!(message.contains(&format!("worker-custom: custom image: boot disk image {CUSTOM_IMAGE}")), "{message}");
     assert!(message.contains("worker-owned: has OwnerReference MachinePool/pool"), "{message}");
     cluster.condition(DEGRADED, |status, _| status == "False").await;
@@ -120,8 +124,12 @@ async fn patches_rhcos_machinesets_skips_others_and_upgrades_the_stub() {
     cluster.condition("Upgradeable", |status, _| status == "True").await;
     let skew = cluster.configuration().await.unwrap().status.unwrap().boot_image_skew_enforcement_status.unwrap();
     assert_eq!(skew.automatic.unwrap().ocp_version.as_deref(), Some("4.16.0"));
-    let message = cluster.condition(PROGRESSING, |status, _| status == "False").await;
-    assert!(message.starts_with("Reconciled 1 of 1 MAPI MachineSets | "), "{message}");
+    // The status of an earlier sync (before the patch) is False too: wait for this sync's.
+    let message = cluster
+        .condition(PROGRESSING, |status, message| {
+            status == "False" && message.starts_with("Reconciled 1 of 1 MAPI MachineSets | ")
+        })
+        .await;
 }
 
 #[tokio::test]
@@ -145,8 +153,12 @@ async fn partial_selection_and_opt_out() {
     cluster.start_controller(options());
 
     wait_image(&cluster, "selected", NEW_IMAGE).await;
-    let message = cluster.condition(PROGRESSING, |status, _| status == "False").await;
-    assert!(message.starts_with("Reconciled 1 of 1 MAPI MachineSets | "), "{message}");
+    // The status of an earlier sync (before the patch) is False too: wait for this sync's.
+    let message = cluster
+        .condition(PROGRESSING, |status, message| {
+            status == "False" && message.starts_with("Reconciled 1 of 1 MAPI MachineSets | ")
+        })
+        .await;
     let after = cluster.machinesets().get("other").await.unwrap();
     assert_eq!(after.resource_version(), other.resource_version());
     // Partial is not every MachineSet: skew enforcement falls back to Manual at the install version.

@@ -165,8 +165,12 @@ async fn controller_replaces_only_red_hat_amis() {
     expected["ami"] = json!({"id": target});
     assert_eq!(patched.provider_spec().unwrap(), &expected);
 
-    let message = cluster.condition("BootImageUpdateProgressing", |status, _| status == "False").await;
-    assert!(message.starts_with("Reconciled 1 of 3 MAPI MachineSets (2 skipped)"), "{message}");
+    // The status of the sync before the patch is False too: wait for this sync's.
+    let message = cluster
+        .condition("BootImageUpdateProgressing", |status, message| {
+            status == "False" && message.starts_with("Reconciled 1 of 3 MAPI MachineSets (2 skipped)")
+        })
+        .await;
     assert!(message.contains(&format!("owned by account {MOTO_ACCOUNT}, not by Red Hat")), "{message}");
     assert!(message.contains(&format!("AMI {MARKETPLACE_AMI} is an AWS Marketplace image")), "{message}");
     for before in [golden, paid] {
