@@ -125,7 +125,7 @@ async fn patches_rhcos_machinesets_skips_others_and_upgrades_the_stub() {
     let skew = cluster.configuration().await.unwrap().status.unwrap().boot_image_skew_enforcement_status.unwrap();
     assert_eq!(skew.automatic.unwrap().ocp_version.as_deref(), Some("4.16.0"));
     // The status of an earlier sync (before the patch) is False too: wait for this sync's.
-    let message = cluster
+    cluster
         .condition(PROGRESSING, |status, message| {
             status == "False" && message.starts_with("Reconciled 1 of 1 MAPI MachineSets | ")
         })
@@ -154,7 +154,7 @@ async fn partial_selection_and_opt_out() {
 
     wait_image(&cluster, "selected", NEW_IMAGE).await;
     // The status of an earlier sync (before the patch) is False too: wait for this sync's.
-    let message = cluster
+    cluster
         .condition(PROGRESSING, |status, message| {
             status == "False" && message.starts_with("Reconciled 1 of 1 MAPI MachineSets | ")
         })
