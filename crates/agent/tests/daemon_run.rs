@@ -184,7 +184,7 @@ impl Cluster {
             let settled = state != "Done"
                 || (on(DESIRED_DRAIN_ANNOTATION, &format!("uncordon-{config}"))
                     && a.get(LAST_APPLIED_DRAIN_ANNOTATION) == a.get(DESIRED_DRAIN_ANNOTATION));
-            (on(STATE_ANNOTATION, state) && on(CURRENT_CONFIG_ANNOTATION, config) && settled).then_some(a)
+            if on(STATE_ANNOTATION, state) && on(CURRENT_CONFIG_ANNOTATION, config) && settled { Ok(a) } else { Err(a) }
         })
         .await
     }

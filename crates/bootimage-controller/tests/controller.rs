@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Cluster, eventually, gcp_boot_image, machineset, set_gcp_boot_image, testdata};
+use common::{Cluster, eventually, gcp_boot_image, machineset, satisfying, set_gcp_boot_image, testdata};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt as _;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -46,7 +46,7 @@ async fn gcp_cluster(install: &str) -> Cluster {
 async fn wait_image(cluster: &Cluster, name: &str, image: &str) {
     eventually(&format!("{name} on {image}"), || async {
         let ms = cluster.machinesets().get(name).await.unwrap();
-        (gcp_boot_image(&ms) == image).then_some(())
+        satisfying(gcp_boot_image(&ms), |current| current == image)
     })
     .await;
 }
@@ -105,10 +105,17 @@ async fn patches_rhcos_machinesets_skips_others_and_upgrades_the_stub() {
     // install version, 4.12.0, below the limit: upgrades are blocked.
     // The operator part of the sync writes these after the MachineSets' pass: wait for them.
     let configuration = eventually("the opt-in annotation and the skew status", || async {
-        let configuration = cluster.configuration().await?;
-        let opted_in = configuration.annotations().contains_key(BOOT_IMAGE_UPDATES_OPTED_IN_AT_ANNOTATION);
-        let skew = configuration.status.as_ref()?.boot_image_skew_enforcement_status.as_ref()?;
-        (opted_in && skew.automatic.is_some()).then_some(configuration)
+        let configuration = cluster.configuration().await;
+        satisfying(configuration, |configuration| {
+            configuration.as_ref().is_some_and(|c| {
+                c.annotations().contains_key(BOOT_IMAGE_UPDATES_OPTED_IN_AT_ANNOTATION)
+                    && c.status
+                        .as_ref()
+                        .and_then(|s| s.boot_image_skew_enforcement_status.as_ref()?.automatic.as_ref())
+                        .is_some()
+            })
+        })
+        .map(Option::unwrap)
     })
     .await;
     let skew = configuration.status.unwrap().boot_image_skew_enforcement_status.unwrap();
@@ -178,9 +185,13 @@ async fn partial_selection_and_opt_out() {
     });
     cluster.configurations().patch("cluster", &apply, &Patch::Apply(&none)).await.unwrap();
     eventually("the None selection in the status", || async {
-        let status = cluster.configuration().await?.status?;
-        let managers = status.managed_boot_images_status?.machine_managers?;
-        (managers[0].selection.mode == MachineManagerSelectorMode::None).then_some(())
+        let status = cluster.configuration().await.and_then(|c| c.status);
+        satisfying(status, |status| {
+            status
+                .as_ref()
+                .and_then(|s| s.managed_boot_images_status.as_ref()?.machine_managers.as_ref())
+                .is_some_and(|managers| managers[0].selection.mode == MachineManagerSelectorMode::None)
+        })
     })
     .await;
     let mut reverted = cluster.machinesets().get("selected").await.unwrap();
@@ -201,7 +212,8 @@ async fn mid_upgrade_defers_until_the_cluster_is_stable() {
 
     // The effective configuration is written right away; the MachineSet is not touched.
     eventually("the effective configuration", || async {
-        cluster.configuration().await?.status?.managed_boot_images_status.map(|_| ())
+        let status = cluster.configuration().await.and_then(|c| c.status);
+        satisfying(status, |s| s.as_ref().is_some_and(|s| s.managed_boot_images_status.is_some()))
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -292,8 +304,8 @@ async fn manual_skew_enforcement_blocks_upgrades_until_acknowledged() {
     // Opting out of enforcement (None) never blocks, whatever was recorded.
     cluster.configurations().patch("cluster", &apply, &Patch::Apply(&manual(json!({"mode": "None"})))).await.unwrap();
     eventually("skew mode None", || async {
-        let skew = cluster.configuration().await?.status?.boot_image_skew_enforcement_status?;
-        (skew.mode == Some(Mode::None)).then_some(())
+        let skew = cluster.configuration().await.and_then(|c| c.status?.boot_image_skew_enforcement_status);
+        satisfying(skew, |skew| skew.as_ref().is_some_and(|skew| skew.mode == Some(Mode::None)))
     })
     .await;
     cluster.condition("Upgradeable", |status, _| status == "True").await;

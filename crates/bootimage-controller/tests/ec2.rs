@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Cluster, eventually, machineset};
+use common::{Cluster, eventually, machineset, satisfying};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt as _;
 use kube::api::PostParams;
@@ -157,7 +157,7 @@ async fn controller_replaces_only_red_hat_amis() {
 
     eventually("the Red Hat AMI replaced", || async {
         let ms = cluster.machinesets().get("worker-rhcos").await.unwrap();
-        (ami_of(&ms).as_deref() == Some(target.as_str())).then_some(())
+        satisfying(ami_of(&ms), |ami| ami.as_deref() == Some(target.as_str()))
     })
     .await;
     let patched = cluster.machinesets().get("worker-rhcos").await.unwrap();

@@ -64,15 +64,20 @@ async fn request(client: &Client, value: &str) {
     Api::<Node>::all(client.clone()).patch("worker-0", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
 }
 
-async fn warning_notes(client: &Client, reason: &str) -> Vec<String> {
+/// The note of worker-0's first `reason` warning, or every warning seen for it so far.
+async fn warning(client: &Client, reason: &str) -> Result<String, Vec<(Option<String>, Option<String>)>> {
     let events = Api::<Event>::namespaced(client.clone(), "default").list(&ListParams::default()).await.unwrap();
-    events
+    let warnings: Vec<_> = events
         .items
         .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning"))
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("worker-0"))
-        .filter_map(|e| e.note)
-        .collect()
+        .map(|e| (e.reason, e.note))
+        .collect();
+    warnings
+        .iter()
+        .find_map(|(r, note)| (r.as_deref() == Some(reason)).then(|| note.clone().unwrap_or_default()))
+        .ok_or(warnings)
 }
 
 #[tokio::test]
@@ -138,23 +143,18 @@ async fn drains_hold_for_disruption_budgets() {
     // the drain not acknowledged, with warnings once it has failed for a while.
     request(&client, "drain-rendered-worker-1").await;
     eventually("the emptyDir pod evicted", || async {
-        (!pod_names(&client).await.contains(&"cache".to_string())).then_some(())
+        let pods = pod_names(&client).await;
+        if pods.contains(&"cache".to_string()) { Err(pods) } else { Ok(()) }
     })
     .await;
     assert!(cordoned(&node(&client).await));
-    let threshold = eventually("a DrainThresholdExceeded warning", || async {
-        warning_notes(&client, "DrainThresholdExceeded").await.into_iter().next()
-    })
-    .await;
+    let threshold = eventually("a DrainThresholdExceeded warning", || warning(&client, "DrainThresholdExceeded")).await;
     assert!(threshold.starts_with("Drain failed. Drain has been failing for more than "), "{threshold}");
     assert!(
         threshold.ends_with("evicting pod apps/web: Cannot evict pod as it would violate the pod's disruption budget."),
         "{threshold}"
     );
-    let failed = eventually("a DrainFailed warning", || async {
-        warning_notes(&client, "DrainFailed").await.into_iter().next()
-    })
-    .await;
+    let failed = eventually("a DrainFailed warning", || warning(&client, "DrainFailed")).await;
     assert_eq!(failed, "node worker-0: drain exceeded timeout: 4s. Will continue to retry.");
     let now = node(&client).await;
     assert_eq!(annotation(&now, LAST_APPLIED_DRAIN_ANNOTATION), None, "not drained while the budget holds");
@@ -164,8 +164,11 @@ async fn drains_hold_for_disruption_budgets() {
     // Without the budget the drain completes; DaemonSet and mirror pods stay, as do other nodes' pods.
     budgets.delete("web", &DeleteParams::default()).await.unwrap();
     eventually("lastAppliedDrain = drain-rendered-worker-1", || async {
-        (annotation(&node(&client).await, LAST_APPLIED_DRAIN_ANNOTATION) == Some("drain-rendered-worker-1"))
-            .then_some(())
+        let node = node(&client).await;
+        match annotation(&node, LAST_APPLIED_DRAIN_ANNOTATION) {
+            Some("drain-rendered-worker-1") => Ok(()),
+            other => Err(other.map(str::to_string)),
+        }
     })
     .await;
     assert_eq!(pod_names(&client).await, ["agent", "elsewhere", "static"]);
@@ -174,17 +177,17 @@ async fn drains_hold_for_disruption_budgets() {
     request(&client, "uncordon-rendered-worker-1").await;
     let uncordoned = eventually("lastAppliedDrain = uncordon-rendered-worker-1", || async {
         let node = node(&client).await;
-        (annotation(&node, LAST_APPLIED_DRAIN_ANNOTATION) == Some("uncordon-rendered-worker-1")).then_some(node)
+        match annotation(&node, LAST_APPLIED_DRAIN_ANNOTATION) {
+            Some("uncordon-rendered-worker-1") => Ok(node),
+            other => Err(other.map(str::to_string)),
+        }
     })
     .await;
     assert!(!cordoned(&uncordoned));
 
     // A request it does not understand: a warning, nothing done.
     request(&client, "reboot-rendered-worker-1").await;
-    let invalid = eventually("an InvalidDrainRequest warning", || async {
-        warning_notes(&client, "InvalidDrainRequest").await.into_iter().next()
-    })
-    .await;
+    let invalid = eventually("an InvalidDrainRequest warning", || warning(&client, "InvalidDrainRequest")).await;
     assert_eq!(
         invalid,
         "node worker-0: unknown drain request \"reboot-rendered-worker-1\" (expected drain-<config> or uncordon-<config>)"

@@ -26,6 +26,7 @@ use mco_controller::node::controller as node;
 use mco_rollout::drain::RetryPolicy;
 use mco_rollout::node::annotation;
 use mco_testenv::TestEnv;
+use mco_testenv::satisfying;
 use serde_json::json;
 
 /// Both controllers, with test timings; aborted with the returned handles.
@@ -78,10 +79,10 @@ async fn rollouts_never_exceed_max_unavailable() {
     let controllers = start_controllers(&env).await;
 
     // The pool's status appears before anything moves.
-    eventually("the pool's status", || async {
-        let pool = pool(&client).await;
-        let status = pool.status.clone()?;
-        (status.machine_count == Some(5) && status.updated_machine_count == Some(5)).then_some(())
+    eventually("the pool's status: 5 machines, 5 updated", || async {
+        satisfying(pool(&client).await.status, |status| {
+            status.as_ref().is_some_and(|s| s.machine_count == Some(5) && s.updated_machine_count == Some(5))
+        })
     })
     .await;
     let (updated, _, message) = condition(&pool(&client).await, "Updated").unwrap();
@@ -100,8 +101,12 @@ async fn rollouts_never_exceed_max_unavailable() {
         // The taints are removed by a background writer, so after the pool says Updated.
         eventually("no UpdateInProgress taint and no cordoned node once updated", || async {
             let nodes = nodes(&client).await;
-            let uncordoned = nodes.iter().all(|n| !n.spec.as_ref().unwrap().unschedulable.unwrap_or(false));
-            (!nodes.iter().any(has_update_taint) && uncordoned).then_some(())
+            let held: Vec<_> = nodes
+                .iter()
+                .filter(|n| has_update_taint(n) || n.spec.as_ref().unwrap().unschedulable.unwrap_or(false))
+                .map(|n| (n.name_any(), n.spec.clone()))
+                .collect();
+            satisfying(held, Vec::is_empty)
         })
         .await;
     }
@@ -112,7 +117,7 @@ async fn rollouts_never_exceed_max_unavailable() {
             .iter()
             .any(|n| n.starts_with("Targeted node worker-") && n.ends_with("to MachineConfig: rendered-worker-1"));
         let round_2 = notes.iter().any(|n| n == "Set target for 2 nodes to MachineConfig: rendered-worker-2");
-        (round_1 && round_2).then_some(notes)
+        if round_1 && round_2 { Ok(notes) } else { Err(notes) }
     })
     .await;
     // Zone a before zone b, so the first node of round 1 is in zone a.
@@ -146,13 +151,16 @@ async fn targeted_and_tainted(client: &Client, config: &str) -> (Vec<String>, us
 async fn waiting_nodes_are_tainted_and_targeted_nodes_are_not() {
     let (env, client) = worker_pool(20, json!(1)).await;
     let controllers = start_controllers(&env).await;
-    eventually("the pool's status", || async { pool(&client).await.status?.machine_count.filter(|c| *c == 20) }).await;
+    eventually("the pool's status: 20 machines", || async {
+        satisfying(pool(&client).await.status, |s| s.as_ref().is_some_and(|s| s.machine_count == Some(20)))
+    })
+    .await;
 
     // The daemons are not running: the targeted node stays Working-to-be, holding the only slot.
     patch_pool(&client, json!({"configuration": {"name": rendered(1)}})).await;
     let (first, _) = eventually("one node targeted, the 19 others tainted", || async {
         let (targeted, tainted) = targeted_and_tainted(&client, &rendered(1)).await;
-        (targeted.len() == 1 && tainted == 19).then_some((targeted, tainted))
+        satisfying((targeted, tainted), |(targeted, tainted)| targeted.len() == 1 && *tainted == 19)
     })
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -164,7 +172,7 @@ async fn waiting_nodes_are_tainted_and_targeted_nodes_are_not() {
     Api::<Node>::all(client.clone()).patch(&first[0], &PatchParams::default(), &Patch::Merge(&done)).await.unwrap();
     eventually("a second node targeted, 18 tainted", || async {
         let (targeted, tainted) = targeted_and_tainted(&client, &rendered(1)).await;
-        (targeted.len() == 2 && tainted == 18).then_some(())
+        satisfying((targeted, tainted), |(targeted, tainted)| targeted.len() == 2 && *tainted == 18)
     })
     .await;
 
@@ -177,13 +185,21 @@ async fn paused_pools_wait_and_degraded_nodes_degrade_the_pool() {
     let daemons = FakeDaemons::default();
     let daemon_task = daemons.spawn(client.clone());
     let controllers = start_controllers(&env).await;
-    eventually("the pool's status", || async { pool(&client).await.status?.machine_count.filter(|c| *c == 3) }).await;
+    eventually("the pool's status: 3 machines", || async {
+        satisfying(pool(&client).await.status, |s| s.as_ref().is_some_and(|s| s.machine_count == Some(3)))
+    })
+    .await;
 
     // Paused: the status says so, and no node is targeted.
     patch_pool(&client, json!({"paused": true, "configuration": {"name": rendered(1)}})).await;
     let updating = eventually("Updating=False (paused)", || async {
-        condition(&pool(&client).await, "Updating")
-            .filter(|(status, _, message)| status == "False" && !message.is_empty())
+        let updating = condition(&pool(&client).await, "Updating");
+        match updating {
+            Some((status, reason, message)) if status == "False" && !message.is_empty() => {
+                Ok((status, reason, message))
+            }
+            other => Err(other),
+        }
     })
     .await;
     assert_eq!(updating.2, "Pool is paused; will not update to MachineConfig rendered-worker-1");
@@ -198,7 +214,11 @@ async fn paused_pools_wait_and_degraded_nodes_degrade_the_pool() {
     }
     patch_pool(&client, json!({"configuration": {"name": rendered(2)}})).await;
     let degraded = eventually("NodeDegraded=True", || async {
-        condition(&pool(&client).await, "NodeDegraded").filter(|(status, _, _)| status == "True")
+        let degraded = condition(&pool(&client).await, "NodeDegraded");
+        match degraded {
+            Some((status, reason, message)) if status == "True" => Ok((status, reason, message)),
+            other => Err(other),
+        }
     })
     .await;
     assert_eq!(degraded.1, "1 nodes are reporting degraded status on sync");
@@ -235,13 +255,17 @@ async fn rollouts_survive_controller_and_apiserver_restarts() {
     let daemons = FakeDaemons { step: Duration::from_millis(300), ..Default::default() };
     let daemon_task = daemons.spawn(client.clone());
     let controllers = start_controllers(&env).await;
-    eventually("the pool's status", || async { pool(&client).await.status?.machine_count.filter(|c| *c == 5) }).await;
+    eventually("the pool's status: 5 machines", || async {
+        satisfying(pool(&client).await.status, |s| s.as_ref().is_some_and(|s| s.machine_count == Some(5)))
+    })
+    .await;
 
     patch_pool(&client, json!({"configuration": {"name": rendered(1)}})).await;
-    eventually("two nodes targeted", || async { (targeted(&client, &rendered(1)).await >= 2).then_some(()) }).await;
+    eventually("two nodes targeted", || async { satisfying(targeted(&client, &rendered(1)).await, |n| *n >= 2) }).await;
     stop(&controllers);
     let controllers = start_controllers(&env).await;
-    eventually("a third node targeted", || async { (targeted(&client, &rendered(1)).await >= 3).then_some(()) }).await;
+    eventually("a third node targeted", || async { satisfying(targeted(&client, &rendered(1)).await, |n| *n >= 3) })
+        .await;
     env.restart_apiserver().await.unwrap();
     wait_rollout(&client, &rendered(1)).await;
     assert_eq!(monitor.take_peak(), 2);
@@ -293,7 +317,7 @@ async fn layered_pools_move_to_the_built_image_once_it_is_built() {
     patch_pool(&client, json!({"configuration": {"name": rendered(1)}})).await;
     eventually("the stale build annotation removed", || async {
         let config = configs.get("worker").await.unwrap();
-        config.annotations().get(CURRENT_MACHINE_OS_BUILD_ANNOTATION).is_none().then_some(())
+        satisfying(config.annotations().get(CURRENT_MACHINE_OS_BUILD_ANNOTATION).cloned(), Option::is_none)
     })
     .await;
     // The build runs: the pool says so.
@@ -303,8 +327,11 @@ async fn layered_pools_move_to_the_built_image_once_it_is_built() {
     }]}});
     builds.patch_status("worker-1", &params, &Patch::Merge(&running)).await.unwrap();
     eventually("the pool waiting for the build", || async {
-        let (status, _, message) = condition(&pool(&client).await, "Updating")?;
-        (status == "True" && message == "Pool is waiting for OS image build to complete (mosb: worker-1)").then_some(())
+        satisfying(condition(&pool(&client).await, "Updating"), |updating| {
+            updating.as_ref().is_some_and(|(status, _, message)| {
+                status == "True" && message == "Pool is waiting for OS image build to complete (mosb: worker-1)"
+            })
+        })
     })
     .await;
     assert_eq!(targeted(&client, &rendered(1)).await, 0, "no node moves before the image is built");
@@ -315,13 +342,20 @@ async fn layered_pools_move_to_the_built_image_once_it_is_built() {
     let published = json!({"status": {"currentImagePullSpec": image}});
     configs.patch_status("worker", &params, &Patch::Merge(&published)).await.unwrap();
     eventually("every node on the image and the pool Updated", || async {
-        let on_image = nodes(&client).await.iter().all(|n| {
-            annotation(n, CURRENT_CONFIG_ANNOTATION) == Some(rendered(1).as_str())
-                && annotation(n, DESIRED_IMAGE_ANNOTATION) == Some(image.as_str())
-                && annotation(n, CURRENT_IMAGE_ANNOTATION) == Some(image.as_str())
-        });
-        let updated = condition(&pool(&client).await, "Updated").filter(|(status, _, _)| status == "True");
-        on_image.then_some(updated).flatten()
+        let not_on_image: Vec<_> = nodes(&client)
+            .await
+            .into_iter()
+            .filter(|n| {
+                annotation(n, CURRENT_CONFIG_ANNOTATION) != Some(rendered(1).as_str())
+                    || annotation(n, DESIRED_IMAGE_ANNOTATION) != Some(image.as_str())
+                    || annotation(n, CURRENT_IMAGE_ANNOTATION) != Some(image.as_str())
+            })
+            .map(|n| (n.name_any(), n.metadata.annotations))
+            .collect();
+        let updated = condition(&pool(&client).await, "Updated");
+        satisfying((not_on_image, updated), |(not_on_image, updated)| {
+            not_on_image.is_empty() && updated.as_ref().is_some_and(|(status, _, _)| status == "True")
+        })
     })
     .await;
     let (_, _, message) = condition(&pool(&client).await, "Updated").unwrap();
@@ -329,13 +363,12 @@ async fn layered_pools_move_to_the_built_image_once_it_is_built() {
     eventually("a SetDesiredConfigAndOSImage Event naming the image", || async {
         let notes: Vec<_> =
             events(&client, "SetDesiredConfigAndOSImage").await.into_iter().filter_map(|e| e.note).collect();
-        notes
-            .iter()
-            .any(|n| {
+        satisfying(notes, |notes| {
+            notes.iter().any(|n| {
                 n.starts_with("Targeted node worker-")
                     && n.ends_with(&format!(" to MachineConfig: {} / Image: {image}", rendered(1)))
             })
-            .then_some(())
+        })
     })
     .await;
 
@@ -395,17 +428,17 @@ async fn master_nodes_follow_the_scheduler() {
 
     // No Scheduler yet: only the control-plane role.
     eventually("the control-plane label", || async {
-        (master_roles(&client, "master-0").await == (false, true, false)).then_some(())
+        satisfying(master_roles(&client, "master-0").await, |roles| *roles == (false, true, false))
     })
     .await;
     set_masters_schedulable(&client, true).await;
     eventually("a schedulable master", || async {
-        (master_roles(&client, "master-0").await == (true, true, false)).then_some(())
+        satisfying(master_roles(&client, "master-0").await, |roles| *roles == (true, true, false))
     })
     .await;
     set_masters_schedulable(&client, false).await;
     eventually("an unschedulable master", || async {
-        (master_roles(&client, "master-0").await == (false, true, true)).then_some(())
+        satisfying(master_roles(&client, "master-0").await, |roles| *roles == (false, true, true))
     })
     .await;
 
@@ -441,12 +474,13 @@ async fn a_node_booted_into_a_custom_pool_gets_its_labels_and_joins_it() {
         let node = Api::<Node>::all(client.clone()).get("worker-1").await.unwrap();
         let labelled = node.labels().contains_key("node-role.kubernetes.io/infra")
             && node.annotations().contains_key(CUSTOM_POOL_LABELS_APPLIED_ANNOTATION);
-        (labelled && annotation(&node, DESIRED_CONFIG_ANNOTATION) == Some("rendered-infra-1")).then_some(node)
+        let targeted = annotation(&node, DESIRED_CONFIG_ANNOTATION) == Some("rendered-infra-1");
+        if labelled && targeted { Ok(node) } else { Err(node.metadata) }
     })
     .await;
     assert_eq!(annotation(&moved, CURRENT_CONFIG_ANNOTATION), Some(rendered(0).as_str()));
     eventually("both other workers targeted: worker-1 did not take a worker slot", || async {
-        (targeted(&client, &rendered(1)).await == 2).then_some(())
+        satisfying(targeted(&client, &rendered(1)).await, |n| *n == 2)
     })
     .await;
 

@@ -14,7 +14,7 @@ use mco_controller::conditions;
 use mco_controller::render::controller::{Options, run};
 use mco_render::{ControllerVersion, Inputs, StorageOverrides};
 use mco_testenv::TestEnv;
-use mco_testenv::eventually;
+use mco_testenv::{eventually, satisfying};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -97,7 +97,7 @@ async fn render_controller_against_a_real_apiserver() {
         let expected = offline_render(file);
         let pool = eventually(&format!("pool {pool_name} to target a rendered config"), || async {
             let pool = pools.get(pool_name).await.unwrap();
-            target_of(&pool).is_some().then_some(pool)
+            if target_of(&pool).is_some() { Ok(pool) } else { Err(pool.spec.configuration) }
         })
         .await;
         assert_eq!(target_of(&pool), expected.metadata.name, "pool {pool_name}");
@@ -107,10 +107,11 @@ async fn render_controller_against_a_real_apiserver() {
         let owner = &rendered.owner_references()[0];
         assert_eq!(Some(&owner.uid), pool.metadata.uid.as_ref(), "owned by the pool as created, not the file's uid");
         let degraded = eventually("RenderDegraded=False", || async {
-            render_degraded(&pools.get(pool_name).await.unwrap()).filter(|(status, _)| status == "False")
+            let degraded = render_degraded(&pools.get(pool_name).await.unwrap());
+            satisfying(degraded, |d| d.as_ref().is_some_and(|(status, _)| status == "False"))
         })
         .await;
-        assert_eq!(degraded, ("False".to_string(), String::new()));
+        assert_eq!(degraded, Some(("False".to_string(), String::new())));
     }
     let worker = pools.get("worker").await.unwrap();
     let sources: Vec<_> =
@@ -127,9 +128,11 @@ async fn render_controller_against_a_real_apiserver() {
     mcs.create(&PostParams::default(), &bad).await.unwrap();
     for pool_name in ["worker", "infra"] {
         let (_, message) = eventually(&format!("pool {pool_name} RenderDegraded=True"), || async {
-            render_degraded(&pools.get(pool_name).await.unwrap()).filter(|(status, _)| status == "True")
+            let degraded = render_degraded(&pools.get(pool_name).await.unwrap());
+            satisfying(degraded, |d| d.as_ref().is_some_and(|(status, _)| status == "True"))
         })
-        .await;
+        .await
+        .unwrap();
         let prefix = format!("Failed to render configuration for pool {pool_name}: ");
         assert!(message.starts_with(&prefix), "{message}");
         assert!(message.contains("99-worker-kernel") && message.contains("bogus"), "{message}");
@@ -142,7 +145,8 @@ async fn render_controller_against_a_real_apiserver() {
     mcs.patch("99-worker-kernel", &PatchParams::default(), &Patch::Merge(&fix)).await.unwrap();
     let fixed = eventually("worker RenderDegraded=False after the fix", || async {
         let pool = pools.get("worker").await.unwrap();
-        render_degraded(&pool).is_some_and(|(status, _)| status == "False").then_some(pool)
+        let degraded = render_degraded(&pool);
+        if degraded.as_ref().is_some_and(|(status, _)| status == "False") { Ok(pool) } else { Err(degraded) }
     })
     .await;
     let fixed_target = target_of(&fixed).unwrap();
@@ -162,8 +166,14 @@ async fn render_controller_against_a_real_apiserver() {
     }
     let churned = eventually("worker to target the churned render", || async {
         let pool = pools.get("worker").await.unwrap();
-        let sources = pool.spec.configuration.as_ref()?.source.clone()?;
-        sources.iter().any(|s| s.name.as_deref() == Some("98-worker-churn-4")).then_some(pool)
+        let sources: Vec<_> = pool
+            .spec
+            .configuration
+            .iter()
+            .flat_map(|c| c.source.iter().flatten())
+            .filter_map(|s| s.name.clone())
+            .collect();
+        if sources.iter().any(|s| s == "98-worker-churn-4") { Ok(pool) } else { Err(sources) }
     })
     .await;
     // Let a second, late render happen if the debounce did not hold.
@@ -178,7 +188,8 @@ async fn render_controller_against_a_real_apiserver() {
     // Deleting the rendered config of the current target is repaired.
     mcs.delete(&target_of(&churned).unwrap(), &Default::default()).await.unwrap();
     eventually("the deleted rendered config to come back", || async {
-        mcs.get_opt(&target_of(&churned).unwrap()).await.unwrap().filter(|mc| mc.metadata.deletion_timestamp.is_none())
+        let mc = mcs.get_opt(&target_of(&churned).unwrap()).await.unwrap();
+        satisfying(mc.map(|mc| mc.metadata), |meta| meta.as_ref().is_some_and(|m| m.deletion_timestamp.is_none()))
     })
     .await;
 
@@ -190,7 +201,8 @@ async fn render_controller_against_a_real_apiserver() {
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
     let event = eventually("a SelectingAll event", || async {
         let list = events.list(&ListParams::default()).await.unwrap();
-        list.items.into_iter().find(|e| e.reason.as_deref() == Some("SelectingAll"))
+        let reasons: Vec<_> = list.items.iter().map(|e| e.reason.clone()).collect();
+        list.items.into_iter().find(|e| e.reason.as_deref() == Some("SelectingAll")).ok_or(reasons)
     })
     .await;
     assert_eq!(event.regarding.unwrap().name.as_deref(), Some("everything"));

@@ -5,20 +5,18 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
 use mco_api::MachineConfigPool;
 use mco_api::constants::MCO_NAMESPACE;
-use mco_testenv::TestEnv;
 use mco_testenv::k8s_openapi::api::coordination::v1::Lease;
 use mco_testenv::k8s_openapi::api::core::v1::Namespace;
 use mco_testenv::kube::Api;
 use mco_testenv::kube::api::{ObjectMeta, PostParams};
+use mco_testenv::{TestEnv, eventually};
 
 const RAW: &str = "v0.0.0-was-not-built-properly";
 const HASH: &str = "was-not-built-properly";
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster")
@@ -93,17 +91,15 @@ async fn mco_controller_targets_what_mco_render_computes() {
 
     let mut controller = Controller::start(env.kubeconfig(), env.dir().join("controller.log"));
     let pools: Api<MachineConfigPool> = Api::all(client.clone());
-    let deadline = Instant::now() + TIMEOUT;
     for (pool, name) in &expected {
-        loop {
+        eventually(&format!("pool {pool} to target {name}"), || {
             controller.assert_running();
-            let target = pools.get(pool).await.unwrap().spec.configuration.and_then(|c| c.name);
-            if target.as_ref() == Some(name) {
-                break;
+            async {
+                let target = pools.get(pool).await.unwrap().spec.configuration.and_then(|c| c.name);
+                if target.as_ref() == Some(name) { Ok(()) } else { Err(target) }
             }
-            assert!(Instant::now() < deadline, "pool {pool} targets {target:?}, not {name}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        })
+        .await;
     }
 
     // The node controller runs too: pools without nodes are updated (status.configuration
@@ -113,22 +109,22 @@ async fn mco_controller_targets_what_mco_render_computes() {
         conditions.iter().find(|c| c.type_ == kind).map(|c| (c.status.clone(), c.message.clone().unwrap_or_default()))
     };
     for (pool, name) in &expected {
-        loop {
+        let want = ("True".to_string(), format!("All nodes are updated with MachineConfig {name}"));
+        let current = eventually(&format!("pool {pool} Updated with {name}, RenderDegraded set"), || {
             controller.assert_running();
-            let current = pools.get(pool).await.unwrap();
-            let updated = condition(&current, "Updated");
-            let want = ("True".to_string(), format!("All nodes are updated with MachineConfig {name}"));
-            if updated.as_ref() == Some(&want) && condition(&current, "RenderDegraded").is_some() {
-                assert_eq!(condition(&current, "RenderDegraded").unwrap().0, "False");
-                assert_eq!(condition(&current, "Degraded").unwrap().0, "False");
-                let status = current.status.unwrap();
-                assert_eq!(status.configuration.and_then(|c| c.name).as_ref(), Some(name));
-                assert_eq!(status.machine_count, Some(0));
-                break;
+            async {
+                let current = pools.get(pool).await.unwrap();
+                let settled = condition(&current, "Updated").as_ref() == Some(&want)
+                    && condition(&current, "RenderDegraded").is_some();
+                if settled { Ok(current) } else { Err(current.status) }
             }
-            assert!(Instant::now() < deadline, "pool {pool}: Updated {updated:?}, not {want:?}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        })
+        .await;
+        assert_eq!(condition(&current, "RenderDegraded").unwrap().0, "False");
+        assert_eq!(condition(&current, "Degraded").unwrap().0, "False");
+        let status = current.status.unwrap();
+        assert_eq!(status.configuration.and_then(|c| c.name).as_ref(), Some(name));
+        assert_eq!(status.machine_count, Some(0));
     }
 
     let leases: Api<Lease> = Api::namespaced(client.clone(), MCO_NAMESPACE);
@@ -138,13 +134,11 @@ async fn mco_controller_targets_what_mco_render_computes() {
     // SIGTERM: a clean exit that hands the Lease over.
     let status = Command::new("kill").args(["-TERM", &controller.child.id().to_string()]).status().unwrap();
     assert!(status.success());
-    let exit = loop {
-        if let Some(exit) = controller.child.try_wait().unwrap() {
-            break exit;
-        }
-        assert!(Instant::now() < deadline + TIMEOUT, "mco controller ignores SIGTERM");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let exit = eventually("mco controller to exit on SIGTERM", || {
+        let exited = controller.child.try_wait().unwrap().ok_or("still running");
+        async move { exited }
+    })
+    .await;
     assert!(exit.success(), "{exit}:\n{}", std::fs::read_to_string(&controller.log).unwrap());
     assert_eq!(holder(leases.get("machine-config-controller").await.unwrap()).as_deref(), Some(""));
 }

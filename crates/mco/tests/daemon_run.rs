@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
 use mco_api::MachineConfig;
@@ -13,13 +12,11 @@ use mco_api::constants::{
     CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_DRAIN_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION,
     STATE_ANNOTATION,
 };
-use mco_testenv::TestEnv;
 use mco_testenv::k8s_openapi::api::core::v1::Node;
 use mco_testenv::kube::Api;
 use mco_testenv::kube::api::{Patch, PatchParams, PostParams};
+use mco_testenv::{TestEnv, Verbatim, eventually};
 use serde_json::json;
-
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The daemon process; killed if the test ends without it exiting.
 struct Daemon(Child);
@@ -66,18 +63,21 @@ async fn annotate(nodes: &Api<Node>, key: &str, value: &str) {
     nodes.patch("node-1", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
 }
 
+fn daemon_log(log: &Path) -> Verbatim {
+    Verbatim(format!("daemon log:\n{}", std::fs::read_to_string(log).unwrap_or_default()))
+}
+
 /// Waits until the node has `key=value`; `log` is shown if it never does.
 async fn wait_for(nodes: &Api<Node>, key: &str, value: &str, log: &Path) {
-    let deadline = Instant::now() + TIMEOUT;
-    while annotations(nodes).await.get(key).map(String::as_str) != Some(value) {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {key}={value}; annotations {:?}; daemon log:\n{}",
-            annotations(nodes).await,
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(&format!("{key}={value} on node-1"), || async {
+        let annotations = annotations(nodes).await;
+        if annotations.get(key).map(String::as_str) == Some(value) {
+            Ok(())
+        } else {
+            Err((annotations, daemon_log(log)))
+        }
+    })
+    .await
 }
 
 /// Plays the drain controller for one request.
@@ -111,14 +111,11 @@ async fn mco_daemon_run_updates_through_a_reboot() {
     answer_drain(&nodes, "uncordon-rendered-a", &log).await;
     annotate(&nodes, DESIRED_CONFIG_ANNOTATION, "rendered-b").await;
     answer_drain(&nodes, "drain-rendered-b", &log).await;
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        if let Some(status) = daemon.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the daemon did not exit for the reboot");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let status = eventually("the daemon to exit for the reboot", || {
+        let exited = daemon.0.try_wait().unwrap().ok_or_else(|| daemon_log(&log));
+        async move { exited }
+    })
+    .await;
     assert!(status.success(), "{status}: {}", std::fs::read_to_string(&log).unwrap());
     assert_eq!(std::fs::read_to_string(r.join("etc/app.conf")).unwrap(), "v2");
     assert_eq!(
@@ -130,5 +127,5 @@ async fn mco_daemon_run_updates_through_a_reboot() {
     let _daemon = Daemon::start(env.kubeconfig(), r, &log);
     answer_drain(&nodes, "uncordon-rendered-b", &log).await;
     wait_for(&nodes, CURRENT_CONFIG_ANNOTATION, "rendered-b", &log).await;
-    assert_eq!(annotations(&nodes).await[STATE_ANNOTATION], "Done");
+    wait_for(&nodes, STATE_ANNOTATION, "Done", &log).await;
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Node;
@@ -15,6 +15,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client};
 use mco_api::MachineConfigPool;
 use mco_api::constants::{CURRENT_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, REASON_ANNOTATION, STATE_ANNOTATION};
+use mco_testenv::{eventually, eventually_within};
 use serde_json::json;
 
 mod common;
@@ -120,44 +121,41 @@ async fn set_pool(client: &Client, spec: serde_json::Value) {
         .unwrap();
 }
 
+/// Whether `node` runs `config` and says Done.
+fn done_on(node: &Node, config: &str) -> bool {
+    let get = |k| mco_rollout::node::annotation(node, k);
+    get(CURRENT_CONFIG_ANNOTATION) == Some(config) && get(STATE_ANNOTATION) == Some("Done")
+}
+
 /// Waits until the pool's target is not `old` and every node runs it (Done).
 async fn rolled_out(client: &Client, old: &str) -> String {
-    let deadline = Instant::now() + ROLLOUT_TIMEOUT;
     let nodes: Api<Node> = Api::all(client.clone());
-    loop {
+    eventually_within(ROLLOUT_TIMEOUT, &format!("the rollout from {old:?} on every node"), || async {
         let pool = pool(client).await;
         let new = target(&pool);
         let all = nodes.list(&Default::default()).await.unwrap().items;
-        let done = all.iter().filter(|n| {
-            let get = |k| mco_rollout::node::annotation(n, k);
-            get(CURRENT_CONFIG_ANNOTATION) == Some(new.as_str()) && get(STATE_ANNOTATION) == Some("Done")
-        });
-        let updated = pool.status.as_ref().and_then(|s| s.updated_machine_count) == Some(NODES as i32);
-        if new != old && done.count() == NODES && updated {
-            return new;
+        let done = all.iter().filter(|n| done_on(n, &new)).count();
+        let updated = pool.status.as_ref().and_then(|s| s.updated_machine_count);
+        if new != old && done == NODES && updated == Some(NODES as i32) {
+            Ok(new)
+        } else {
+            Err((format!("target {new}, updatedMachineCount {updated:?}"), all.iter().map(summary).collect::<Vec<_>>()))
         }
-        assert!(
-            Instant::now() < deadline,
-            "rollout from {old} not done: {:#?}",
-            all.iter().map(summary).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    })
+    .await
 }
 
 /// Waits until the worker pool's condition `kind` has `status`; returns its message.
 async fn wait_condition(client: &Client, kind: &str, status: bool) -> String {
     let want = if status { "True" } else { "False" };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let pool = pool(client).await;
-        let conditions = pool.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
-        if let Some(c) = conditions.iter().find(|c| c.type_ == kind && c.status == want) {
-            return c.message.clone().unwrap_or_default();
+    eventually(&format!("{kind}={want} on the worker pool"), || async {
+        let conditions = pool(client).await.status.and_then(|s| s.conditions).unwrap_or_default();
+        match conditions.iter().find(|c| c.type_ == kind && c.status == want) {
+            Some(c) => Ok(c.message.clone().unwrap_or_default()),
+            None => Err(conditions),
         }
-        assert!(Instant::now() < deadline, "no {kind}={want}: {conditions:#?}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    })
+    .await
 }
 
 fn summary(node: &Node) -> String {
@@ -198,14 +196,25 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     let status = stdout(&status);
     // The nodes report the boot image they were installed from (the aleph file), not the image
     // they pivoted to.
+    // The daemon reports it after the node's seeded annotations, so it may follow Done.
     let nodes: Api<Node> = Api::all(client.clone());
-    for node in nodes.list(&Default::default()).await.unwrap() {
-        let boot_image =
-            mco_rollout::node::annotation(&node, mco_api::constants::BOOT_IMAGE_ANNOTATION).unwrap_or_default();
-        let boot_image: serde_json::Value =
-            serde_json::from_str(boot_image).unwrap_or_else(|e| panic!("{}: {e}", summary(&node)));
-        assert_eq!(boot_image["build"], mco_lab::images::BOOT_VERSION, "{}", summary(&node));
-    }
+    eventually("every node reporting the boot image it was installed from", || async {
+        let reported: Vec<(String, Option<serde_json::Value>)> = nodes
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .iter()
+            .map(|node| {
+                let value = mco_rollout::node::annotation(node, mco_api::constants::BOOT_IMAGE_ANNOTATION);
+                (summary(node), value.and_then(|v| serde_json::from_str(v).ok()))
+            })
+            .collect();
+        let all = reported
+            .iter()
+            .all(|(_, image)| image.as_ref().is_some_and(|image| image["build"] == mco_lab::images::BOOT_VERSION));
+        if all && reported.len() == NODES { Ok(()) } else { Err(reported) }
+    })
+    .await;
     for i in 0..NODES {
         let row = status.lines().find(|l| l.starts_with(&format!("worker-{i} "))).unwrap_or_else(|| panic!("{status}"));
         assert!(row.contains("Ready") && row.contains(&first) && row.contains("Done"), "{status}");
@@ -220,6 +229,15 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
         let name = format!("99-worker-step-{step}");
         lab.apply(&name, &file_mc(&name, &format!("/etc/lab/step-{step}"), &format!("step {step}\n")));
         current = rolled_out(&client, &current).await;
+        // The watch delivers every change in order; once it has seen the end of the rollout, it
+        // has seen every moment of it.
+        eventually("the node watch to see the rollout's end", || async {
+            let observed = observed.lock().unwrap();
+            let seen: Vec<String> = observed.nodes.values().map(summary).collect();
+            let caught_up = observed.nodes.len() == NODES && observed.nodes.values().all(|n| done_on(n, &current));
+            if caught_up { Ok(()) } else { Err(seen) }
+        })
+        .await;
         let limit = match step {
             2 => 2,
             _ => 1,
@@ -235,11 +253,11 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     // A paused pool gets a new target but no node moves; unpausing resumes.
     set_pool(&client, json!({ "paused": true })).await;
     lab.apply("99-worker-paused", &file_mc("99-worker-paused", "/etc/lab/paused", "paused\n"));
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while target(&pool(&client).await) == current {
-        assert!(Instant::now() < deadline, "the paused pool was not rendered");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    eventually("the paused pool to target a new rendered config", || async {
+        let target = target(&pool(&client).await);
+        if target == current { Err(target) } else { Ok(()) }
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(10)).await;
     for root in worker_roots(&lab) {
         assert!(!root.join("etc/lab/paused").exists(), "a node of the paused pool updated: {}", root.display());
@@ -270,19 +288,8 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     let blocked = worker_roots(&lab)[0].join("etc/lab/blocked");
     std::fs::create_dir_all(blocked.join("in-the-way")).unwrap();
     lab.apply("99-worker-blocked", &file_mc("99-worker-blocked", "/etc/lab/blocked", "blocked\n"));
-    let deadline = Instant::now() + ROLLOUT_TIMEOUT;
-    loop {
-        let pool = pool(&client).await;
-        let degraded = pool.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| {
-            c.iter().find(|c| c.type_ == "NodeDegraded" && c.status == "True").and_then(|c| c.message.clone())
-        });
-        if let Some(message) = degraded {
-            assert!(message.contains("worker-0"), "{message}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "no NodeDegraded: {pool:#?}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let message = wait_condition(&client, "NodeDegraded", true).await;
+    assert!(message.contains("worker-0"), "{message}");
     std::fs::remove_dir_all(&blocked).unwrap();
     rolled_out(&client, &current).await;
     assert_eq!(read(&blocked), "blocked\n");
@@ -301,18 +308,6 @@ fn skew_manual(rhcos_version: &str) -> String {
     )
 }
 
-/// Waits until `check` gives a value, for at most two minutes.
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "not within 2 minutes: {what}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     let _one = ONE_LAB.lock().await;
@@ -327,8 +322,10 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     // The admin enforces skew by hand, recording the cluster's boot images as current.
     lab.apply("skew-current", &skew_manual(mco_lab::images::BOOT_VERSION));
     eventually("the Manual skew status", || async {
-        let status = configurations.get("cluster").await.ok()?.status?.boot_image_skew_enforcement_status?;
-        (status.manual?.rhcos_version.as_deref() == Some(mco_lab::images::BOOT_VERSION)).then_some(())
+        let status = configurations.get("cluster").await.unwrap().status;
+        let manual = status.as_ref().and_then(|s| s.boot_image_skew_enforcement_status.as_ref()?.manual.as_ref());
+        let recorded = manual.and_then(|m| m.rhcos_version.as_deref());
+        if recorded == Some(mco_lab::images::BOOT_VERSION) { Ok(()) } else { Err(status) }
     })
     .await;
 
@@ -366,9 +363,9 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     assert!(add.get_output().status.success(), "{}\n{}", stdout(&add), stderr(&add));
     assert!(stdout(&add).contains("node worker-1 joined"));
     eventually("both workers updated", || async {
-        let pool = pool(&client).await;
-        let status = pool.status?;
-        (status.machine_count == Some(2) && status.updated_machine_count == Some(2)).then_some(())
+        let status = pool(&client).await.status.unwrap_or_default();
+        let counts = (status.machine_count, status.updated_machine_count);
+        if counts == (Some(2), Some(2)) { Ok(()) } else { Err(counts) }
     })
     .await;
     let status = stdout(&lab.mco(&["lab", "status"]).success());
@@ -384,11 +381,7 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
          documentation at https://docs.redhat.com/en/documentation/openshift_container_platform/4.22/html/\
          machine_configuration/mco-update-boot-skew-mgmt"
     );
-    eventually("mco status shows upgrades blocked", || async {
-        let status = mco().args(["status", "--kubeconfig"]).arg(&kubeconfig).output().unwrap();
-        String::from_utf8_lossy(&status.stdout).contains(&blocked).then_some(())
-    })
-    .await;
+    status_showing(&kubeconfig, &blocked).await;
 }
 
 /// An RHCOS image of GCP's public boot images, from 4.11 (RHEL 8.6): the controller may replace it.
@@ -421,7 +414,8 @@ async fn machineset(client: &Client, name: &str) -> serde_json::Value {
 async fn wait_boot_image(client: &Client, name: &str, image: &str) {
     eventually(&format!("MachineSet {name} booting {image}"), || async {
         let machineset = machineset(client, name).await;
-        (machineset.pointer("/spec/template/spec/providerSpec/value/disks/0/image")? == image).then_some(())
+        let booting = machineset.pointer("/spec/template/spec/providerSpec/value/disks/0/image");
+        if booting == Some(&json!(image)) { Ok(()) } else { Err(booting.cloned()) }
     })
     .await;
 }
@@ -431,7 +425,7 @@ async fn status_showing(kubeconfig: &Path, expected: &str) -> String {
     eventually(&format!("mco status showing {expected:?}"), || async {
         let status = mco().args(["status", "--kubeconfig"]).arg(kubeconfig).output().unwrap();
         let status = String::from_utf8_lossy(&status.stdout).into_owned();
-        status.contains(expected).then_some(status)
+        if status.contains(expected) { Ok(status) } else { Err(status) }
     })
     .await
 }
@@ -482,9 +476,13 @@ async fn lab_on_gcp_blocks_upgrades_while_a_machineset_keeps_a_too_old_boot_imag
     status_showing(&kubeconfig, blocked).await;
     let configurations: Api<mco_api::MachineConfiguration> = Api::all(client.clone());
     let progressing = eventually("the pass over both MachineSets", || async {
-        let conditions = configurations.get("cluster").await.ok()?.status?.conditions?;
-        let c = conditions.into_iter().find(|c| c.type_ == "BootImageUpdateProgressing" && c.status == "False")?;
-        c.message.starts_with("Reconciled 1 of 2 MAPI MachineSets (1 skipped) | ").then_some(c.message)
+        let conditions = configurations.get("cluster").await.unwrap().status.and_then(|s| s.conditions);
+        let passed = conditions.iter().flatten().find(|c| {
+            c.type_ == "BootImageUpdateProgressing"
+                && c.status == "False"
+                && c.message.starts_with("Reconciled 1 of 2 MAPI MachineSets (1 skipped) | ")
+        });
+        passed.map(|c| c.message.clone()).ok_or(conditions)
     })
     .await;
     assert!(
@@ -503,7 +501,11 @@ async fn lab_on_gcp_blocks_upgrades_while_a_machineset_keeps_a_too_old_boot_imag
     wait_boot_image(&client, "lab-worker-golden", &stream_image).await;
     let status = status_showing(&kubeconfig, "Upgradeable: True").await;
     assert!(!status.contains("Upgradeable: False"), "{status}");
-    let skew = configurations.get("cluster").await.unwrap().status.unwrap().boot_image_skew_enforcement_status.unwrap();
-    let automatic = skew.automatic.unwrap();
-    assert_eq!(automatic.ocp_version.as_deref(), Some(mco_lab::manifests::BOOT_IMAGES_RELEASE));
+    eventually("the stream's release recorded as the boot image version", || async {
+        let status = configurations.get("cluster").await.unwrap().status;
+        let automatic = status.as_ref().and_then(|s| s.boot_image_skew_enforcement_status.as_ref()?.automatic.as_ref());
+        let recorded = automatic.and_then(|a| a.ocp_version.as_deref());
+        if recorded == Some(mco_lab::manifests::BOOT_IMAGES_RELEASE) { Ok(()) } else { Err(status) }
+    })
+    .await;
 }

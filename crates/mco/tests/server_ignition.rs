@@ -402,8 +402,9 @@ async fn ignition_is_refused_a_too_old_boot_image() {
     // The pool gets a Warning Event saying so; the server records it in the background.
     let events = Api::<mco_testenv::k8s_openapi::api::events::v1::Event>::all(env.client());
     let refused = mco_testenv::eventually("the BootImageSkewRefused Event", || async {
-        let items = events.list(&Default::default()).await.ok()?.items;
-        items.into_iter().find(|e| e.reason.as_deref() == Some("BootImageSkewRefused"))
+        let items = events.list(&Default::default()).await.map_err(|e| vec![e.to_string()])?.items;
+        let reasons: Vec<String> = items.iter().filter_map(|e| e.reason.clone()).collect();
+        items.into_iter().find(|e| e.reason.as_deref() == Some("BootImageSkewRefused")).ok_or(reasons)
     })
     .await;
     assert_eq!(refused.type_.as_deref(), Some("Warning"));
@@ -419,7 +420,8 @@ async fn ignition_is_refused_a_too_old_boot_image() {
     assert_eq!(serde_json::from_str::<serde_json::Value>(&read(&skew_file)).unwrap(), skew_status);
     // The server process writes its log on its own time.
     mco_testenv::eventually("the refusal in the server's log", || async {
-        read(&work.join("server.log")).contains("boot image is too old").then_some(())
+        let log = read(&work.join("server.log"));
+        if log.contains("boot image is too old") { Ok(()) } else { Err(log) }
     })
     .await;
     assert_token_never_logged(server, work);

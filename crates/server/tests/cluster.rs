@@ -25,7 +25,7 @@ use mco_server::serve::{ENCAPSULATED_PATH, KUBECONFIG_PATH, KUBELET_CA_PATH, NOD
 use mco_server::source::cluster::node_kubeconfig;
 use mco_server::{BodyCache, ClusterOptions, ClusterSource, Limits};
 use mco_testenv::TestEnv;
-use mco_testenv::eventually;
+use mco_testenv::{eventually, satisfying};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -117,16 +117,20 @@ impl Served {
     async fn wait_for_generation(&self, pool: &str, generation: &str) -> Value {
         eventually(&format!("pool {pool} serving {generation}"), || async {
             let r = self.get(pool).await;
-            (r.status == 200 && contents(&r.json(), "/etc/generation") == generation.as_bytes()).then(|| r.json())
+            if r.status != 200 {
+                return Err((r.status, String::from_utf8_lossy(&r.body).into_owned()));
+            }
+            let served = String::from_utf8_lossy(&contents(&r.json(), "/etc/generation")).into_owned();
+            if served == generation { Ok(r.json()) } else { Err((r.status, served)) }
         })
         .await
     }
 
     async fn wait_for_status(&self, pool: &str, status: u16) {
         eventually(&format!("pool {pool} answering {status}"), || async {
-            (self.get(pool).await.status == status).then_some(())
+            satisfying(self.get(pool).await.status, |s| *s == status)
         })
-        .await
+        .await;
     }
 }
 
@@ -210,7 +214,8 @@ async fn cluster_mode_against_a_real_apiserver() {
         .unwrap();
     let want = node_kubeconfig(&url, b"ROTATED CA BUNDLE\n", &token).unwrap();
     eventually("the kubeconfig with the ConfigMap's CA", || async {
-        (contents(&served.get("worker").await.json(), KUBECONFIG_PATH) == want).then_some(())
+        let kubeconfig = contents(&served.get("worker").await.json(), KUBECONFIG_PATH);
+        satisfying(String::from_utf8_lossy(&kubeconfig).into_owned(), |k| k.as_bytes() == want)
     })
     .await;
 
@@ -255,7 +260,8 @@ async fn cluster_mode_against_a_real_apiserver() {
     builds.patch_status("worker-1", &PatchParams::default(), &Patch::Merge(&succeeded)).await.unwrap();
     let body = eventually("the layered image", || async {
         let body = served.get("worker").await.json();
-        (encapsulated_image(&body) == image).then_some(body)
+        let served_image = encapsulated_image(&body);
+        if served_image == image { Ok(body) } else { Err(served_image) }
     })
     .await;
     let seed: Value = serde_json::from_slice(&contents(&body, NODE_ANNOTATIONS_PATH)).unwrap();
@@ -338,7 +344,7 @@ impl Served {
         let headers: Vec<(&str, &str)> = version.map(|v| vec![("X-MCO-Boot-Image-Version", v)]).unwrap_or_default();
         eventually(&format!("boot image {version:?} answered {status}"), || async {
             let r = self.get_with("/config/worker", &headers).await;
-            (r.status == status).then_some(r)
+            if r.status == status { Ok(r) } else { Err((r.status, String::from_utf8_lossy(&r.body).into_owned())) }
         })
         .await
     }
@@ -390,7 +396,7 @@ async fn cluster_mode_refuses_too_old_boot_images() {
     // A Warning Event on the pool; the machine retrying does not add more.
     let events = eventually("the refusal Event", || async {
         let events = refusal_events(&client).await;
-        (!events.is_empty()).then_some(events)
+        if events.is_empty() { Err("no BootImageSkewRefused Event") } else { Ok(events) }
     })
     .await;
     assert_eq!(events[0].type_.as_deref(), Some("Warning"));
@@ -440,7 +446,13 @@ async fn cluster_mode_refuses_too_old_boot_images() {
     configurations.delete("cluster", &DeleteParams::default()).await.unwrap();
     let served_config = eventually("no skew file", || async {
         let body = served.get_with("/config/worker", &[("X-MCO-Boot-Image-Version", OLD_BOOT_IMAGE)]).await;
-        (body.status == 200 && file(&body.json(), SKEW_STATUS_FILE).is_none()).then(|| body.json())
+        if body.status != 200 {
+            return Err((body.status, String::from_utf8_lossy(&body.body).into_owned()));
+        }
+        match file(&body.json(), SKEW_STATUS_FILE) {
+            None => Ok(body.json()),
+            Some(skew) => Err((body.status, skew.to_string())),
+        }
     })
     .await;
     assert_eq!(contents(&served_config, "/etc/generation"), b"a");

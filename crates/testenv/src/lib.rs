@@ -416,19 +416,79 @@ pub async fn client_from_kubeconfig(path: &Path) -> anyhow::Result<Client> {
 /// machines; a test asserts what happens, never how fast.
 pub const EVENTUALLY_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Polls `probe` until it returns `Some` and returns that, or panics naming `what` after
-/// [`EVENTUALLY_TIMEOUT`].
-pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+/// Polls `probe` until it returns `Ok` and returns that value. A probe that is not satisfied
+/// returns `Err` with what it saw instead; after [`EVENTUALLY_TIMEOUT`] this panics naming both
+/// `what` was awaited and the last thing seen, so a failure on a slow machine says how far it got.
+pub async fn eventually<T, Seen, F, Fut>(what: &str, probe: F) -> T
 where
+    Seen: std::fmt::Debug,
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
+    Fut: std::future::Future<Output = Result<T, Seen>>,
 {
-    let deadline = std::time::Instant::now() + EVENTUALLY_TIMEOUT;
+    eventually_within(EVENTUALLY_TIMEOUT, what, probe).await
+}
+
+/// An [`eventually`] probe's answer: `seen` when it satisfies `wanted`, else `seen` as what was
+/// seen instead.
+pub fn satisfying<S>(seen: S, wanted: impl FnOnce(&S) -> bool) -> Result<S, S> {
+    if wanted(&seen) { Ok(seen) } else { Err(seen) }
+}
+
+/// Text an [`eventually`] failure shows as it is, so a log keeps its lines.
+pub struct Verbatim(pub String);
+
+impl std::fmt::Debug for Verbatim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// [`eventually`] with a chosen bound.
+pub async fn eventually_within<T, Seen, F, Fut>(timeout: Duration, what: &str, mut probe: F) -> T
+where
+    Seen: std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Seen>>,
+{
+    let deadline = std::time::Instant::now() + timeout;
     loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        let seen = match probe().await {
+            Ok(value) => return value,
+            Err(seen) => seen,
+        };
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}; last seen: {seen:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn eventually_returns_the_first_satisfied_value() {
+        let mut polls = 0;
+        let value = eventually("the third poll", || {
+            polls += 1;
+            let seen = polls;
+            async move { if seen == 3 { Ok(seen * 10) } else { Err(seen) } }
+        })
+        .await;
+        assert_eq!(value, 30);
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "waiting for a value that never comes; last seen: \"attempt")]
+    async fn eventually_names_what_it_awaited_and_saw_last() {
+        let mut polls = 0;
+        eventually_within(Duration::from_millis(350), "a value that never comes", || {
+            polls += 1;
+            let seen = format!("attempt {polls}");
+            async move { Err::<(), _>(seen) }
+        })
+        .await;
     }
 }

@@ -15,7 +15,7 @@ use mco_api::constants::{MACHINE_API_NAMESPACE, MACHINE_CONFIGURATION_NAME, MCO_
 use mco_api::operator::MachineConfiguration;
 use mco_bootimage_controller::Options;
 use mco_testenv::TestEnv;
-pub use mco_testenv::eventually;
+pub use mco_testenv::{eventually, satisfying};
 use serde_json::{Value, json};
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
@@ -158,10 +158,11 @@ impl Cluster {
     /// message) and returns its message.
     pub async fn condition(&self, type_: &str, check: impl Fn(&str, &str) -> bool) -> String {
         eventually(&format!("condition {type_}"), || async {
-            let configuration = self.configuration().await?;
-            let conditions = configuration.status?.conditions?;
-            let c = conditions.into_iter().find(|c| c.type_ == type_)?;
-            check(&c.status, &c.message).then_some(c.message)
+            let conditions = self.configuration().await.and_then(|c| c.status?.conditions).unwrap_or_default();
+            match conditions.iter().find(|c| c.type_ == type_) {
+                Some(c) if check(&c.status, &c.message) => Ok(c.message.clone()),
+                _ => Err(conditions),
+            }
         })
         .await
     }

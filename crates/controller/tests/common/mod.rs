@@ -109,14 +109,31 @@ pub fn condition(pool: &MachineConfigPool, kind: &str) -> Option<(String, String
 /// Waits until every node runs `config` and the pool says so.
 pub async fn wait_rollout(client: &Client, config: &str) {
     eventually(&format!("every node on {config} and the pool Updated"), || async {
-        let on_config = nodes(client).await.iter().all(|n| {
+        let nodes = nodes(client).await;
+        let on_config = nodes.iter().all(|n| {
             annotation(n, CURRENT_CONFIG_ANNOTATION) == Some(config)
                 && annotation(n, STATE_ANNOTATION) == Some(STATE_DONE)
         });
         let pool = pool(client).await;
-        let updated = condition(&pool, "Updated").is_some_and(|(status, _, _)| status == "True")
-            && pool.status.as_ref()?.configuration.as_ref()?.name.as_deref() == Some(config);
-        (on_config && updated).then_some(())
+        let updated = condition(&pool, "Updated");
+        let target = pool.status.as_ref().and_then(|s| s.configuration.as_ref()?.name.clone());
+        if on_config
+            && updated.as_ref().is_some_and(|(status, _, _)| status == "True")
+            && target.as_deref() == Some(config)
+        {
+            return Ok(());
+        }
+        let node_states: Vec<_> = nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.name_any(),
+                    annotation(n, CURRENT_CONFIG_ANNOTATION).map(str::to_string),
+                    annotation(n, STATE_ANNOTATION).map(str::to_string),
+                )
+            })
+            .collect();
+        Err((node_states, updated, target))
     })
     .await;
 }
