@@ -1,10 +1,11 @@
 #!/bin/bash
-# Builds kube-apiserver and etcd for mco's integration tests (crates/testenv) from the Go module proxy,
-# once, into a cache directory, and prints that directory. No registry ships kube-apiserver binaries.
+# Builds etcd and the Kubernetes control plane (kube-apiserver for mco's integration tests, plus
+# kube-controller-manager and kube-scheduler for the lab) from the Go module proxy, once, into a cache
+# directory, and prints that directory. No package registry ships these binaries.
 #
-# Versions come from the wrapper modules' go.mod files (hack/kube-binaries/{apiserver,etcd}); the cache
-# directory is named after both, so changing either go.mod builds a new set. A cold build takes about
-# 5 minutes and 2.6 GB of memory on 2 cores; afterwards the script only prints the directory.
+# Versions come from the wrapper modules' go.mod files (hack/kube-binaries/{kubernetes,etcd}); the
+# cache directory is named after both, so changing either go.mod builds a new set. A cold build takes
+# about 9 minutes and 3 GB of memory on 2 cores; afterwards the script only prints the directory.
 #
 # Usage: hack/kube-binaries.sh            (cache dir: ${XDG_CACHE_HOME:-$HOME/.cache}/mco/kube/<version>)
 #        MCO_KUBE_BIN_DIR=DIR hack/kube-binaries.sh   (build into DIR instead)
@@ -18,7 +19,7 @@ module_version() {
     awk -v m="$2" '{ for (i = 1; i < NF; i++) if ($i == m && $(i + 1) ~ /^v/) { print $(i + 1); exit } }' "$1"
 }
 
-kube_version=$(module_version "$src/apiserver/go.mod" k8s.io/kubernetes)
+kube_version=$(module_version "$src/kubernetes/go.mod" k8s.io/kubernetes)
 etcd_version=$(module_version "$src/etcd/go.mod" go.etcd.io/etcd/server/v3)
 if [[ -z $kube_version || -z $etcd_version ]]; then
     echo "error: cannot read the k8s.io/kubernetes or etcd version from $src/*/go.mod" >&2
@@ -32,20 +33,34 @@ mkdir -p "$out"
 # and Go 1.27's encoding/json v2 default breaks kube-apiserver 1.36's OpenAPI endpoint.
 export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false -trimpath" GOEXPERIMENT=nojsonv2 CGO_ENABLED=0
 
-# build NAME DIR [go build flags...]: builds DIR's main package into $out/NAME unless it is there already.
-# The binary is written under a temporary name and renamed, so an interrupted build leaves nothing behind.
+# build MODULE [go build flags...] -- NAME...: builds MODULE's main packages ./NAME (or MODULE itself
+# for a single NAME without such a directory) into $out/NAME, those not there already, in one go build.
+# Binaries are written into a temporary directory and moved, so an interrupted build leaves nothing behind.
 build() {
-    local name=$1 dir=$2
-    shift 2
-    if [[ -x $out/$name ]]; then
-        return
+    local module=$1 flags=() names=() packages=()
+    shift
+    while [[ $1 != -- ]]; do flags+=("$1"); shift; done
+    shift
+    for name in "$@"; do
+        [[ -x $out/$name ]] && continue
+        names+=("$name")
+        if [[ -d $module/$name ]]; then packages+=("./$name"); else packages+=(.); fi
+    done
+    [[ ${#names[@]} -eq 0 ]] && return
+    echo "building ${names[*]} into $out (several minutes on a cold cache)" >&2
+    local tmp
+    tmp=$(mktemp -d "$out/.build.XXXXXX")
+    if [[ ${#packages[@]} -eq 1 ]]; then
+        (cd "$module" && go build "${flags[@]}" -o "$tmp/${names[0]}" "${packages[0]}")
+    else
+        (cd "$module" && go build "${flags[@]}" -o "$tmp/" "${packages[@]}")
     fi
-    echo "building $name into $out (several minutes on a cold cache)" >&2
-    (cd "$dir" && go build "$@" -o "$out/.$name.tmp" .)
-    mv -f "$out/.$name.tmp" "$out/$name"
+    for name in "${names[@]}"; do mv -f "$tmp/$name" "$out/$name"; done
+    rmdir "$tmp"
 }
 
-build etcd "$src/etcd"
-build kube-apiserver "$src/apiserver" -ldflags "-X k8s.io/component-base/version.gitVersion=$kube_version"
+build "$src/etcd" -- etcd
+build "$src/kubernetes" -ldflags "-X k8s.io/component-base/version.gitVersion=$kube_version" -- \
+    kube-apiserver kube-controller-manager kube-scheduler
 
 echo "$out"

@@ -1,13 +1,17 @@
-//! The local lab: a whole cluster on one machine. A real etcd + kube-apiserver, a real OCI
-//! registry holding OSTree-in-OCI images, `mco controller`, `mco server`, and nodes that are
-//! OSTree sysroots booted with the real Ignition client and run by `mco daemon run` processes.
+//! The local lab: a whole cluster on one machine. A real etcd, kube-apiserver,
+//! kube-controller-manager and kube-scheduler, a real OCI registry holding OSTree-in-OCI images,
+//! `mco controller`, `mco server`, and nodes that are OSTree sysroots booted with the real Ignition
+//! client and run by `mco daemon run` processes. No kubelet runs yet: the supervisor registers the
+//! nodes and renews their Leases in its place.
 //!
 //! [`supervisor`] runs it ([`supervisor::supervise`], started detached by `mco lab up`);
+//! [`control_plane`] is kube-controller-manager and kube-scheduler;
 //! [`manifests`] are the objects a new cluster starts with (pure); [`node`] is one node's life;
 //! [`state`] is what the supervisor reports; [`layout`] is where everything lives; [`request`]
 //! adds nodes to a running lab.
 
 pub mod apply;
+pub mod control_plane;
 pub mod images;
 pub mod layout;
 pub mod manifests;
@@ -33,7 +37,9 @@ pub fn check_host() -> anyhow::Result<()> {
             missing.push(format!("`{tool}` on PATH (Debian package `{package}`)"));
         }
     }
-    if let Err(e) = mco_testenv::Binaries::find() {
+    let [apiserver, etcd] = ["kube-apiserver", "etcd"];
+    let [controller_manager, scheduler] = control_plane::BINARIES;
+    if let Err(e) = mco_testenv::find_binaries([apiserver, etcd, controller_manager, scheduler]) {
         missing.push(e.to_string());
     }
     if missing.is_empty() {

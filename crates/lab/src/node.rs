@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use fn_error_context::context;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -246,10 +247,14 @@ impl LabNode {
             .context("writing the boot id")
     }
 
-    /// Registers the Node as the kubelet does when it starts, or marks it Ready again.
+    /// Registers the Node as the kubelet does when it starts, or marks it Ready again; returns
+    /// its uid.
     #[context("Registering node {}", self.name)]
-    pub async fn register(&self, nodes: &Api<Node>) -> anyhow::Result<()> {
-        if nodes.get_opt(&self.name).await?.is_none() {
+    pub async fn register(&self, nodes: &Api<Node>) -> anyhow::Result<String> {
+        let existing = nodes.get_opt(&self.name).await?;
+        let registered = if let Some(node) = existing {
+            node
+        } else {
             let node: Node = serde_json::from_value(json!({
                 "apiVersion": "v1",
                 "kind": "Node",
@@ -264,9 +269,32 @@ impl LabNode {
                     },
                 },
             }))?;
-            nodes.create(&PostParams::default(), &node).await?;
-        }
-        self.set_ready(nodes, true).await
+            nodes.create(&PostParams::default(), &node).await?
+        };
+        self.set_ready(nodes, true).await?;
+        registered.metadata.uid.context("the Node has no uid")
+    }
+
+    /// The kubelet's heartbeat: its Lease in `kube-node-lease`, owned by the Node, renewed. The
+    /// node lifecycle controller marks a node whose Lease goes stale unreachable.
+    #[context("Renewing the Lease of node {}", self.name)]
+    pub async fn renew_lease(&self, leases: &Api<Lease>, uid: &str) -> anyhow::Result<()> {
+        let lease = json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": self.name,
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": self.name, "uid": uid}],
+            },
+            "spec": {
+                "holderIdentity": self.name,
+                "leaseDurationSeconds": 40,
+                "renewTime": k8s_openapi::jiff::Timestamp::now(),
+            },
+        });
+        let params = PatchParams::apply("mco-lab-kubelet").force();
+        leases.patch(&self.name, &params, &Patch::Apply(&lease)).await?;
+        Ok(())
     }
 
     /// The kubelet's Ready condition (false while the node reboots).
@@ -281,11 +309,18 @@ impl LabNode {
                 "lastTransitionTime": now,
             })
         };
-        let status = json!({"status": {"conditions": [
-            condition("Ready", ready, if ready { "KubeletReady" } else { "KubeletNotReady" }),
-            condition("DiskPressure", false, "KubeletHasNoDiskPressure"),
-            condition("MemoryPressure", false, "KubeletHasSufficientMemory"),
-        ]}});
+        // What the scheduler places pods by; a stand-in's round numbers.
+        let resources = json!({"cpu": "4", "memory": "8Gi", "pods": "110"});
+        let status = json!({"status": {
+            "conditions": [
+                condition("Ready", ready, if ready { "KubeletReady" } else { "KubeletNotReady" }),
+                condition("DiskPressure", false, "KubeletHasNoDiskPressure"),
+                condition("MemoryPressure", false, "KubeletHasSufficientMemory"),
+                condition("PIDPressure", false, "KubeletHasSufficientPID"),
+            ],
+            "capacity": resources,
+            "allocatable": resources,
+        }});
         nodes
             .patch_status(&self.name, &PatchParams::default(), &Patch::Strategic(&status))
             .await

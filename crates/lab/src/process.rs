@@ -106,3 +106,13 @@ where
     }
     String::from_utf8(output.stdout).with_context(|| format!("{shown} printed something that is not UTF-8"))
 }
+
+/// `N` ports free on the loopback interface now.
+pub fn free_ports<const N: usize>() -> anyhow::Result<[u16; N]> {
+    let listeners = [(); N].map(|_| std::net::TcpListener::bind("127.0.0.1:0"));
+    let mut ports = [0; N];
+    for (port, listener) in ports.iter_mut().zip(listeners) {
+        *port = listener.context("finding a free port")?.local_addr()?.port();
+    }
+    Ok(ports)
+}

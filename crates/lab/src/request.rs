@@ -131,6 +131,7 @@ mod tests {
             nodes: vec!["worker-0".into(), "worker-2".into()],
             pending: vec!["worker-1".into()],
             not_joined: vec![NotJoined { name: "worker-3".into(), reason: "refused".into() }],
+            pools: Default::default(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! The supervisor's report to `mco lab up` (and anyone else): a JSON file replaced atomically at
 //! every phase change.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -45,6 +46,9 @@ pub struct LabState {
     /// Nodes that were added but did not join, and why (e.g. a boot image refused as too old).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_joined: Vec<NotJoined>,
+    /// The pool of every node above.
+    #[serde(default)]
+    pub pools: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +101,7 @@ mod tests {
             nodes: vec!["worker-0".into()],
             pending: vec!["worker-1".into()],
             not_joined: vec![NotJoined { name: "worker-2".into(), reason: "boot image is too old".into() }],
+            pools: ["worker-0", "worker-1", "worker-2"].map(|n| (n.to_string(), "worker".to_string())).into(),
         };
         write(&path, &state).unwrap();
         assert_eq!(read(&path).unwrap(), Some(state.clone()));

@@ -1,12 +1,14 @@
 //! `mco lab supervise`: brings the whole lab up, keeps it running, and takes it down on SIGTERM.
 //!
-//! Order: API server + CRDs → registry + images → certificates → cluster objects → controller
+//! Order: API server + CRDs → kube-controller-manager + kube-scheduler → registry + images →
+//! certificates → cluster objects → controller
 //! (which renders the pools) → server → nodes, one after another (install, Ignition, firstboot,
 //! reboot, register, daemon). Then it adds the nodes `mco lab add-node` asks for ([`crate::request`]),
 //! each provisioned in a task of its own, and plays the machines' part: a daemon that exits after
 //! requesting a reboot is "rebooted" (NotReady, boot the default deployment, Ready, daemon again);
-//! one that exits otherwise is restarted with a backoff, as systemd would; pods evicted from a lab
-//! node are removed, as their kubelet would once the containers stopped.
+//! one that exits otherwise is restarted with a backoff, as systemd would. Until the nodes run
+//! kubelets, it also plays their part: it registers each Node, renews its Lease, and removes the pods
+//! evicted from it, as the kubelet would once the containers stopped.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -27,10 +30,11 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 
+use crate::control_plane::ControlPlane;
 use crate::layout::Layout;
 use crate::manifests::{ClusterInputs, Platform, cloud_objects, cluster_objects, config_crds};
 use crate::node::{Answer, Boot, LabNode, Provisioned, ask_server};
-use crate::process::{Service, run_tool};
+use crate::process::{Service, free_ports, run_tool};
 use crate::request::{self, AddNode, BootImage};
 use crate::state::{self, LabState, NotJoined, Phase};
 use crate::{apply, images};
@@ -39,6 +43,10 @@ use crate::{apply, images};
 const RENDER_TIMEOUT: Duration = Duration::from_secs(180);
 /// How often the supervisor looks at its processes and the lab nodes' pods.
 const TICK: Duration = Duration::from_secs(1);
+/// How often a node's Lease is renewed (the kubelet's default).
+const HEARTBEAT: Duration = Duration::from_secs(10);
+/// Where the kubelets' Leases live.
+const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 /// The service account whose token nodes bootstrap with (upstream's name).
 const NODE_BOOTSTRAPPER: &str = "node-bootstrapper";
 /// A lab lives for days at most.
@@ -81,6 +89,8 @@ pub fn on_daemon_exit(reboot_requested: bool, restarts: u32) -> OnExit {
 
 struct RunningNode {
     node: LabNode,
+    /// The Node object's uid, which its Lease is owned by.
+    uid: String,
     daemon: Option<Service>,
     restarts: u32,
     start_at: Option<Instant>,
@@ -102,6 +112,7 @@ pub async fn supervise(options: Options) -> anyhow::Result<()> {
         nodes: Vec::new(),
         pending: Vec::new(),
         not_joined: Vec::new(),
+        pools: Default::default(),
     };
     let result = run(&options, &layout, &mut report).await;
     match &result {
@@ -135,6 +146,9 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
     std::fs::copy(env.kubeconfig(), layout.kubeconfig()).context("copying the kubeconfig")?;
     let client = env.client();
     let kubeconfig = layout.kubeconfig();
+
+    progress(layout, report, "starting kube-controller-manager and kube-scheduler")?;
+    let mut control_plane = ControlPlane::start(&env, layout).await?;
 
     progress(layout, report, "starting the OCI registry and building the OS images")?;
     let [registry_port, server_port, insecure_port] = free_ports()?;
@@ -243,6 +257,7 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
     let mut nodes = Vec::new();
     for index in 0..options.workers {
         let node = LabNode::new(layout, WORKER_POOL, index);
+        report.pools.insert(node.name.clone(), node.pool.clone());
         progress(layout, report, format!("booting node {} ({}/{})", node.name, index + 1, options.workers))?;
         let request = AddNode {
             name: node.name.clone(),
@@ -260,6 +275,8 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
     progress(layout, report, format!("ready: {} nodes", nodes.len()))?;
     let mut joining: JoinSet<(LabNode, anyhow::Result<Provisioned>)> = JoinSet::new();
     let mut tick = tokio::time::interval(TICK);
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NODE_LEASE_NAMESPACE);
     loop {
         tokio::select! {
             _ = terminate.recv() => break,
@@ -291,7 +308,17 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
                 }
                 progress(layout, report, format!("ready: {} nodes", nodes.len()))?;
             }
+            _ = heartbeat.tick() => {
+                for running in &nodes {
+                    if let Err(e) = running.node.renew_lease(&leases, &running.uid).await {
+                        tracing::warn!(node = running.node.name, "{e:#}");
+                    }
+                }
+            }
             _ = tick.tick() => {
+                if let Err(e) = control_plane.look_after() {
+                    tracing::warn!("{e:#}");
+                }
                 for (node, request) in take_requests(layout, report)? {
                     let provisioner = provisioner.clone();
                     joining.spawn(async move {
@@ -321,6 +348,7 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
     server.stop().await;
     controller.stop().await;
     registry_service.stop().await;
+    control_plane.stop().await;
     drop(env);
     Ok(())
 }
@@ -362,10 +390,10 @@ async fn join(
     node: LabNode,
     report: &mut LabState,
 ) -> anyhow::Result<RunningNode> {
-    node.register(nodes_api).await?;
+    let uid = node.register(nodes_api).await?;
     let daemon = start_daemon(mco, layout, &node, kubeconfig)?;
     report.nodes.push(node.name.clone());
-    Ok(RunningNode { node, daemon: Some(daemon), restarts: 0, start_at: None })
+    Ok(RunningNode { node, uid, daemon: Some(daemon), restarts: 0, start_at: None })
 }
 
 /// Takes the waiting `mco lab add-node` requests: each valid one is recorded as pending (before
@@ -379,6 +407,7 @@ fn take_requests(layout: &Layout, report: &mut LabState) -> anyhow::Result<Vec<(
             Ok(request) => {
                 report.not_joined.retain(|n| n.name != request.name);
                 report.pending.push(request.name.clone());
+                report.pools.insert(request.name.clone(), request.pool.clone());
                 let index = report.nodes.len() + report.pending.len() - 1;
                 taken.push((LabNode::named(layout, &request.pool, &request.name, index), request));
             }
@@ -534,16 +563,6 @@ async fn bootstrap_token(client: &Client, apiserver_dir: &Path, layout: &Layout)
     std::fs::write(dir.join("token"), token)?;
     std::fs::copy(apiserver_dir.join("ca.crt"), dir.join("ca.crt")).context("copying the API server's CA")?;
     Ok(dir)
-}
-
-/// Three ports free on the loopback interface now.
-fn free_ports() -> anyhow::Result<[u16; 3]> {
-    let listeners = [(); 3].map(|_| std::net::TcpListener::bind("127.0.0.1:0"));
-    let mut ports = [0; 3];
-    for (port, listener) in ports.iter_mut().zip(listeners) {
-        *port = listener.context("finding a free port")?.local_addr()?.port();
-    }
-    Ok(ports)
 }
 
 #[cfg(test)]

@@ -31,13 +31,7 @@ pub struct DiffArgs {
     #[arg(long)]
     skip_registry_drain: bool,
     #[arg(short, long, value_enum, default_value = "text")]
-    output: DiffOutput,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum DiffOutput {
-    Text,
-    Json,
+    output: crate::Report,
 }
 
 /// Exit 0 when the update can be applied in place, 1 when the daemon would refuse it
@@ -82,8 +76,8 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         }
     };
     match args.output {
-        DiffOutput::Text => print!("{}", text_report(&old, &new, &diff, reconcilable.as_ref().err(), &plan)),
-        DiffOutput::Json => {
+        crate::Report::Text => print!("{}", text_report(&old, &new, &diff, reconcilable.as_ref().err(), &plan)),
+        crate::Report::Json => {
             println!(
                 "{}",
                 serde_json::to_string_pretty(&json_report(&old, &new, &diff, reconcilable.as_ref().err(), &plan))?

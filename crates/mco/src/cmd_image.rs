@@ -133,20 +133,13 @@ pub struct EncapsulateArgs {
     to: String,
 }
 
-/// Output formats of `image inspect`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum InspectOutput {
-    Text,
-    Json,
-}
-
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
     /// `oci:DIR[:TAG]` or `docker://HOST/NAME[:TAG|@DIGEST]`.
     #[arg(value_name = "IMAGE")]
     image: String,
     #[arg(short, long, value_enum, default_value = "text")]
-    output: InspectOutput,
+    output: crate::Report,
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -201,7 +194,7 @@ fn build(args: BuildArgs) -> anyhow::Result<()> {
 fn inspect(args: &InspectArgs) -> anyhow::Result<()> {
     let info = mco_os::block_on(image::inspect(&args.image))??;
     match args.output {
-        InspectOutput::Json => {
+        crate::Report::Json => {
             let files: Vec<String> = info.files.iter().map(ToString::to_string).collect();
             let v = json!({
                 "image": args.image,
@@ -216,7 +209,7 @@ fn inspect(args: &InspectArgs) -> anyhow::Result<()> {
             });
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
-        InspectOutput::Text => {
+        crate::Report::Text => {
             println!("Image:   {}", args.image);
             println!("Digest:  {}", info.digest);
             println!("Pinned:  {}", info.pinned);

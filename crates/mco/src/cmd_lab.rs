@@ -10,6 +10,7 @@ use mco_lab::manifests::Platform;
 use mco_lab::request::{self, AddNode, BootImage};
 use mco_lab::state::{self, LabState, Phase};
 use mco_render::ControllerVersion;
+use serde_json::json;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum LabCommand {
@@ -72,6 +73,9 @@ pub enum LabCommand {
     },
     /// The lab's state: the nodes that joined, those being added, those that did not join and why.
     Status {
+        /// `json`: everything, each node with its pool, root and sysroot, for scripts.
+        #[arg(short, long, value_enum, default_value = "text")]
+        output: crate::Report,
         #[command(flatten)]
         dir: DirArg,
     },
@@ -145,7 +149,7 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
             };
             add_node(&dir.layout(), pool, name, boot_image, !no_version_header, Duration::from_secs(timeout))
         }
-        LabCommand::Status { dir } => status(&dir.layout()),
+        LabCommand::Status { output, dir } => status(&dir.layout(), output),
         LabCommand::Kubeconfig { dir } => {
             let layout = dir.layout();
             running(&layout)?;
@@ -298,7 +302,7 @@ fn add_node(
     }
 }
 
-fn status(layout: &Layout) -> anyhow::Result<ExitCode> {
+fn status(layout: &Layout, output: crate::Report) -> anyhow::Result<ExitCode> {
     let Some(state) = state::read(&layout.state_file())? else {
         anyhow::bail!("no lab in {} (start one with `mco lab up`)", layout.dir.display());
     };
@@ -307,8 +311,43 @@ fn status(layout: &Layout) -> anyhow::Result<ExitCode> {
     } else {
         format!("{:?}", state.phase)
     };
-    print!("{}", status_text(&phase, &state));
+    match output {
+        crate::Report::Text => print!("{}", status_text(&phase, &state)),
+        crate::Report::Json => println!("{}", serde_json::to_string_pretty(&status_json(&phase, &state, layout))?),
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `mco lab status -o json` (pure): the state file's facts, and every node the lab knows with its
+/// pool, directories and where it is (`Joined`, `Adding`, or `NotJoined` with the reason).
+fn status_json(phase: &str, state: &LabState, layout: &Layout) -> serde_json::Value {
+    let node = |name: &str, node_state: &str| {
+        let dirs = layout.node(name);
+        json!({
+            "name": name,
+            "pool": state.pools.get(name),
+            "root": dirs.root,
+            "sysroot": dirs.sysroot,
+            "state": node_state,
+        })
+    };
+    let joined = state.nodes.iter().map(|name| node(name, "Joined"));
+    let adding = state.pending.iter().map(|name| node(name, "Adding"));
+    let not_joined = state.not_joined.iter().map(|n| {
+        let mut value = node(&n.name, "NotJoined");
+        value["reason"] = json!(n.reason);
+        value
+    });
+    json!({
+        "phase": phase,
+        "message": state.message,
+        "platform": state.platform.name(),
+        "kubeconfig": state.kubeconfig,
+        "server": state.server,
+        "registry": state.registry,
+        "osImage": state.os_image,
+        "nodes": joined.chain(adding).chain(not_joined).collect::<Vec<_>>(),
+    })
 }
 
 /// `mco lab status` (pure).
@@ -401,6 +440,7 @@ mod tests {
             nodes: vec!["worker-0".into()],
             pending: vec![],
             not_joined: vec![],
+            pools: Default::default(),
         };
         assert_eq!(status_text("Ready", &state), "phase: Ready: ready: 1 nodes\nplatform: none\nnodes: worker-0\n");
         state.platform = Platform::Gcp;
@@ -409,6 +449,27 @@ mod tests {
         assert_eq!(
             status_text("Ready", &state),
             "phase: Ready: ready: 1 nodes\nplatform: gcp\nnodes: worker-0\nadding: worker-2\nnot joined: worker-1: firstboot: too old\n"
+        );
+
+        // The same for scripts, each node with its pool and directories.
+        state.pools = [("worker-0", "worker"), ("worker-1", "worker"), ("worker-2", "infra")]
+            .map(|(n, p)| (n.to_string(), p.to_string()))
+            .into();
+        state.registry = Some("127.0.0.1:5000".into());
+        state.kubeconfig = PathBuf::from("/lab/kubeconfig");
+        let node = |name: &str, pool: &str, state: &str| {
+            json!({"name": name, "pool": pool, "root": format!("/lab/nodes/{name}/root"),
+                   "sysroot": format!("/lab/nodes/{name}/sysroot"), "state": state})
+        };
+        let mut not_joined = node("worker-1", "worker", "NotJoined");
+        not_joined["reason"] = json!("firstboot: too old");
+        assert_eq!(
+            status_json("Ready", &state, &Layout::new("/lab")),
+            json!({
+                "phase": "Ready", "message": "ready: 1 nodes", "platform": "gcp", "kubeconfig": "/lab/kubeconfig",
+                "server": null, "registry": "127.0.0.1:5000", "osImage": null,
+                "nodes": [node("worker-0", "worker", "Joined"), node("worker-2", "infra", "Adding"), not_joined],
+            })
         );
     }
 }

@@ -75,6 +75,13 @@ enum Command {
     Status(cmd_status::StatusArgs),
 }
 
+/// Output formats for reports: for people, or for scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Report {
+    Text,
+    Json,
+}
+
 /// Output formats for objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {

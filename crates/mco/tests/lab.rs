@@ -1,4 +1,5 @@
-//! The lab end to end: `mco lab up` with real etcd + kube-apiserver, registry, images, Ignition,
+//! The lab end to end: `mco lab up` with real etcd, kube-apiserver, kube-controller-manager and
+//! kube-scheduler, registry, images, Ignition,
 //! firstboot on OSTree sysroots and `mco daemon run` per node; then rollouts watched through the
 //! API with the maxUnavailable invariant checked at every observed moment. Needs root and the
 //! binaries `bash hack/setup.sh` and `bash hack/kube-binaries.sh` provide.
@@ -9,13 +10,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client};
 use mco_api::MachineConfigPool;
 use mco_api::constants::{CURRENT_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, REASON_ANNOTATION, STATE_ANNOTATION};
-use mco_testenv::{eventually, eventually_within};
+use mco_testenv::{eventually, eventually_within, satisfying};
 use serde_json::json;
 
 mod common;
@@ -169,6 +171,29 @@ fn summary(node: &Node) -> String {
     )
 }
 
+const WORKLOAD_NAMESPACE: &str = "lab-workload";
+
+/// Waits until examples/lab/workload.yaml's three pods exist, not being deleted, each bound to a
+/// lab node; returns pod name -> node name.
+async fn workload_pods_scheduled(client: &Client) -> BTreeMap<String, String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
+    eventually("the workload's 3 pods, each bound to a node", || async {
+        let listed = pods.list(&ListParams::default().labels("app=web")).await.unwrap().items;
+        let bound: BTreeMap<String, String> = listed
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| Some((p.metadata.name.clone()?, p.spec.as_ref()?.node_name.clone()?)))
+            .collect();
+        let all_bound = listed.len() == 3 && bound.len() == 3 && bound.values().all(|n| n.starts_with("worker-"));
+        if all_bound {
+            Ok(bound)
+        } else {
+            Err(listed.iter().map(|p| (&p.metadata, &p.status)).map(|s| format!("{s:?}")).collect::<Vec<_>>())
+        }
+    })
+    .await
+}
+
 fn worker_roots(lab: &Lab) -> Vec<std::path::PathBuf> {
     (0..NODES).map(|i| lab.state_dir().join(format!("nodes/worker-{i}/root"))).collect()
 }
@@ -191,6 +216,17 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     for root in worker_roots(&lab) {
         assert_eq!(read(&root.join("etc/mco-lab/role")), "worker\n");
         assert!(root.join("etc/ignition-machine-config-encapsulated.json.bak").is_file(), "{}", root.display());
+    }
+    // The lab for scripts: where its parts are, every node with its pool and directories.
+    let lab_status = lab.mco(&["lab", "status", "-o", "json"]).success();
+    let lab_status: serde_json::Value = serde_json::from_str(&stdout(&lab_status)).unwrap();
+    assert_eq!(lab_status["kubeconfig"], json!(lab.state_dir().join("kubeconfig")));
+    assert!(lab_status["registry"].as_str().is_some_and(|r| r.starts_with("127.0.0.1:")), "{lab_status}");
+    let listed = lab_status["nodes"].as_array().unwrap();
+    assert_eq!(listed.len(), NODES, "{lab_status}");
+    for (node, root) in listed.iter().zip(worker_roots(&lab)) {
+        assert_eq!((&node["pool"], &node["state"], &node["root"]), (&json!("worker"), &json!("Joined"), &json!(root)));
+        assert!(Path::new(node["sysroot"].as_str().unwrap()).join("ostree").is_dir(), "{node}");
     }
     let status = mco().args(["status", "--kubeconfig"]).arg(lab.state_dir().join("kubeconfig")).assert().success();
     let status = stdout(&status);
@@ -219,6 +255,21 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
         let row = status.lines().find(|l| l.starts_with(&format!("worker-{i} "))).unwrap_or_else(|| panic!("{status}"));
         assert!(row.contains("Ready") && row.contains(&first) && row.contains("Done"), "{status}");
     }
+
+    // The control plane is real: the workload's ReplicaSet makes its pods, the scheduler binds
+    // them to the nodes, the disruption controller computes its budget's status.
+    let workload =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/lab/workload.yaml"));
+    lab.apply("workload", &workload.unwrap());
+    let scheduled = workload_pods_scheduled(&client).await;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
+    eventually("the disruption controller's status of the web budget", || async {
+        let budget = budgets.get("web").await.unwrap();
+        let status = budget.status.clone();
+        let observed = status.as_ref().and_then(|s| s.observed_generation) == budget.metadata.generation;
+        satisfying(status, |s| observed && s.as_ref().is_some_and(|s| s.expected_pods == Some(3)))
+    })
+    .await;
 
     let (observed, observer) = observe(client.clone());
     let mut current = first;
@@ -249,6 +300,14 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
             assert_eq!(read(&root.join(format!("etc/lab/step-{step}"))), format!("step {step}\n"));
         }
     }
+
+    // Every node was drained: the workload's pods were evicted and re-created, and scheduled again.
+    let rescheduled = workload_pods_scheduled(&client).await;
+    let kept: Vec<_> = rescheduled.keys().filter(|pod| scheduled.contains_key(*pod)).collect();
+    assert!(
+        kept.is_empty(),
+        "pods that outlived three drains of every node: {kept:?} ({scheduled:?} -> {rescheduled:?})"
+    );
 
     // A paused pool gets a new target but no node moves; unpausing resumes.
     set_pool(&client, json!({ "paused": true })).await;

@@ -1,4 +1,4 @@
-//! Where `hack/kube-binaries.sh` put kube-apiserver and etcd.
+//! Where `hack/kube-binaries.sh` put etcd and the Kubernetes control plane.
 //!
 //! The versions are read from the wrapper modules' `go.mod` files, which the script reads too, so
 //! both agree on the cache directory without a second copy of the version numbers.
@@ -7,41 +7,30 @@ use std::path::{Path, PathBuf};
 
 use crate::Error;
 
-const APISERVER_GO_MOD: &str = include_str!("../../../hack/kube-binaries/apiserver/go.mod");
+const KUBERNETES_GO_MOD: &str = include_str!("../../../hack/kube-binaries/kubernetes/go.mod");
 const ETCD_GO_MOD: &str = include_str!("../../../hack/kube-binaries/etcd/go.mod");
 
-/// Overrides the directory holding `kube-apiserver` and `etcd`.
+/// Overrides the directory holding the binaries.
 pub const BIN_DIR_ENV: &str = "MCO_KUBE_BIN_DIR";
 
-/// Paths of the two programs a [`crate::TestEnv`] runs.
-#[derive(Debug, Clone)]
-pub struct Binaries {
-    pub kube_apiserver: PathBuf,
-    pub etcd: PathBuf,
+/// The paths of the programs `names` (e.g. `["kube-apiserver", "etcd"]`) in `$MCO_KUBE_BIN_DIR`, or
+/// else in the cache directory the script builds into; every missing one is named in the error.
+pub fn find_binaries<const N: usize>(names: [&str; N]) -> Result<[PathBuf; N], Error> {
+    let dir = match std::env::var_os(BIN_DIR_ENV) {
+        Some(dir) => PathBuf::from(dir),
+        None => default_dir(
+            std::env::var_os("XDG_CACHE_HOME").as_deref().map(Path::new),
+            std::env::var_os("HOME").as_deref().map(Path::new),
+        ),
+    };
+    in_dir(&dir, names)
 }
 
-impl Binaries {
-    /// The binaries in `$MCO_KUBE_BIN_DIR`, or else in the cache directory the script builds into.
-    pub fn find() -> Result<Binaries, Error> {
-        let dir = match std::env::var_os(BIN_DIR_ENV) {
-            Some(dir) => PathBuf::from(dir),
-            None => default_dir(
-                std::env::var_os("XDG_CACHE_HOME").as_deref().map(Path::new),
-                std::env::var_os("HOME").as_deref().map(Path::new),
-            ),
-        };
-        Binaries::in_dir(&dir)
-    }
-
-    fn in_dir(dir: &Path) -> Result<Binaries, Error> {
-        let binaries = Binaries { kube_apiserver: dir.join("kube-apiserver"), etcd: dir.join("etcd") };
-        let missing: Vec<String> = [&binaries.kube_apiserver, &binaries.etcd]
-            .into_iter()
-            .filter(|path| !path.is_file())
-            .map(|path| path.display().to_string())
-            .collect();
-        if missing.is_empty() { Ok(binaries) } else { Err(Error::MissingBinaries { missing }) }
-    }
+fn in_dir<const N: usize>(dir: &Path, names: [&str; N]) -> Result<[PathBuf; N], Error> {
+    let paths = names.map(|name| dir.join(name));
+    let missing: Vec<String> =
+        paths.iter().filter(|path| !path.is_file()).map(|path| path.display().to_string()).collect();
+    if missing.is_empty() { Ok(paths) } else { Err(Error::MissingBinaries { missing }) }
 }
 
 /// `<cache>/mco/kube/<kube version>-etcd-<etcd version>`, where `<cache>` is `$XDG_CACHE_HOME` or
@@ -57,8 +46,8 @@ fn default_dir(xdg_cache_home: Option<&Path>, home: Option<&Path>) -> PathBuf {
 
 /// The versioned directory name, e.g. `v1.36.3-etcd-v3.6.16`.
 pub fn cache_dir_name() -> String {
-    let kube =
-        module_version(APISERVER_GO_MOD, "k8s.io/kubernetes").expect("the apiserver go.mod requires k8s.io/kubernetes");
+    let kube = module_version(KUBERNETES_GO_MOD, "k8s.io/kubernetes")
+        .expect("the kubernetes go.mod requires k8s.io/kubernetes");
     let etcd = module_version(ETCD_GO_MOD, "go.etcd.io/etcd/server/v3").expect("the etcd go.mod requires etcd");
     format!("{kube}-etcd-{etcd}")
 }
@@ -128,7 +117,7 @@ mod tests {
     fn missing_binaries_are_named_with_the_fix() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("etcd"), "").unwrap();
-        let err = Binaries::in_dir(dir.path()).unwrap_err().to_string();
+        let err = in_dir(dir.path(), ["kube-apiserver", "etcd"]).unwrap_err().to_string();
         assert!(err.contains(&dir.path().join("kube-apiserver").display().to_string()), "{err}");
         assert!(!err.contains(&dir.path().join("etcd").display().to_string()), "{err}");
         assert!(err.contains("hack/kube-binaries.sh"), "{err}");

@@ -8,7 +8,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The binaries are built once by `hack/kube-binaries.sh` (see [`Binaries::find`]). Each
+//! The binaries are built once by `hack/kube-binaries.sh` (see [`find_binaries`]). Each
 //! environment has its own CA, serving certificate for `127.0.0.1`, administrator client
 //! certificate (group `system:masters`, so RBAC allows everything) and etcd data directory;
 //! [`TestEnv::kubeconfig`] is a file other programs (`mco controller --kubeconfig`) can use.
@@ -38,7 +38,7 @@ use mco_api::machineconfiguration::controller_config_condition;
 use serde::Deserialize as _;
 use tempfile::TempDir;
 
-pub use binaries::{BIN_DIR_ENV, Binaries, cache_dir_name};
+pub use binaries::{BIN_DIR_ENV, cache_dir_name, find_binaries};
 use pki::Pki;
 use process::Process;
 /// The kube and k8s-openapi crates the client comes from, for tests of crates that do not
@@ -58,8 +58,8 @@ const CRD_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(thiserror::Error)]
 pub enum Error {
     #[error(
-        "kube-apiserver/etcd binaries not found: missing {}. Build them with `bash hack/kube-binaries.sh` \
-         (or set {BIN_DIR_ENV} to a directory holding kube-apiserver and etcd)",
+        "Kubernetes binaries not found: missing {}. Build them with `bash hack/kube-binaries.sh` \
+         (or set {BIN_DIR_ENV} to a directory holding them)",
         missing.join(", ")
     )]
     MissingBinaries { missing: Vec<String> },
@@ -87,6 +87,9 @@ pub struct TestEnv {
     _etcd: Process,
     apiserver_binary: PathBuf,
     apiserver_args: Vec<String>,
+    apiserver_port: u16,
+    pki: Pki,
+    files: PkiFiles,
     kubeconfig: PathBuf,
     client: Client,
     dir: TempDir,
@@ -112,7 +115,7 @@ impl TestEnv {
     }
 
     async fn start_with(dir: TempDir) -> Result<TestEnv, Error> {
-        let binaries = Binaries::find()?;
+        let [kube_apiserver, etcd_binary] = find_binaries(["kube-apiserver", "etcd"])?;
         let pki = Pki::generate().context("generating certificates")?;
         let files = write_pki(dir.path(), &pki)?;
         let [etcd_port, etcd_peer_port, apiserver_port] = process::free_ports()?;
@@ -120,7 +123,7 @@ impl TestEnv {
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let mut etcd = Process::spawn(
             "etcd",
-            &binaries.etcd,
+            &etcd_binary,
             &[
                 format!("--data-dir={}", dir.path().join("etcd").display()),
                 format!("--listen-client-urls={etcd_url}"),
@@ -134,13 +137,16 @@ impl TestEnv {
 
         let apiserver_args = apiserver_args(dir.path(), &files, &etcd_url, apiserver_port);
         let kubeconfig = dir.path().join("kubeconfig");
-        write_kubeconfig(&kubeconfig, &pki, apiserver_port)?;
+        write_kubeconfig(&kubeconfig, &pki.ca_cert, apiserver_port, "admin", (&pki.client_cert, &pki.client_key))?;
         let client = client_from_kubeconfig(&kubeconfig).await?;
         let mut env = TestEnv {
             apiserver: None,
             _etcd: etcd,
-            apiserver_binary: binaries.kube_apiserver,
+            apiserver_binary: kube_apiserver,
             apiserver_args,
+            apiserver_port,
+            pki,
+            files,
             kubeconfig,
             client,
             dir,
@@ -158,6 +164,25 @@ impl TestEnv {
     /// A kubeconfig file for the same administrator.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// Writes a kubeconfig like [`TestEnv::kubeconfig`]'s for `user` (in `group` if given), with a
+    /// client certificate of its own: the identity Kubernetes components such as
+    /// `system:kube-scheduler` have the default RBAC rules of.
+    #[context("Writing a kubeconfig for {user} into {}", path.display())]
+    pub fn write_client_kubeconfig(&self, path: &Path, user: &str, group: Option<&str>) -> anyhow::Result<()> {
+        let client = self.pki.client(user, group)?;
+        write_kubeconfig(path, &self.pki.ca_cert, self.apiserver_port, user, (&client.0, &client.1))
+    }
+
+    /// The CA certificate (PEM file) the API server's serving and client certificates chain to.
+    pub fn ca_cert(&self) -> &Path {
+        &self.files.ca_cert
+    }
+
+    /// The private key (PEM file) service-account tokens are signed with.
+    pub fn service_account_key(&self) -> &Path {
+        &self.files.service_account_key
     }
 
     /// The environment's directory: certificates, etcd data, and the processes' logs
@@ -340,9 +365,15 @@ fn apiserver_args(dir: &Path, files: &PkiFiles, etcd_url: &str, port: u16) -> Ve
     ]
 }
 
-/// A kubeconfig with everything inline, so it stays valid wherever it is copied.
+/// A kubeconfig for `user` with everything inline, so it stays valid wherever it is copied.
 #[context("Writing {}", path.display())]
-fn write_kubeconfig(path: &Path, pki: &Pki, port: u16) -> anyhow::Result<()> {
+fn write_kubeconfig(
+    path: &Path,
+    ca_cert: &str,
+    port: u16,
+    user: &str,
+    (cert, key): (&str, &str),
+) -> anyhow::Result<()> {
     let kubeconfig = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Config",
@@ -350,17 +381,17 @@ fn write_kubeconfig(path: &Path, pki: &Pki, port: u16) -> anyhow::Result<()> {
             "name": "mco-testenv",
             "cluster": {
                 "server": format!("https://127.0.0.1:{port}"),
-                "certificate-authority-data": STANDARD.encode(&pki.ca_cert),
+                "certificate-authority-data": STANDARD.encode(ca_cert),
             },
         }],
         "users": [{
-            "name": "admin",
+            "name": user,
             "user": {
-                "client-certificate-data": STANDARD.encode(&pki.client_cert),
-                "client-key-data": STANDARD.encode(&pki.client_key),
+                "client-certificate-data": STANDARD.encode(cert),
+                "client-key-data": STANDARD.encode(key),
             },
         }],
-        "contexts": [{ "name": "mco-testenv", "context": { "cluster": "mco-testenv", "user": "admin" } }],
+        "contexts": [{ "name": "mco-testenv", "context": { "cluster": "mco-testenv", "user": user } }],
         "current-context": "mco-testenv",
     });
     std::fs::write(path, serde_yaml::to_string(&kubeconfig)?)?;

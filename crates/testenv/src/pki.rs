@@ -1,12 +1,14 @@
 //! Certificates of one test cluster: a CA, the API server's serving certificate (for 127.0.0.1),
-//! an administrator client certificate in `system:masters`, and the service-account signing key.
+//! an administrator client certificate in `system:masters`, client certificates for other users
+//! on demand, and the service-account signing key.
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
 };
 
-/// PEM texts of everything the API server and its client need.
+/// PEM texts of everything the API server and its client need, and the CA to sign more with.
 pub(crate) struct Pki {
+    issuer: Issuer<'static, KeyPair>,
     pub ca_cert: String,
     pub serving_cert: String,
     pub serving_key: String,
@@ -28,30 +30,19 @@ impl Pki {
         ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
         let ca_cert = ca_params.self_signed(&ca_key)?.pem();
         let issuer = Issuer::new(ca_params, ca_key);
-
-        let leaf = |sans: Vec<String>, common_name: &str, group: Option<&str>, usage| {
-            let key = KeyPair::generate()?;
-            let mut params = CertificateParams::new(sans)?;
-            params.distinguished_name.push(DnType::CommonName, common_name);
-            if let Some(group) = group {
-                params.distinguished_name.push(DnType::OrganizationName, group);
-            }
-            params.extended_key_usages = vec![usage];
-            params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-            let cert = params.signed_by(&key, &issuer)?;
-            Ok::<_, rcgen::Error>((cert.pem(), key.serialize_pem()))
-        };
         // The client connects to the IP: Go's generated self-signed certificate has no such name.
         let (serving_cert, serving_key) = leaf(
+            &issuer,
             vec!["127.0.0.1".into(), "localhost".into()],
             "kube-apiserver",
             None,
             ExtendedKeyUsagePurpose::ServerAuth,
         )?;
         let (client_cert, client_key) =
-            leaf(Vec::new(), "mco-testenv-admin", Some(ADMIN_GROUP), ExtendedKeyUsagePurpose::ClientAuth)?;
+            leaf(&issuer, Vec::new(), "mco-testenv-admin", Some(ADMIN_GROUP), ExtendedKeyUsagePurpose::ClientAuth)?;
         let service_account = KeyPair::generate()?;
         Ok(Pki {
+            issuer,
             ca_cert,
             serving_cert,
             serving_key,
@@ -61,4 +52,28 @@ impl Pki {
             service_account_public_key: service_account.public_key_pem(),
         })
     }
+
+    /// A client certificate and key (PEM) for `user`, in `group` if given.
+    pub(crate) fn client(&self, user: &str, group: Option<&str>) -> Result<(String, String), rcgen::Error> {
+        leaf(&self.issuer, Vec::new(), user, group, ExtendedKeyUsagePurpose::ClientAuth)
+    }
+}
+
+fn leaf(
+    issuer: &Issuer<'static, KeyPair>,
+    sans: Vec<String>,
+    common_name: &str,
+    group: Option<&str>,
+    usage: ExtendedKeyUsagePurpose,
+) -> Result<(String, String), rcgen::Error> {
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(sans)?;
+    params.distinguished_name.push(DnType::CommonName, common_name);
+    if let Some(group) = group {
+        params.distinguished_name.push(DnType::OrganizationName, group);
+    }
+    params.extended_key_usages = vec![usage];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    let cert = params.signed_by(&key, issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
 }

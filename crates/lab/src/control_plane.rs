@@ -1,0 +1,157 @@
+//! The Kubernetes control plane beside the API server: kube-controller-manager, running the
+//! standard controllers (service accounts and their tokens, garbage collector,
+//! ReplicaSet/Deployment/DaemonSet/Job, disruption, node lifecycle, ...) each with its own
+//! service account's credentials, and kube-scheduler. Each has a client certificate of its own
+//! (`system:kube-controller-manager`, `system:kube-scheduler`), so the API server's default RBAC
+//! rules are what it may do, and serves its health and metrics on loopback only.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use fn_error_context::context;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use mco_testenv::TestEnv;
+use tokio::process::Command;
+
+use crate::layout::Layout;
+use crate::process::{Service, free_ports};
+
+/// The binaries this module runs, built by `hack/kube-binaries.sh` beside kube-apiserver.
+pub const BINARIES: [&str; 2] = ["kube-controller-manager", "kube-scheduler"];
+/// How long a component gets to take its leader Lease after it starts.
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// One component: how to start it, and the process while it runs.
+struct Component {
+    name: &'static str,
+    binary: PathBuf,
+    args: Vec<String>,
+    log: PathBuf,
+    service: Option<Service>,
+}
+
+impl Component {
+    fn start(&mut self) -> anyhow::Result<()> {
+        let mut command = Command::new(&self.binary);
+        command.args(&self.args);
+        self.service = Some(Service::spawn(self.name, command, &self.log)?);
+        Ok(())
+    }
+}
+
+/// The running kube-controller-manager and kube-scheduler.
+pub struct ControlPlane {
+    components: [Component; 2],
+}
+
+impl ControlPlane {
+    /// Starts both and waits until each holds its leader Lease in `kube-system` (the moment it
+    /// starts its controllers or its scheduling loop).
+    #[context("Starting kube-controller-manager and kube-scheduler")]
+    pub async fn start(env: &TestEnv, layout: &Layout) -> anyhow::Result<ControlPlane> {
+        let [controller_manager, scheduler] = mco_testenv::find_binaries(BINARIES)?;
+        let dir = layout.dir.join("control-plane");
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let [controller_manager_port, scheduler_port] = free_ports()?;
+        let controller_manager_kubeconfig = dir.join("kube-controller-manager.kubeconfig");
+        env.write_client_kubeconfig(&controller_manager_kubeconfig, "system:kube-controller-manager", None)?;
+        let scheduler_kubeconfig = dir.join("kube-scheduler.kubeconfig");
+        env.write_client_kubeconfig(&scheduler_kubeconfig, "system:kube-scheduler", None)?;
+
+        let mut controller_manager_args = common_args(&controller_manager_kubeconfig, controller_manager_port, &dir);
+        controller_manager_args.extend([
+            "--controllers=*".to_string(),
+            "--use-service-account-credentials=true".to_string(),
+            format!("--service-account-private-key-file={}", env.service_account_key().display()),
+            format!("--root-ca-file={}", env.ca_cert().display()),
+            "--cluster-name=mco-lab".to_string(),
+        ]);
+        let mut control_plane = ControlPlane {
+            components: [
+                Component {
+                    name: "kube-controller-manager",
+                    binary: controller_manager,
+                    args: controller_manager_args,
+                    log: layout.log("kube-controller-manager"),
+                    service: None,
+                },
+                Component {
+                    name: "kube-scheduler",
+                    binary: scheduler,
+                    args: common_args(&scheduler_kubeconfig, scheduler_port, &dir),
+                    log: layout.log("kube-scheduler"),
+                    service: None,
+                },
+            ],
+        };
+        for component in &mut control_plane.components {
+            component.start()?;
+        }
+        let leases: Api<Lease> = Api::namespaced(env.client(), "kube-system");
+        for component in &mut control_plane.components {
+            wait_leader(&leases, component).await?;
+        }
+        Ok(control_plane)
+    }
+
+    /// Starts again a component that has exited, as the static pod's kubelet would.
+    pub fn look_after(&mut self) -> anyhow::Result<()> {
+        for component in &mut self.components {
+            let Some(service) = component.service.as_mut() else { continue };
+            if let Some(status) = service.exited()? {
+                tracing::warn!(name = component.name, %status, "exited; starting it again:\n{}", service.tail());
+                component.start()?;
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn stop(self) {
+        for component in self.components {
+            if let Some(service) = component.service {
+                service.stop().await;
+            }
+        }
+    }
+}
+
+/// What both take: their identity, their loopback-only secure port (health, metrics) with a
+/// self-signed serving certificate, and the API server to check the clients of that port against.
+fn common_args(kubeconfig: &Path, port: u16, dir: &Path) -> Vec<String> {
+    let kubeconfig = kubeconfig.display();
+    vec![
+        format!("--kubeconfig={kubeconfig}"),
+        format!("--authentication-kubeconfig={kubeconfig}"),
+        format!("--authorization-kubeconfig={kubeconfig}"),
+        "--bind-address=127.0.0.1".to_string(),
+        format!("--secure-port={port}"),
+        format!("--cert-dir={}", dir.join("serving-certs").display()),
+    ]
+}
+
+/// Waits until `component` holds its leader Lease, failing early (with its log) if it exits.
+async fn wait_leader(leases: &Api<Lease>, component: &mut Component) -> anyhow::Result<()> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let holder = leases.get_opt(component.name).await?.and_then(|l| l.spec?.holder_identity);
+        if holder.is_some_and(|h| !h.is_empty()) {
+            tracing::info!(name = component.name, "leading");
+            return Ok(());
+        }
+        let service = component.service.as_mut().context("not started")?;
+        if let Some(status) = service.exited()? {
+            anyhow::bail!("{} exited ({status}) before it started leading:\n{}", component.name, service.tail());
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!(
+                "{} holds no Lease kube-system/{} after {READY_TIMEOUT:?}:\n{}",
+                component.name,
+                component.name,
+                service.tail()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
