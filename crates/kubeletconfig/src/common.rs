@@ -26,6 +26,7 @@ pub(crate) trait PoolConfig {
     /// The error when a pool has ten of them already.
     const TOO_MANY: &'static str;
     fn meta(&self) -> &ObjectMeta;
+    fn meta_mut(&mut self) -> &mut ObjectMeta;
     fn pool_selector(&self) -> Option<&LabelSelector>;
 }
 
@@ -35,6 +36,9 @@ impl PoolConfig for KubeletConfig {
     const TOO_MANY: &'static str = "max number of supported kubelet config (10) has been reached. Please delete old kubelet configs before retrying";
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
     }
     fn pool_selector(&self) -> Option<&LabelSelector> {
         self.spec.machine_config_pool_selector.as_ref()
@@ -48,6 +52,9 @@ impl PoolConfig for ContainerRuntimeConfig {
         "max number of supported ctrcfgs (10) has been reached. Please delete old ctrcfgs before retrying";
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
     }
     fn pool_selector(&self) -> Option<&LabelSelector> {
         self.spec.machine_config_pool_selector.as_ref()

@@ -20,6 +20,9 @@
 //! additional layer and image stores) as Go's TOML encoder writes them; [`updated_runtime_status`]
 //! gives its conditions.
 //!
+//! [`generate`] runs both over a whole set of manifests, as the controllers of a new cluster
+//! would, for rendering offline.
+//!
 //! The bytes are what the original writes: `testdata/kubelet` and `testdata/containerruntime`
 //! hold its outputs, produced by running its code.
 
@@ -29,6 +32,7 @@ mod generate;
 mod kubelet;
 mod kubelet_sync;
 mod name;
+mod offline;
 mod quantity;
 mod runtime_sync;
 mod status;
@@ -37,6 +41,7 @@ mod tls;
 
 pub use common::{Cluster, Failure, Sync};
 pub use kubelet_sync::{FeatureGates, KubeletInputs, sync};
+pub use offline::{Generated, Offline, Refused, generate};
 pub use runtime_sync::sync_container_runtime;
 pub use status::{updated_runtime_status, updated_status};
 pub use template::TemplateError;

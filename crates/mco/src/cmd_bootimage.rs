@@ -121,7 +121,7 @@ fn refuse(problems: &[String]) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::FAILURE)
 }
 
-fn kind_of(object: &Object) -> &'static str {
+fn kind_of(object: &Object) -> &str {
     match object {
         Object::MachineConfig(_) => "MachineConfig",
         Object::MachineConfigPool(_) => "MachineConfigPool",
@@ -130,6 +130,9 @@ fn kind_of(object: &Object) -> &'static str {
         Object::MachineOSConfig(_) => "MachineOSConfig",
         Object::MachineOSBuild(_) => "MachineOSBuild",
         Object::MachineSet(_) => "MachineSet",
+        Object::KubeletConfig(_) => "KubeletConfig",
+        Object::ContainerRuntimeConfig(_) => "ContainerRuntimeConfig",
+        Object::ClusterConfig { kind, .. } => kind,
     }
 }
 

@@ -4,9 +4,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use mco_api::config::TlsSecurityProfile;
 use mco_api::constants::{CONTROLLER_CONFIG_NAME, GENERATED_BY_VERSION_ANNOTATION};
-use mco_api::{ControllerConfig, MachineConfig};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
+use mco_kubeletconfig::{FeatureGates, Generated, KubeletInputs, Offline};
 use mco_render::{ControllerVersion, Inputs, StorageOverrides};
+use serde_json::Value;
 
 use crate::Output;
 use crate::manifests::{self, Manifests};
@@ -57,7 +60,10 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Renders `pool` from the manifests, or the message the controller would report.
+/// Renders `pool` from the manifests, or the message the controller would report. The
+/// MachineConfigs are the given ones plus what the kubelet config and container runtime config
+/// controllers generate from the given KubeletConfigs and ContainerRuntimeConfigs; a config they
+/// refuse is a warning, as on a cluster (its condition says Failure, the pool renders without it).
 pub fn render(
     manifests: &Manifests,
     pool_name: &str,
@@ -68,12 +74,9 @@ pub fn render(
         .iter()
         .find(|p| p.metadata.name.as_deref() == Some(pool_name))
         .ok_or_else(|| format!("no MachineConfigPool named {pool_name:?} in the given manifests"))?;
-    let controller_config = match manifests.controller_configs().as_slice() {
-        [] => default_controller_config(version),
-        [one] => one.clone(),
-        _ => return Err("more than one ControllerConfig in the given manifests".to_string()),
-    };
-    let machine_configs = manifests.machine_configs();
+    let controller_config = controller_config(manifests, version)?;
+    let generated = generate(manifests, &controller_config, &pools, version)?;
+    let machine_configs = generated.machine_configs;
     let current_name = pool.spec.configuration.as_ref().and_then(|c| c.name.clone());
     let current = machine_configs.iter().find(|mc| current_name.is_some() && mc.metadata.name == current_name);
     let rendered = mco_render::render(Inputs {
@@ -85,7 +88,80 @@ pub fn render(
         storage_overrides: StorageOverrides::default(),
     })
     .map_err(|e| format!("MachineConfigPool {pool_name}: {e}"))?;
+    let mut rendered = rendered;
+    rendered
+        .warnings
+        .extend(generated.refused.iter().map(|r| format!("{} {} generates nothing: {}", r.kind, r.name, r.message)));
     Ok(rendered)
+}
+
+/// What the kubelet config and container runtime config controllers generate from the
+/// manifests, reading the FeatureGate, APIServer and Node `cluster` objects among them as those
+/// controllers read the cluster's.
+pub fn generate(
+    manifests: &Manifests,
+    controller_config: &ControllerConfig,
+    pools: &[MachineConfigPool],
+    version: &ControllerVersion,
+) -> Result<Generated, String> {
+    let feature_gates = feature_gates(manifests.cluster_config("FeatureGate"))?;
+    let api_server = manifests.cluster_config("APIServer");
+    let tls: Option<TlsSecurityProfile> = match api_server.map(|a| &a["spec"]["tlsSecurityProfile"]) {
+        None | Some(Value::Null) => None,
+        Some(profile) => Some(
+            serde_json::from_value(profile.clone())
+                .map_err(|e| format!("APIServer cluster: spec.tlsSecurityProfile: {e}"))?,
+        ),
+    };
+    let node = manifests.cluster_config("Node");
+    let offline = Offline {
+        controller_config,
+        pools,
+        controller_version: &version.hash,
+        kubelet: KubeletInputs {
+            api_server_tls: tls.as_ref(),
+            worker_latency_profile: node.and_then(|n| n["spec"]["workerLatencyProfile"].as_str()),
+            feature_gates: &feature_gates,
+        },
+        additional_storage: feature_gates.enabled.iter().any(|g| g == "AdditionalStorageConfig"),
+    };
+    Ok(mco_kubeletconfig::generate(
+        &offline,
+        manifests.machine_configs(),
+        &manifests.kubelet_configs(),
+        &manifests.container_runtime_configs(),
+    ))
+}
+
+/// The gates FeatureGate `cluster`'s status lists (none without it). A cluster lists them per
+/// release version; offline there is no current version to pick, so it must list one.
+fn feature_gates(feature_gate: Option<&Value>) -> Result<FeatureGates, String> {
+    let Some(feature_gate) = feature_gate else { return Ok(FeatureGates::default()) };
+    let versions = feature_gate["status"]["featureGates"].as_array().cloned().unwrap_or_default();
+    let names = |gates: &Value| -> Vec<String> {
+        gates.as_array().into_iter().flatten().filter_map(|g| g["name"].as_str().map(str::to_string)).collect()
+    };
+    match versions.as_slice() {
+        [] => Ok(FeatureGates::default()),
+        [one] => Ok(FeatureGates { enabled: names(&one["enabled"]), disabled: names(&one["disabled"]) }),
+        several => {
+            let listed: Vec<&str> = several.iter().filter_map(|v| v["version"].as_str()).collect();
+            Err(format!(
+                "FeatureGate cluster: status.featureGates lists {} versions ({}); keep only the cluster's current version's",
+                several.len(),
+                listed.join(", ")
+            ))
+        }
+    }
+}
+
+/// The manifests' ControllerConfig, or [`default_controller_config`] without one.
+pub fn controller_config(manifests: &Manifests, version: &ControllerVersion) -> Result<ControllerConfig, String> {
+    match manifests.controller_configs().as_slice() {
+        [] => Ok(default_controller_config(version)),
+        [one] => Ok(one.clone()),
+        _ => Err("more than one ControllerConfig in the given manifests".to_string()),
+    }
 }
 
 /// Without a ControllerConfig there is no base OS image: rendered configs get an empty

@@ -8,6 +8,7 @@ use mco_api::MachineConfig;
 use mco_api::constants::GENERATED_BY_VERSION_ANNOTATION;
 use mco_render::{ControllerVersion, RenderError, Selection, merge};
 
+use crate::cmd_render;
 use crate::manifests::{self, Manifests, Object};
 
 pub fn run(paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
@@ -23,13 +24,25 @@ pub fn run(paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
 pub fn problems(manifests: &Manifests) -> Vec<String> {
     let mut out: Vec<String> = manifests.problems.iter().map(ToString::to_string).collect();
     let machine_configs = manifests.machine_configs();
+    let version = validation_version(manifests);
+    let generated = cmd_render::controller_config(manifests, &version)
+        .and_then(|cc| cmd_render::generate(manifests, &cc, &manifests.pools(), &version));
+    // What the kubelet config and container runtime config controllers refuse, by kind and name.
+    let refused = |kind: &str, name: &Option<String>| -> Vec<String> {
+        let refused = generated.as_ref().map(|g| g.refused.as_slice()).unwrap_or_default();
+        refused
+            .iter()
+            .filter(|r| r.kind == kind && Some(&r.name) == name.as_ref())
+            .map(|r| format!("{kind} {}: {}", r.name, r.message))
+            .collect()
+    };
     for (origin, object) in &manifests.objects {
         let found: Vec<String> = match object {
             Object::MachineConfig(mc) => machine_config(mc),
             Object::MachineConfigPool(pool) => {
                 let mut found: Vec<String> =
                     mco_api::validate::machine_config_pool(pool).iter().map(ToString::to_string).collect();
-                found.extend(pool_selection(manifests, pool, &machine_configs));
+                found.extend(pool_selection(manifests, pool, &machine_configs, generated.is_ok()));
                 found
             }
             Object::MachineConfiguration(m) => {
@@ -38,6 +51,13 @@ pub fn problems(manifests: &Manifests) -> Vec<String> {
             Object::MachineOSConfig(m) => {
                 mco_api::validate::machine_os_config(m).iter().map(ToString::to_string).collect()
             }
+            Object::KubeletConfig(kc) => refused("KubeletConfig", &kc.metadata.name),
+            Object::ContainerRuntimeConfig(crc) => refused("ContainerRuntimeConfig", &crc.metadata.name),
+            // A configuration object the controllers cannot read.
+            Object::ClusterConfig { kind, .. } => match &generated {
+                Err(e) if e.starts_with(&format!("{kind} cluster:")) => vec![e.clone()],
+                _ => Vec::new(),
+            },
             Object::ControllerConfig(_) | Object::MachineOSBuild(_) | Object::MachineSet(_) => Vec::new(),
         };
         out.extend(found.into_iter().map(|f| format!("{origin}: {f}")));
@@ -71,8 +91,25 @@ fn machine_config(mc: &MachineConfig) -> Vec<String> {
     found
 }
 
+/// Renders with the version the ControllerConfig asks for: version skew is not what is checked here.
+fn validation_version(manifests: &Manifests) -> ControllerVersion {
+    let raw = manifests
+        .controller_configs()
+        .first()
+        .and_then(|cc| cc.metadata.annotations.as_ref()?.get(GENERATED_BY_VERSION_ANNOTATION).cloned())
+        .unwrap_or_else(|| ControllerVersion::this_build().raw);
+    ControllerVersion { raw, hash: ControllerVersion::this_build().hash }
+}
+
 /// What a pool's selector picks among the given MachineConfigs, and whether they render.
-fn pool_selection(manifests: &Manifests, pool: &mco_api::MachineConfigPool, mcs: &[MachineConfig]) -> Vec<String> {
+/// Without `renders`, the render is not tried (the configuration objects it needs are reported
+/// on themselves).
+fn pool_selection(
+    manifests: &Manifests,
+    pool: &mco_api::MachineConfigPool,
+    mcs: &[MachineConfig],
+    renders: bool,
+) -> Vec<String> {
     let name = pool.metadata.name.clone().unwrap_or_default();
     let field = "spec.machineConfigSelector";
     let problem = |message: String| vec![format!("MachineConfigPool {name}: {field}: {message}")];
@@ -93,17 +130,10 @@ fn pool_selection(manifests: &Manifests, pool: &mco_api::MachineConfigPool, mcs:
         return problem(format!("selects no MachineConfigs among the given manifests ({selection})"));
     }
     // A broken MachineConfig is reported on itself; the pool's render would only repeat it.
-    if selected.iter().any(|mc| !machine_config(mc).is_empty()) {
+    if !renders || selected.iter().any(|mc| !machine_config(mc).is_empty()) {
         return Vec::new();
     }
-    // Render with the version the ControllerConfig asks for: version skew is not what is checked here.
-    let raw = manifests
-        .controller_configs()
-        .first()
-        .and_then(|cc| cc.metadata.annotations.as_ref()?.get(GENERATED_BY_VERSION_ANNOTATION).cloned())
-        .unwrap_or_else(|| ControllerVersion::this_build().raw);
-    let version = ControllerVersion { raw, hash: ControllerVersion::this_build().hash };
-    match crate::cmd_render::render(manifests, &name, &version) {
+    match cmd_render::render(manifests, &name, &validation_version(manifests)) {
         // Generated configs of another controller version are a cluster state, not a manifest problem.
         Err(e) if e.contains("Ignoring MC ") => Vec::new(),
         Err(e) => vec![e],

@@ -5,8 +5,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use mco_api::{
-    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
-    MachineSet,
+    ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfiguration,
+    MachineOSBuild, MachineOSConfig, MachineSet,
 };
 use serde_json::Value;
 
@@ -20,6 +20,14 @@ pub enum Object {
     MachineOSConfig(Box<MachineOSConfig>),
     MachineOSBuild(Box<MachineOSBuild>),
     MachineSet(Box<MachineSet>),
+    KubeletConfig(Box<KubeletConfig>),
+    ContainerRuntimeConfig(Box<ContainerRuntimeConfig>),
+    /// A `config.openshift.io/v1` object the kubelet config controller reads (FeatureGate,
+    /// APIServer, Node), kept as it is: only a few of its fields matter here.
+    ClusterConfig {
+        kind: String,
+        object: Box<Value>,
+    },
 }
 
 /// Where an object came from, for messages.
@@ -57,25 +65,39 @@ pub struct Manifests {
 }
 
 impl Manifests {
+    /// Every object `pick` takes, in manifest order.
+    fn all<T: Clone>(&self, pick: impl Fn(&Object) -> Option<&T>) -> Vec<T> {
+        self.objects.iter().filter_map(|(_, o)| pick(o).cloned()).collect()
+    }
+
     pub fn machine_configs(&self) -> Vec<MachineConfig> {
-        self.objects
-            .iter()
-            .filter_map(|(_, o)| if let Object::MachineConfig(mc) = o { Some((**mc).clone()) } else { None })
-            .collect()
+        self.all(|o| if let Object::MachineConfig(mc) = o { Some(&**mc) } else { None })
     }
 
     pub fn pools(&self) -> Vec<MachineConfigPool> {
-        self.objects
-            .iter()
-            .filter_map(|(_, o)| if let Object::MachineConfigPool(p) = o { Some((**p).clone()) } else { None })
-            .collect()
+        self.all(|o| if let Object::MachineConfigPool(p) = o { Some(&**p) } else { None })
     }
 
     pub fn controller_configs(&self) -> Vec<ControllerConfig> {
-        self.objects
-            .iter()
-            .filter_map(|(_, o)| if let Object::ControllerConfig(c) = o { Some((**c).clone()) } else { None })
-            .collect()
+        self.all(|o| if let Object::ControllerConfig(c) = o { Some(&**c) } else { None })
+    }
+
+    pub fn kubelet_configs(&self) -> Vec<KubeletConfig> {
+        self.all(|o| if let Object::KubeletConfig(k) = o { Some(&**k) } else { None })
+    }
+
+    pub fn container_runtime_configs(&self) -> Vec<ContainerRuntimeConfig> {
+        self.all(|o| if let Object::ContainerRuntimeConfig(c) = o { Some(&**c) } else { None })
+    }
+
+    /// The `config.openshift.io/v1` object of `kind` named `cluster`, if given.
+    pub fn cluster_config(&self, wanted: &str) -> Option<&Value> {
+        self.objects.iter().find_map(|(_, o)| match o {
+            Object::ClusterConfig { kind, object } if kind == wanted && object["metadata"]["name"] == "cluster" => {
+                Some(&**object)
+            }
+            _ => None,
+        })
     }
 }
 
@@ -156,6 +178,13 @@ fn read_object(origin: Origin, value: Value, manifests: &mut Manifests) {
         ("machineconfiguration.openshift.io/v1", "MachineOSBuild") => typed(value).map(Object::MachineOSBuild),
         ("operator.openshift.io/v1", "MachineConfiguration") => typed(value).map(Object::MachineConfiguration),
         ("machine.openshift.io/v1beta1", "MachineSet") => typed(value).map(Object::MachineSet),
+        ("machineconfiguration.openshift.io/v1", "KubeletConfig") => typed(value).map(Object::KubeletConfig),
+        ("machineconfiguration.openshift.io/v1", "ContainerRuntimeConfig") => {
+            typed(value).map(Object::ContainerRuntimeConfig)
+        }
+        ("config.openshift.io/v1", "FeatureGate" | "APIServer" | "Node") => {
+            Ok(Object::ClusterConfig { kind: kind.clone(), object: Box::new(value) })
+        }
         ("", _) | (_, "") => Err("not a Kubernetes object: apiVersion and kind are required".to_string()),
         _ => Err(format!("unknown kind {kind} in apiVersion {api_version}")),
     };

@@ -307,3 +307,82 @@ fn yaml_octal_modes_read_as_kubectl_reads_them() {
         }
     }
 }
+
+/// KubeletConfigs and ContainerRuntimeConfigs among the manifests render as the cluster's
+/// controllers would generate them; one a controller refuses is a warning for `render` (the
+/// pool renders without it, as on a cluster) and a problem for `validate`.
+#[test]
+fn render_and_validate_read_kubelet_and_container_runtime_configs() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("examples/cluster"), dir.path());
+    let config = |kind: &str, name: &str, field: &str, settings: &str| {
+        format!(
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: {kind}\nmetadata:\n  name: {name}\nspec:\n  \
+             machineConfigPoolSelector:\n    matchLabels:\n      pools.operator.machineconfiguration.openshift.io/worker: ''\n  \
+             {field}:\n    {settings}\n"
+        )
+    };
+    let render = || {
+        let versions = ["--controller-version-raw", RAW, "--controller-version", HASH];
+        let assert = mco().args(["render", "--pool", "worker", "-o", "json"]).args(versions).arg(dir.path()).assert();
+        let assert = assert.success();
+        let rendered: Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
+        (rendered, String::from_utf8(assert.get_output().stderr.clone()).unwrap())
+    };
+    let (without, _) = render();
+
+    fs::write(dir.path().join("max-pods.yaml"), config("KubeletConfig", "max-pods", "kubeletConfig", "maxPods: 42"))
+        .unwrap();
+    fs::write(
+        dir.path().join("pids.yaml"),
+        config("ContainerRuntimeConfig", "pids", "containerRuntimeConfig", "pidsLimit: 2048"),
+    )
+    .unwrap();
+    let (with, warnings) = render();
+    assert_eq!(warnings, "");
+    assert_ne!(with["metadata"]["name"], without["metadata"]["name"]);
+    let file = |rendered: &Value, path: &str| -> Option<String> {
+        let files = rendered["spec"]["config"]["storage"]["files"].as_array().unwrap();
+        let source = files.iter().find(|f| f["path"] == path)?["contents"]["source"].as_str()?;
+        Some(String::from_utf8(mco_ignition::dataurl::decode(source).unwrap().data).unwrap())
+    };
+    // The generated kubelet config (99-worker-generated-kubelet) wins over 00-worker's.
+    let kubelet = file(&with, "/etc/kubernetes/kubelet.conf").unwrap();
+    assert!(kubelet.contains("maxPods: 42\n") && kubelet.contains("clusterDNS:\n- 172.30.0.10\n"), "{kubelet}");
+    assert!(!file(&without, "/etc/kubernetes/kubelet.conf").unwrap().contains("maxPods: 42"));
+    let pids = file(&with, "/etc/crio/crio.conf.d/01-ctrcfg-pidsLimit").unwrap();
+    assert!(pids.contains("pids_limit = 2048"), "{pids}");
+    assert_eq!(file(&without, "/etc/crio/crio.conf.d/01-ctrcfg-pidsLimit"), None);
+    mco().arg("validate").arg(dir.path()).assert().success();
+
+    // A setting the kubelet config controller refuses: nothing generated for it.
+    fs::write(dir.path().join("bad.yaml"), config("KubeletConfig", "bad", "kubeletConfig", "cgroupDriver: cgroupfs"))
+        .unwrap();
+    let refusal =
+        "KubeletConfig bad: Error: KubeletConfiguration: cgroupDriver is not allowed to be set, but contains: cgroupfs";
+    let (still, warnings) = render();
+    assert_eq!(still["metadata"]["name"], with["metadata"]["name"], "{warnings}");
+    assert!(warnings.contains(&refusal.replace("bad:", "bad generates nothing:")), "{warnings}");
+    let validate = mco().arg("validate").arg(dir.path()).assert().failure();
+    let problems = String::from_utf8(validate.get_output().stdout.clone()).unwrap();
+    assert_eq!(problems, format!("{} (document 1): {refusal}\n", dir.path().join("bad.yaml").display()));
+    fs::remove_file(dir.path().join("bad.yaml")).unwrap();
+
+    // The cluster's feature gates, from FeatureGate `cluster`: one version's list, or a clear refusal.
+    let feature_gate = |versions: &str| {
+        let gates = format!(
+            "apiVersion: config.openshift.io/v1\nkind: FeatureGate\nmetadata:\n  name: cluster\nstatus:\n  featureGates:\n{versions}"
+        );
+        fs::write(dir.path().join("featuregate.yaml"), gates).unwrap();
+    };
+    let version =
+        |v: &str| format!("  - version: {v}\n    enabled:\n    - name: KMSv1\n    disabled:\n    - name: NodeSwap\n");
+    feature_gate(&version("4.22.0"));
+    let kubelet = file(&render().0, "/etc/kubernetes/kubelet.conf").unwrap();
+    assert!(kubelet.contains("featureGates:\n  KMSv1: true\n  NodeSwap: false\n"), "{kubelet}");
+    feature_gate(&(version("4.21.0") + &version("4.22.0")));
+    let validate = mco().arg("validate").arg(dir.path()).assert().failure();
+    let problems = String::from_utf8(validate.get_output().stdout.clone()).unwrap();
+    let ambiguous = "FeatureGate cluster: status.featureGates lists 2 versions (4.21.0, 4.22.0); keep only the cluster's current version's";
+    assert_eq!(problems, format!("{} (document 1): {ambiguous}\n", dir.path().join("featuregate.yaml").display()));
+}
