@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Lab rollout benchmark: time for a file-change MachineConfig to roll out (drain, write, reboot,
-# uncordon, Done) across N nodes with maxUnavailable 1, next to the ideal: N × the time the same
-# rollout takes on a 1-node lab. Needs root (the lab does).
+# Lab benchmark. For a 1-node and an N-node lab: the time `mco lab up` takes until every node has
+# joined (binaries cached), the lab's memory (RSS of the supervisor and every process under it:
+# etcd, the control plane, registry, mco controller and server, node daemons) once idle and at its
+# peak during a rollout, and the time for a file-change MachineConfig to roll out (drain, write,
+# reboot, uncordon, Done) with maxUnavailable 1, next to the ideal: N × the 1-node rollout.
+# Needs root (the lab does).
 #
 #   MCO=target/release/mco bash hack/bench-lab.sh [N]
 set -euo pipefail
@@ -11,20 +14,47 @@ N=${1:-5}
 work=$(mktemp -d)
 trap '$MCO lab down --state-dir "$work/lab" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
-rollout() { # nodes -> seconds for one rollout
-  local nodes=$1 dir=$work/lab
-  $MCO lab up --nodes "$nodes" --state-dir "$dir" >/dev/null 2>&1
-  local kc=$dir/kubeconfig
-  local start end
-  start=$(date +%s.%N)
-  $MCO lab apply --state-dir "$dir" -f examples/lab/99-worker-motd.yaml >/dev/null
-  $MCO status -w --until-updated --kubeconfig "$kc" --timeout 900 >/dev/null
-  end=$(date +%s.%N)
-  $MCO lab down --state-dir "$dir" >/dev/null 2>&1
-  awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }'
+seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# MiB of RSS of process $1 and all its descendants.
+tree_rss() {
+  ps -eo pid=,ppid=,rss= | awk -v root="$1" '
+    { parent[$1] = $2; rss[$1] = $3 }
+    END {
+      for (p in parent) { q = p; while (q != "" && q != root && q in parent && q != 1) q = parent[q]; if (q == root) sum += rss[p] }
+      printf "%.0f", sum / 1024
+    }'
 }
 
-one=$(rollout 1)
-many=$(rollout "$N")
-echo "1 node:   ${one} s"
-echo "$N nodes:  ${many} s (ideal $N × 1 node = $(awk -v n="$N" -v t="$one" 'BEGIN { printf "%.1f", n * t }') s)"
+# One lab of $1 nodes: prints "up-seconds idle-MiB peak-MiB rollout-seconds".
+measure() {
+  local nodes=$1 dir=$work/lab start up idle peak=0 rss rollout
+  start=$(date +%s.%N)
+  $MCO lab up --nodes "$nodes" --state-dir "$dir" >/dev/null 2>&1
+  up=$(seconds_since "$start")
+  local supervisor
+  supervisor=$(cat "$dir/supervisor.pid")
+  sleep 10
+  idle=$(tree_rss "$supervisor")
+  start=$(date +%s.%N)
+  $MCO lab apply --state-dir "$dir" -f examples/lab/99-worker-motd.yaml >/dev/null
+  $MCO status -w --until-updated --kubeconfig "$dir/kubeconfig" --timeout 900 >/dev/null &
+  local watcher=$!
+  while kill -0 "$watcher" 2>/dev/null; do
+    rss=$(tree_rss "$supervisor")
+    ((rss > peak)) && peak=$rss
+    sleep 0.5
+  done
+  wait "$watcher"
+  rollout=$(seconds_since "$start")
+  $MCO lab down --state-dir "$dir" >/dev/null 2>&1
+  echo "$up $idle $peak $rollout"
+}
+
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+read -r up1 idle1 peak1 one < <(measure 1)
+read -r upn idlen peakn many < <(measure "$N")
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "lab up (until every node joined): 1 node ${up1} s, $N nodes ${upn} s"
+echo "lab memory (RSS of all its processes): 1 node ${idle1} MiB idle, ${peak1} MiB peak in a rollout; $N nodes ${idlen} MiB idle, ${peakn} MiB peak"
+echo "rollout: 1 node ${one} s; $N nodes ${many} s (ideal $N × 1 node = $(awk -v n="$N" -v t="$one" 'BEGIN { printf "%.1f", n * t }') s)"
