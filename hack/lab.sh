@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main job: the local lab, a whole cluster on this machine. Installs what it needs, builds
-# mco and the real kube-apiserver + etcd, starts the lab (API server, OCI registry with OSTree
-# images, controller, Machine Config Server, and nodes that boot with the real Ignition client,
+# mco and the real etcd and Kubernetes control plane, starts the lab (API server, controller-manager,
+# scheduler, OCI registry with OSTree images, controller, Machine Config Server, and nodes that boot with the real Ignition client,
 # pivot to the pool's OS image and join), then rolls a MachineConfig out across the workers and
-# leaves the lab running for you.
+# leaves the lab running for you, with a small workload whose pods the rollout's drains move.
 #
 #   NODES=5 bash hack/lab.sh          more nodes (default 3)
 #   MCO_LAB_DIR=DIR bash hack/lab.sh  state directory (default /var/tmp/mco-lab)
@@ -25,7 +25,11 @@ lab lab down
 lab lab up --nodes "${NODES:-3}"
 lab status
 echo
-echo "== Rolling out examples/lab/99-worker-motd.yaml (one node at a time: drain, write, reboot, uncordon)"
+echo "== Applying examples/lab/workload.yaml (a Deployment of 3 pods behind a PodDisruptionBudget)"
+lab lab apply -f examples/lab/workload.yaml
+echo
+echo "== Rolling out examples/lab/99-worker-motd.yaml (one node at a time: drain, write, reboot, uncordon;"
+echo "   the drains evict the workload's pods, which their ReplicaSet re-creates on the other nodes)"
 lab lab apply -f examples/lab/99-worker-motd.yaml
 lab status -w --until-updated --timeout 900
 echo
