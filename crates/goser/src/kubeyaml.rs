@@ -5,9 +5,8 @@
 
 use std::collections::HashMap;
 
+use granit_parser::{Event, Marker, Options, Parser, ScalarStyle, StrInput, Tag};
 use serde_json::{Map, Number, Value};
-use yaml_rust2::parser::{Event, Parser, Tag};
-use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 use crate::resolve::{Resolved, resolve_plain};
 use crate::strconv::format_float_g;
@@ -25,14 +24,18 @@ pub struct YamlError {
 
 /// Every document of `text` as the JSON kubectl would send (empty documents are `null`).
 pub fn yaml_documents(text: &str) -> Result<Vec<Value>, YamlError> {
-    let mut loader = Loader { parser: Parser::new_from_str(text), anchors: HashMap::new() };
+    // Comments are not data; the parser skips them when told not to report them.
+    let mut options = Options::default();
+    options.emit_comments = false;
+    let parser = Parser::new_from_str_with_options(text, options);
+    let mut loader = Loader { parser, anchors: HashMap::new() };
     let mut documents = Vec::new();
     loop {
         let (event, marker) = loader.next().map_err(in_document(documents.len() + 1))?;
         match event {
-            Event::StreamStart | Event::DocumentEnd | Event::Nothing => {}
+            Event::StreamStart | Event::DocumentEnd => {}
             Event::StreamEnd => return Ok(documents),
-            Event::DocumentStart => {
+            Event::DocumentStart(..) => {
                 let document = match loader.next().map_err(in_document(documents.len() + 1))? {
                     // `---` directly followed by another document or the end: an empty document.
                     (Event::DocumentEnd, _) => Value::Null,
@@ -77,22 +80,23 @@ fn error(marker: Marker, message: impl Into<String>) -> YamlError {
 }
 
 struct Loader<'a> {
-    parser: Parser<std::str::Chars<'a>>,
+    parser: Parser<'a, StrInput<'a>>,
     anchors: HashMap<usize, Value>,
 }
 
-impl Loader<'_> {
-    fn next(&mut self) -> Result<(Event, Marker), YamlError> {
-        self.parser.next_token().map_err(|e| {
-            let marker = *e.marker();
-            error(marker, e.info().to_string())
-        })
+impl<'a> Loader<'a> {
+    fn next(&mut self) -> Result<(Event<'a>, Marker), YamlError> {
+        match self.parser.next_event() {
+            Some(Ok((event, span))) => Ok((event, span.start)),
+            Some(Err(e)) => Err(error(*e.marker(), e.kind().to_string())),
+            None => Ok((Event::StreamEnd, Marker::default())),
+        }
     }
 
-    fn node(&mut self, event: Event, marker: Marker) -> Result<Value, YamlError> {
+    fn node(&mut self, event: Event<'a>, marker: Marker) -> Result<Value, YamlError> {
         let (value, anchor) = match event {
-            Event::Scalar(text, style, anchor, tag) => (scalar(&text, style, tag.as_ref(), marker)?, anchor),
-            Event::SequenceStart(anchor, _) => {
+            Event::Scalar(text, style, anchor, tag) => (scalar(&text, style, tag.as_deref(), marker)?, anchor),
+            Event::SequenceStart(_, anchor, _) => {
                 let mut items = Vec::new();
                 loop {
                     match self.next()? {
@@ -102,7 +106,7 @@ impl Loader<'_> {
                 }
                 (Value::Array(items), anchor)
             }
-            Event::MappingStart(anchor, _) => (Value::Object(self.mapping()?), anchor),
+            Event::MappingStart(_, anchor, _) => (Value::Object(self.mapping()?), anchor),
             Event::Alias(id) => {
                 return self.anchors.get(&id).cloned().ok_or_else(|| error(marker, "unknown anchor"));
             }
@@ -122,7 +126,7 @@ impl Loader<'_> {
             if event == Event::MappingEnd {
                 break;
             }
-            let merge = matches!(&event, Event::Scalar(text, TScalarStyle::Plain, _, None) if text == "<<");
+            let merge = matches!(&event, Event::Scalar(text, ScalarStyle::Plain, _, None) if text == "<<");
             let key = self.node(event, marker)?;
             let (event, value_marker) = self.next()?;
             let value = self.node(event, value_marker)?;
@@ -152,12 +156,13 @@ impl Loader<'_> {
 }
 
 fn is_str_tag(tag: &Tag) -> bool {
-    tag.suffix == "str" && (tag.handle == "!!" || tag.handle == "tag:yaml.org,2002:")
-        || tag.handle.is_empty() && tag.suffix == "tag:yaml.org,2002:str"
+    let (handle, suffix) = tag.parts();
+    suffix == "str" && (handle == "!!" || handle == "tag:yaml.org,2002:")
+        || handle.is_empty() && suffix == "tag:yaml.org,2002:str"
 }
 
-fn scalar(text: &str, style: TScalarStyle, tag: Option<&Tag>, marker: Marker) -> Result<Value, YamlError> {
-    if style != TScalarStyle::Plain || tag.is_some_and(is_str_tag) {
+fn scalar(text: &str, style: ScalarStyle, tag: Option<&Tag>, marker: Marker) -> Result<Value, YamlError> {
+    if style != ScalarStyle::Plain || tag.is_some_and(is_str_tag) {
         return Ok(Value::String(text.to_string()));
     }
     Ok(match resolve_plain(text) {
@@ -285,7 +290,7 @@ mod tests {
         assert_eq!(second.document, 2, "{second}");
         for (text, problem) in [
             ("a: .inf\n", "line 1 column 4: json: unsupported value: .inf"),
-            ("a: [1\n", "line 2"),
+            ("a: [1\n", "line 1 column 4: unclosed bracket '['"),
             ("? [1]\n: x\n", "unsupported map key [1]"),
             ("a: *nope\n", "line 1"),
         ] {
