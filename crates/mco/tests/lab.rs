@@ -15,8 +15,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client};
-use mco_api::MachineConfigPool;
 use mco_api::constants::{CURRENT_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, REASON_ANNOTATION, STATE_ANNOTATION};
+use mco_api::operator::BootImageSkewEnforcementStatus;
+use mco_api::{MachineConfigPool, MachineConfiguration};
 use mco_testenv::{eventually, eventually_within, satisfying};
 use serde_json::json;
 
@@ -359,6 +360,21 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     assert!(!lab.state_dir().exists());
 }
 
+/// Waits until MachineConfiguration `cluster`'s skew status records `want` where `recorded` reads.
+async fn wait_skew_recorded(
+    configurations: &Api<MachineConfiguration>,
+    what: &str,
+    want: &str,
+    recorded: impl Fn(&BootImageSkewEnforcementStatus) -> Option<String>,
+) {
+    eventually(what, || async {
+        let status = configurations.get("cluster").await.unwrap().status;
+        let skew = status.as_ref().and_then(|s| s.boot_image_skew_enforcement_status.as_ref());
+        if skew.and_then(&recorded).as_deref() == Some(want) { Ok(()) } else { Err(status) }
+    })
+    .await;
+}
+
 /// MachineConfiguration `cluster` with Manual skew enforcement at `rhcos_version`.
 fn skew_manual(rhcos_version: &str) -> String {
     format!(
@@ -374,17 +390,14 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     let up = lab.mco(&["lab", "up", "--nodes", "1", "--timeout", "1200"]);
     assert!(up.get_output().status.success(), "lab up: {}\n{}", stdout(&up), stderr(&up));
     let client = client(&lab).await;
-    let configurations: Api<mco_api::MachineConfiguration> = Api::all(client.clone());
+    let configurations: Api<MachineConfiguration> = Api::all(client.clone());
     let nodes: Api<Node> = Api::all(client.clone());
     let old = mco_lab::images::OLD_BOOT_VERSION;
 
     // The admin enforces skew by hand, recording the cluster's boot images as current.
     lab.apply("skew-current", &skew_manual(mco_lab::images::BOOT_VERSION));
-    eventually("the Manual skew status", || async {
-        let status = configurations.get("cluster").await.unwrap().status;
-        let manual = status.as_ref().and_then(|s| s.boot_image_skew_enforcement_status.as_ref()?.manual.as_ref());
-        let recorded = manual.and_then(|m| m.rhcos_version.as_deref());
-        if recorded == Some(mco_lab::images::BOOT_VERSION) { Ok(()) } else { Err(status) }
+    wait_skew_recorded(&configurations, "the Manual skew status", mco_lab::images::BOOT_VERSION, |skew| {
+        skew.manual.as_ref()?.rhcos_version.clone()
     })
     .await;
 
@@ -533,7 +546,7 @@ async fn lab_on_gcp_blocks_upgrades_while_a_machineset_keeps_a_too_old_boot_imag
                    following the documentation at https://docs.redhat.com/en/documentation/\
                    openshift_container_platform/4.22/html/machine_configuration/mco-update-boot-skew-mgmt";
     status_showing(&kubeconfig, blocked).await;
-    let configurations: Api<mco_api::MachineConfiguration> = Api::all(client.clone());
+    let configurations: Api<MachineConfiguration> = Api::all(client.clone());
     let progressing = eventually("the pass over both MachineSets", || async {
         let conditions = configurations.get("cluster").await.unwrap().status.and_then(|s| s.conditions);
         let passed = conditions.iter().flatten().find(|c| {
@@ -560,11 +573,9 @@ async fn lab_on_gcp_blocks_upgrades_while_a_machineset_keeps_a_too_old_boot_imag
     wait_boot_image(&client, "lab-worker-golden", &stream_image).await;
     let status = status_showing(&kubeconfig, "Upgradeable: True").await;
     assert!(!status.contains("Upgradeable: False"), "{status}");
-    eventually("the stream's release recorded as the boot image version", || async {
-        let status = configurations.get("cluster").await.unwrap().status;
-        let automatic = status.as_ref().and_then(|s| s.boot_image_skew_enforcement_status.as_ref()?.automatic.as_ref());
-        let recorded = automatic.and_then(|a| a.ocp_version.as_deref());
-        if recorded == Some(mco_lab::manifests::BOOT_IMAGES_RELEASE) { Ok(()) } else { Err(status) }
+    let release = mco_lab::manifests::BOOT_IMAGES_RELEASE;
+    wait_skew_recorded(&configurations, "the stream's release recorded as the boot image version", release, |skew| {
+        skew.automatic.as_ref()?.ocp_version.clone()
     })
     .await;
 }
