@@ -62,6 +62,6 @@ build() {
 
 build "$src/etcd" -- etcd
 build "$src/kubernetes" -ldflags "-X k8s.io/component-base/version.gitVersion=$kube_version" -- \
-    kube-apiserver kube-controller-manager kube-scheduler
+    kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy
 
 echo "$out"

@@ -1,9 +1,11 @@
 //! The Kubernetes control plane beside the API server: kube-controller-manager, running the
 //! standard controllers (service accounts and their tokens, garbage collector,
 //! ReplicaSet/Deployment/DaemonSet/Job, disruption, node lifecycle, ...) each with its own
-//! service account's credentials, and kube-scheduler. Each has a client certificate of its own
-//! (`system:kube-controller-manager`, `system:kube-scheduler`), so the API server's default RBAC
-//! rules are what it may do, and serves its health and metrics on loopback only.
+//! service account's credentials, kube-scheduler, and kube-proxy (iptables mode), one for all
+//! nodes: they share the lab's network namespace, so one set of Service rules serves every pod.
+//! Each has a client certificate of its own (`system:kube-controller-manager`,
+//! `system:kube-scheduler`, `system:kube-proxy`), so the API server's default RBAC rules are what
+//! it may do, and serves its health and metrics on loopback only.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -16,10 +18,11 @@ use mco_testenv::TestEnv;
 use tokio::process::Command;
 
 use crate::layout::Layout;
+use crate::network;
 use crate::process::{Service, free_ports};
 
 /// The binaries this module runs, built by `hack/kube-binaries.sh` beside kube-apiserver.
-pub const BINARIES: [&str; 2] = ["kube-controller-manager", "kube-scheduler"];
+pub const BINARIES: [&str; 3] = ["kube-controller-manager", "kube-scheduler", "kube-proxy"];
 /// How long a component gets to take its leader Lease after it starts.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -41,24 +44,29 @@ impl Component {
     }
 }
 
-/// The running kube-controller-manager and kube-scheduler.
+/// The running kube-controller-manager, kube-scheduler and kube-proxy.
 pub struct ControlPlane {
-    components: [Component; 2],
+    components: [Component; 3],
 }
 
 impl ControlPlane {
-    /// Starts both and waits until each holds its leader Lease in `kube-system` (the moment it
-    /// starts its controllers or its scheduling loop).
-    #[context("Starting kube-controller-manager and kube-scheduler")]
+    /// Starts all three and waits until kube-controller-manager and kube-scheduler hold their
+    /// leader Lease in `kube-system` (the moment each starts its controllers or its scheduling
+    /// loop).
+    #[context("Starting kube-controller-manager, kube-scheduler and kube-proxy")]
     pub async fn start(env: &TestEnv, layout: &Layout) -> anyhow::Result<ControlPlane> {
-        let [controller_manager, scheduler] = mco_testenv::find_binaries(BINARIES)?;
+        let [controller_manager, scheduler, proxy] = mco_testenv::find_binaries(BINARIES)?;
         let dir = layout.dir.join("control-plane");
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let [controller_manager_port, scheduler_port] = free_ports()?;
-        let controller_manager_kubeconfig = dir.join("kube-controller-manager.kubeconfig");
-        env.write_client_kubeconfig(&controller_manager_kubeconfig, "system:kube-controller-manager", None)?;
-        let scheduler_kubeconfig = dir.join("kube-scheduler.kubeconfig");
-        env.write_client_kubeconfig(&scheduler_kubeconfig, "system:kube-scheduler", None)?;
+        let [controller_manager_port, scheduler_port, proxy_healthz_port, proxy_metrics_port] = free_ports()?;
+        let kubeconfig = |user: &str| -> anyhow::Result<PathBuf> {
+            let path = dir.join(format!("{}.kubeconfig", user.trim_start_matches("system:")));
+            env.write_client_kubeconfig(&path, user, None)?;
+            Ok(path)
+        };
+        let controller_manager_kubeconfig = kubeconfig("system:kube-controller-manager")?;
+        let scheduler_kubeconfig = kubeconfig("system:kube-scheduler")?;
+        let proxy_kubeconfig = kubeconfig("system:kube-proxy")?;
 
         let mut controller_manager_args = common_args(&controller_manager_kubeconfig, controller_manager_port, &dir);
         controller_manager_args.extend([
@@ -84,13 +92,32 @@ impl ControlPlane {
                     log: layout.log("kube-scheduler"),
                     service: None,
                 },
+                Component {
+                    name: "kube-proxy",
+                    binary: proxy,
+                    args: vec![
+                        format!("--kubeconfig={}", proxy_kubeconfig.display()),
+                        "--proxy-mode=iptables".to_string(),
+                        format!("--cluster-cidr={}", network::CLUSTER_CIDR),
+                        "--hostname-override=mco-lab".to_string(),
+                        format!("--bind-address={}", network::APISERVER_ADDRESS),
+                        format!("--healthz-bind-address=127.0.0.1:{proxy_healthz_port}"),
+                        format!("--metrics-bind-address=127.0.0.1:{proxy_metrics_port}"),
+                        // Zero: leave the conntrack sysctls alone (not writable here, and not the lab's).
+                        "--conntrack-max-per-core=0".to_string(),
+                        "--conntrack-tcp-timeout-established=0s".to_string(),
+                        "--conntrack-tcp-timeout-close-wait=0s".to_string(),
+                    ],
+                    log: layout.log("kube-proxy"),
+                    service: None,
+                },
             ],
         };
         for component in &mut control_plane.components {
             component.start()?;
         }
         let leases: Api<Lease> = Api::namespaced(env.client(), "kube-system");
-        for component in &mut control_plane.components {
+        for component in &mut control_plane.components[..2] {
             wait_leader(&leases, component).await?;
         }
         Ok(control_plane)

@@ -1,7 +1,9 @@
 //! The lab's OCI registry (Debian's docker-registry on loopback) and the OS images in it, built
 //! with `mco image`: an older boot image the nodes are installed from, the base OS image, and the
 //! node image derived from it (`FROM base` + a kubelet) that the pools run, pinned by digest;
-//! on demand, a boot image too old for boot image skew enforcement.
+//! on demand, a boot image too old for boot image skew enforcement. Beside them, the container
+//! images the nodes' containerd runs, built here because nothing is pulled from the internet: the
+//! sandbox ("pause") image and the example workload's image, both a static busybox.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -22,6 +24,25 @@ pub const BOOT_VERSION: &str = "9.6.20260101-0";
 pub const OLD_BOOT_VERSION: &str = "412.86.202301010000-0";
 /// OS version of the base image the pools run.
 pub const BASE_VERSION: &str = "9.6.20261101-0";
+
+/// The name pods give the lab registry (`REGISTRY_ALIAS/lab/workload:1`): every node's containerd
+/// pulls it from the registry's loopback port, which changes from lab to lab.
+pub const REGISTRY_ALIAS: &str = "lab-registry.local";
+/// The example workload's image, as manifests name it.
+pub const WORKLOAD_IMAGE: &str = "lab-registry.local/lab/workload:1";
+/// Where Debian's busybox-static installs busybox.
+pub const BUSYBOX: &str = "/bin/busybox";
+/// The commands the container images have (busybox applets).
+const APPLETS: [&str; 16] = [
+    "sh", "sleep", "httpd", "hostname", "mkdir", "wget", "cat", "echo", "ls", "ps", "nc", "env", "true", "timeout",
+    "ip", "kill",
+];
+/// The sandbox's only process: waits, reaps, and exits on SIGTERM (as PID 1 it would otherwise
+/// ignore it), as upstream's pause does.
+const PAUSE_SCRIPT: &str = "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done";
+/// The workload: its pod name over HTTP on port 8080, stopping at once on SIGTERM.
+const WORKLOAD_SCRIPT: &str =
+    "trap 'exit 0' TERM INT; mkdir -p /tmp/www && hostname > /tmp/www/index.html && httpd -f -p 8080 -h /tmp/www & wait $!";
 
 /// The images, each pinned by digest.
 #[derive(Debug, Clone)]
@@ -87,6 +108,52 @@ pub async fn build(mco: &Path, layout: &Layout, registry: &str) -> anyhow::Resul
     )
     .await?;
     Ok(LabImages { boot, base, node: format!("{registry}/mco/node@{}", digest.trim()) })
+}
+
+/// Builds the sandbox image and the workload image into the registry at `registry`; returns the
+/// sandbox image's pinned name (the workload's is [`WORKLOAD_IMAGE`], a tag, as manifests use).
+#[context("Building the pause and workload images")]
+pub async fn build_container_images(layout: &Layout, registry: &str) -> anyhow::Result<String> {
+    let dir = layout.images().join("containers");
+    let bin = dir.join("rootfs/bin");
+    std::fs::create_dir_all(&bin)?;
+    std::fs::copy(BUSYBOX, bin.join("busybox")).with_context(|| format!("copying {BUSYBOX}"))?;
+    for applet in APPLETS {
+        std::os::unix::fs::symlink("busybox", bin.join(applet))?;
+    }
+    let digest = build_busybox_image(layout, registry, "pause:3.10", PAUSE_SCRIPT).await?;
+    build_busybox_image(layout, registry, "workload:1", WORKLOAD_SCRIPT).await?;
+    Ok(format!("{registry}/lab/pause@{digest}"))
+}
+
+/// `lab/NAME:TAG`: the busybox tree running `sh -c script`, built with buildah (in storage of the
+/// lab's own) and pushed to the registry; its digest.
+async fn build_busybox_image(layout: &Layout, registry: &str, name_tag: &str, script: &str) -> anyhow::Result<String> {
+    let dir = layout.images().join("containers");
+    let storage = dir.join("storage");
+    let conf = layout.registries_conf();
+    let log = layout.log("images");
+    let buildah = async |args: &[&str]| {
+        let mut all = vec!["--root", path_str(&storage)?, "--runroot", path_str(&storage)?, "--storage-driver", "vfs"];
+        all.extend_from_slice(args);
+        run_tool(Path::new("buildah"), all, &[("CONTAINERS_REGISTRIES_CONF", conf.as_os_str())], &log).await
+    };
+    let container = buildah(&["from", "scratch"]).await?;
+    let container = container.trim();
+    let rootfs = format!("{}/", dir.join("rootfs").display());
+    buildah(&["copy", container, &rootfs, "/"]).await?;
+    let entrypoint = serde_json::json!(["/bin/sh", "-c", script]).to_string();
+    buildah(&["config", "--entrypoint", &entrypoint, container]).await?;
+    let local = format!("lab/{name_tag}");
+    buildah(&["commit", "--rm", "--format", "oci", container, &local]).await?;
+    let digest_file = dir.join(format!("{name_tag}.digest"));
+    let to = format!("docker://{registry}/lab/{name_tag}");
+    buildah(&["push", "--digestfile", path_str(&digest_file)?, &local, &to]).await?;
+    Ok(std::fs::read_to_string(&digest_file).context("reading the pushed digest")?.trim().to_string())
+}
+
+fn path_str(path: &Path) -> anyhow::Result<&str> {
+    path.to_str().with_context(|| format!("{} is not UTF-8", path.display()))
 }
 
 /// The too-old boot image, `HOST/mco/os@sha256:…` (built when a node first asks for it).

@@ -1,11 +1,12 @@
-//! The local lab: a whole cluster on one machine. A real etcd, kube-apiserver,
-//! kube-controller-manager and kube-scheduler, a real OCI registry holding OSTree-in-OCI images,
-//! `mco controller`, `mco server`, and nodes that are OSTree sysroots booted with the real Ignition
-//! client and run by `mco daemon run` processes. No kubelet runs yet: the supervisor registers the
-//! nodes and renews their Leases in its place.
+//! The local lab: a whole cluster on one machine, in a network namespace of its own. A real etcd,
+//! kube-apiserver, kube-controller-manager, kube-scheduler and kube-proxy, a real OCI registry
+//! holding OSTree-in-OCI images and container images, `mco controller`, `mco server`, and nodes
+//! that are OSTree sysroots booted with the real Ignition client, each with a real kubelet and
+//! containerd, run by `mco daemon run` processes.
 //!
 //! [`supervisor`] runs it ([`supervisor::supervise`], started detached by `mco lab up`);
-//! [`control_plane`] is kube-controller-manager and kube-scheduler;
+//! [`control_plane`] is kube-controller-manager, kube-scheduler and kube-proxy; [`machine`] is a
+//! node's kubelet and containerd; [`network`] the lab's network namespace;
 //! [`manifests`] are the objects a new cluster starts with (pure); [`node`] is one node's life;
 //! [`state`] is what the supervisor reports; [`layout`] is where everything lives; [`request`]
 //! adds nodes to a running lab.
@@ -14,7 +15,9 @@ pub mod apply;
 pub mod control_plane;
 pub mod images;
 pub mod layout;
+pub mod machine;
 pub mod manifests;
+pub mod network;
 pub mod node;
 pub mod process;
 pub mod request;
@@ -32,14 +35,32 @@ pub fn check_host() -> anyhow::Result<()> {
     if !Path::new(node::IGNITION).is_file() {
         missing.push(format!("the Ignition client at {} (Debian package `ignition`)", node::IGNITION));
     }
-    for (tool, package) in [("docker-registry", "docker-registry"), ("skopeo", "skopeo"), ("ostree", "ostree")] {
+    for (tool, package) in [
+        ("docker-registry", "docker-registry"),
+        ("skopeo", "skopeo"),
+        ("ostree", "ostree"),
+        ("buildah", "buildah"),
+        ("containerd", "containerd"),
+        ("containerd-shim-runc-v2", "containerd"),
+        ("runc", "runc"),
+        ("iptables", "iptables"),
+        ("ip", "iproute2"),
+    ] {
         if !on_path(tool) {
             missing.push(format!("`{tool}` on PATH (Debian package `{package}`)"));
         }
     }
-    let [apiserver, etcd] = ["kube-apiserver", "etcd"];
-    let [controller_manager, scheduler] = control_plane::BINARIES;
-    if let Err(e) = mco_testenv::find_binaries([apiserver, etcd, controller_manager, scheduler]) {
+    for (file, package) in
+        [(format!("{}/bridge", machine::CNI_BIN_DIR), "containernetworking-plugins"), (images::BUSYBOX.into(), "busybox-static")]
+    {
+        if !Path::new(&file).is_file() {
+            missing.push(format!("{file} (Debian package `{package}`)"));
+        }
+    }
+    let [controller_manager, scheduler, proxy] = control_plane::BINARIES;
+    if let Err(e) =
+        mco_testenv::find_binaries(["kube-apiserver", "etcd", controller_manager, scheduler, proxy, "kubelet"])
+    {
         missing.push(e.to_string());
     }
     if missing.is_empty() {

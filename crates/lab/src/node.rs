@@ -1,7 +1,7 @@
 //! A lab node: an OSTree sysroot installed from the boot image, a root directory the real
 //! Ignition client writes on first boot, `mco daemon firstboot` (the pivot to the pool's OS image
-//! before the kubelet would start), a "reboot" into the new deployment, and a Node object (what the
-//! kubelet would register), after which `mco daemon run` manages it like any cluster node.
+//! before the kubelet starts), a reboot into the new deployment, then its machine's kubelet
+//! ([`crate::machine`]), after which `mco daemon run` manages it like any cluster node.
 //!
 //! A node whose boot image is too old is refused, by the server (its stub says its boot image
 //! version) or by firstboot: it does not join, and the reason is what a person would find (the
@@ -14,11 +14,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use fn_error_context::context;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
-use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
-use serde_json::json;
 
 use mco_bootimage::skew::BOOT_IMAGE_VERSION_HEADER;
 use mco_daemon::apply::REBOOT_REQUEST;
@@ -246,91 +242,16 @@ impl LabNode {
         std::fs::write(host_path(&self.dirs.root, DIRECTORY_ROOT_BOOT_ID), format!("{id}\n"))
             .context("writing the boot id")
     }
-
-    /// Registers the Node as the kubelet does when it starts, or marks it Ready again; returns
-    /// its uid.
-    #[context("Registering node {}", self.name)]
-    pub async fn register(&self, nodes: &Api<Node>) -> anyhow::Result<String> {
-        let existing = nodes.get_opt(&self.name).await?;
-        let registered = if let Some(node) = existing {
-            node
-        } else {
-            let node: Node = serde_json::from_value(json!({
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {
-                    "name": self.name,
-                    "labels": {
-                        "kubernetes.io/hostname": self.name,
-                        "kubernetes.io/os": "linux",
-                        "kubernetes.io/arch": "amd64",
-                        format!("node-role.kubernetes.io/{}", self.pool): "",
-                        "topology.kubernetes.io/zone": self.zone,
-                    },
-                },
-            }))?;
-            nodes.create(&PostParams::default(), &node).await?
-        };
-        self.set_ready(nodes, true).await?;
-        registered.metadata.uid.context("the Node has no uid")
-    }
-
-    /// The kubelet's heartbeat: its Lease in `kube-node-lease`, owned by the Node, renewed. The
-    /// node lifecycle controller marks a node whose Lease goes stale unreachable.
-    #[context("Renewing the Lease of node {}", self.name)]
-    pub async fn renew_lease(&self, leases: &Api<Lease>, uid: &str) -> anyhow::Result<()> {
-        let lease = json!({
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {
-                "name": self.name,
-                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": self.name, "uid": uid}],
-            },
-            "spec": {
-                "holderIdentity": self.name,
-                "leaseDurationSeconds": 40,
-                "renewTime": k8s_openapi::jiff::Timestamp::now(),
-            },
-        });
-        let params = PatchParams::apply("mco-lab-kubelet").force();
-        leases.patch(&self.name, &params, &Patch::Apply(&lease)).await?;
-        Ok(())
-    }
-
-    /// The kubelet's Ready condition (false while the node reboots).
-    pub async fn set_ready(&self, nodes: &Api<Node>, ready: bool) -> anyhow::Result<()> {
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let condition = |type_: &str, status: bool, reason: &str| {
-            json!({
-                "type": type_,
-                "status": if status { "True" } else { "False" },
-                "reason": reason,
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            })
-        };
-        // What the scheduler places pods by; a stand-in's round numbers.
-        let resources = json!({"cpu": "4", "memory": "8Gi", "pods": "110"});
-        let status = json!({"status": {
-            "conditions": [
-                condition("Ready", ready, if ready { "KubeletReady" } else { "KubeletNotReady" }),
-                condition("DiskPressure", false, "KubeletHasNoDiskPressure"),
-                condition("MemoryPressure", false, "KubeletHasSufficientMemory"),
-                condition("PIDPressure", false, "KubeletHasSufficientPID"),
-            ],
-            "capacity": resources,
-            "allocatable": resources,
-        }});
-        nodes
-            .patch_status(&self.name, &PatchParams::default(), &Patch::Strategic(&status))
-            .await
-            .with_context(|| format!("setting node {} Ready={ready}", self.name))?;
-        Ok(())
-    }
 }
 
 /// A directory Ignition accepts as an OS root (TESTING.md): passwd/group files with root, an
 /// SELinux config, every directory traversable.
+/// Whether the Node's kubelet reports it Ready.
+pub fn is_ready(node: &Node) -> bool {
+    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 fn prepare_root(root: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(root.join("etc/selinux")).with_context(|| format!("creating {}", root.display()))?;
     for (file, text) in [

@@ -38,6 +38,11 @@ impl Service {
         Ok(Service { name: name.to_string(), child, log: log.to_path_buf() })
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// The exit status if the process has exited.
     pub fn exited(&mut self) -> anyhow::Result<Option<ExitStatus>> {
         self.child.try_wait().with_context(|| format!("checking on {}", self.name))

@@ -1,29 +1,33 @@
 //! `mco lab supervise`: brings the whole lab up, keeps it running, and takes it down on SIGTERM.
 //!
-//! Order: API server + CRDs → kube-controller-manager + kube-scheduler → registry + images →
-//! certificates → cluster objects → controller
-//! (which renders the pools) → server → nodes, one after another (install, Ignition, firstboot,
-//! reboot, register, daemon). Then it adds the nodes `mco lab add-node` asks for ([`crate::request`]),
-//! each provisioned in a task of its own, and plays the machines' part: a daemon that exits after
-//! requesting a reboot is "rebooted" (NotReady, boot the default deployment, Ready, daemon again);
-//! one that exits otherwise is restarted with a backoff, as systemd would. Until the nodes run
-//! kubelets, it also plays their part: it registers each Node, renews its Lease, and removes the pods
-//! evicted from it, as the kubelet would once the containers stopped.
+//! Everything runs in the lab's network namespace ([`crate::network`]); the host reaches the API
+//! server, the registry and the Machine Config Server through loopback ports forwarded into it.
+//!
+//! Order: network → API server + CRDs → kube-controller-manager + kube-scheduler + kube-proxy →
+//! registry + images → certificates → cluster objects → controller (which renders the pools) →
+//! server → nodes, one after another (install, Ignition, firstboot, reboot, then the machine's
+//! containerd and kubelet, which registers the Node; the supervisor gives it its pool's role
+//! label, as an installer would, and starts its daemon). Then it adds the nodes `mco lab add-node`
+//! asks for ([`crate::request`]), each provisioned in a task of its own, and plays the machines'
+//! part: a daemon that exits after requesting a reboot is rebooted (the machine powered off, which
+//! kills its kubelet and every container, the default deployment booted, the machine powered on);
+//! one that exits otherwise is restarted with a backoff, as systemd would, and so is a kubelet.
 
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use mco_api::MachineConfigPool;
+use serde_json::json;
 use mco_api::constants::{MCO_NAMESPACE, WORKER_POOL};
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
@@ -32,21 +36,22 @@ use tokio::task::JoinSet;
 
 use crate::control_plane::ControlPlane;
 use crate::layout::Layout;
+use crate::machine::{Machine, MachineSpec};
 use crate::manifests::{ClusterInputs, Platform, cloud_objects, cluster_objects, config_crds};
 use crate::node::{Answer, Boot, LabNode, Provisioned, ask_server};
 use crate::process::{Service, free_ports, run_tool};
 use crate::request::{self, AddNode, BootImage};
 use crate::state::{self, LabState, NotJoined, Phase};
-use crate::{apply, images};
+use crate::{apply, images, network};
 
 /// How long the controller gets to render the pools.
 const RENDER_TIMEOUT: Duration = Duration::from_secs(180);
-/// How often the supervisor looks at its processes and the lab nodes' pods.
+/// How often the supervisor looks at its processes.
 const TICK: Duration = Duration::from_secs(1);
-/// How often a node's Lease is renewed (the kubelet's default).
-const HEARTBEAT: Duration = Duration::from_secs(10);
-/// Where the kubelets' Leases live.
-const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+/// How long a new machine's kubelet gets to register its Node and report it Ready.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(120);
+/// The group kubelets' client certificates are in (what the Node authorizer recognises).
+const NODES_GROUP: &str = "system:nodes";
 /// The service account whose token nodes bootstrap with (upstream's name).
 const NODE_BOOTSTRAPPER: &str = "node-bootstrapper";
 /// A lab lives for days at most.
@@ -89,15 +94,18 @@ pub fn on_daemon_exit(reboot_requested: bool, restarts: u32) -> OnExit {
 
 struct RunningNode {
     node: LabNode,
-    /// The Node object's uid, which its Lease is owned by.
-    uid: String,
+    spec: MachineSpec,
+    /// None while it reboots.
+    machine: Option<Machine>,
     daemon: Option<Service>,
     restarts: u32,
     start_at: Option<Instant>,
 }
 
-/// Runs the lab until SIGTERM/SIGINT; the state file says how far it got.
-pub async fn supervise(options: Options) -> anyhow::Result<()> {
+/// Runs the lab until SIGTERM/SIGINT; the state file says how far it got. `host_ports` are
+/// loopback ports of the host's network namespace ([`network::enter_lab_namespace`]), for the API
+/// server, the registry and the Machine Config Server's secure and insecure ports.
+pub async fn supervise(options: Options, host_ports: [TcpListener; 4]) -> anyhow::Result<()> {
     let layout = Layout::new(&options.dir);
     std::fs::create_dir_all(layout.logs()).with_context(|| format!("creating {}", layout.logs().display()))?;
     std::fs::write(layout.pid_file(), format!("{}\n", std::process::id()))?;
@@ -114,7 +122,7 @@ pub async fn supervise(options: Options) -> anyhow::Result<()> {
         not_joined: Vec::new(),
         pools: Default::default(),
     };
-    let result = run(&options, &layout, &mut report).await;
+    let result = run(&options, &layout, &mut report, host_ports).await;
     match &result {
         Ok(()) => {
             report.phase = Phase::Stopped;
@@ -136,27 +144,48 @@ fn progress(layout: &Layout, report: &mut LabState, message: impl Into<String>) 
     state::write(&layout.state_file(), report)
 }
 
-async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyhow::Result<()> {
+async fn run(
+    options: &Options,
+    layout: &Layout,
+    report: &mut LabState,
+    host_ports: [TcpListener; 4],
+) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mco = options.mco.as_path();
 
+    progress(layout, report, "setting up the lab's network")?;
+    network::set_up(&layout.log("network")).await?;
+    let mut ports = [0; 4];
+    for (port, listener) in ports.iter_mut().zip(host_ports) {
+        *port = listener.local_addr()?.port();
+        network::forward(listener)?;
+    }
+    let [apiserver_port, registry_port, server_port, insecure_port] = ports;
+
     progress(layout, report, "starting etcd and kube-apiserver")?;
-    let env = mco_testenv::TestEnv::start_in(&layout.dir).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let apiserver_network = mco_testenv::Network {
+        port: Some(apiserver_port),
+        bind_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        advertise_address: IpAddr::V4(network::APISERVER_ADDRESS),
+    };
+    let env = mco_testenv::TestEnv::start_in(&layout.dir, &apiserver_network)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     std::fs::copy(env.kubeconfig(), layout.kubeconfig()).context("copying the kubeconfig")?;
     let client = env.client();
     let kubeconfig = layout.kubeconfig();
 
-    progress(layout, report, "starting kube-controller-manager and kube-scheduler")?;
+    progress(layout, report, "starting kube-controller-manager, kube-scheduler and kube-proxy")?;
     let mut control_plane = ControlPlane::start(&env, layout).await?;
 
-    progress(layout, report, "starting the OCI registry and building the OS images")?;
-    let [registry_port, server_port, insecure_port] = free_ports()?;
+    progress(layout, report, "starting the OCI registry and building the OS and container images")?;
     let registry_service = images::start_registry(layout, registry_port).await?;
     let registry = format!("127.0.0.1:{registry_port}");
     report.registry = Some(registry.clone());
     let lab_images = images::build(mco, layout, &registry).await?;
     report.os_image = Some(lab_images.node.clone());
+    let sandbox_image = images::build_container_images(layout, &registry).await?;
 
     progress(layout, report, "creating the cluster's pools, base configs and ControllerConfig")?;
     let certs = layout.certs();
@@ -245,7 +274,17 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
         );
     }
     crate::node::write_shims(layout)?;
-    let nodes_api: Api<Node> = Api::all(client.clone());
+    let machines = Machines {
+        env: &env,
+        mco,
+        layout,
+        kubeconfig: &kubeconfig,
+        nodes_api: Api::all(client.clone()),
+        kubelet: mco_testenv::find_binaries(["kubelet"])?[0].clone(),
+        registry: registry.clone(),
+        sandbox_image,
+        cgroup_parent: format!("mco-lab-{}", std::process::id()),
+    };
     let provisioner = Provisioner {
         mco: mco.to_path_buf(),
         layout: layout.clone(),
@@ -268,21 +307,19 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
         if let Provisioned::Refused { reason } = provisioner.provision(&node, &request).await? {
             anyhow::bail!("node {} was refused: {reason}", node.name);
         }
-        nodes.push(join(mco, layout, &kubeconfig, &nodes_api, node, report).await?);
+        nodes.push(machines.join(node, index, report).await?);
     }
 
     report.phase = Phase::Ready;
     progress(layout, report, format!("ready: {} nodes", nodes.len()))?;
-    let mut joining: JoinSet<(LabNode, anyhow::Result<Provisioned>)> = JoinSet::new();
+    let mut joining: JoinSet<((LabNode, usize), anyhow::Result<Provisioned>)> = JoinSet::new();
     let mut tick = tokio::time::interval(TICK);
-    let mut heartbeat = tokio::time::interval(HEARTBEAT);
-    let leases: Api<Lease> = Api::namespaced(client.clone(), NODE_LEASE_NAMESPACE);
     loop {
         tokio::select! {
             _ = terminate.recv() => break,
             _ = interrupt.recv() => break,
             Some(joined) = joining.join_next(), if !joining.is_empty() => {
-                let (node, outcome) = match joined {
+                let ((node, index), outcome) = match joined {
                     Ok(joined) => joined,
                     Err(e) => {
                         tracing::error!("a node's provisioning task ended: {e}");
@@ -292,7 +329,7 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
                 report.pending.retain(|n| n != &node.name);
                 let name = node.name.clone();
                 let reason = match outcome {
-                    Ok(Provisioned::Booted) => match join(mco, layout, &kubeconfig, &nodes_api, node, report).await {
+                    Ok(Provisioned::Booted) => match machines.join(node, index, report).await {
                         Ok(running) => {
                             nodes.push(running);
                             None
@@ -308,31 +345,21 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
                 }
                 progress(layout, report, format!("ready: {} nodes", nodes.len()))?;
             }
-            _ = heartbeat.tick() => {
-                for running in &nodes {
-                    if let Err(e) = running.node.renew_lease(&leases, &running.uid).await {
-                        tracing::warn!(node = running.node.name, "{e:#}");
-                    }
-                }
-            }
             _ = tick.tick() => {
                 if let Err(e) = control_plane.look_after() {
                     tracing::warn!("{e:#}");
                 }
-                for (node, request) in take_requests(layout, report)? {
+                for (node, index, request) in take_requests(layout, report)? {
                     let provisioner = provisioner.clone();
                     joining.spawn(async move {
                         let outcome = provisioner.provision(&node, &request).await;
-                        (node, outcome)
+                        ((node, index), outcome)
                     });
                 }
                 for running in &mut nodes {
-                    if let Err(e) = look_after(mco, layout, &kubeconfig, &nodes_api, running).await {
+                    if let Err(e) = machines.look_after(running).await {
                         tracing::warn!(node = running.node.name, "{e:#}");
                     }
-                }
-                if let Err(e) = remove_evicted_pods(&client, &report.nodes).await {
-                    tracing::warn!("removing evicted pods: {e:#}");
                 }
             }
         }
@@ -344,6 +371,12 @@ async fn run(options: &Options, layout: &Layout, report: &mut LabState) -> anyho
         if let Some(daemon) = running.daemon {
             daemon.stop().await;
         }
+        if let Some(machine) = running.machine {
+            machine.power_off().await;
+        }
+    }
+    if let Err(e) = crate::machine::power_off_all(&machines.cgroup_parent).await {
+        tracing::warn!("removing the machines' cgroups: {e:#}");
     }
     server.stop().await;
     controller.stop().await;
@@ -381,25 +414,133 @@ impl Provisioner {
     }
 }
 
-/// A provisioned node joins: its Node registered, its daemon started, the state says so.
-async fn join(
-    mco: &Path,
-    layout: &Layout,
-    kubeconfig: &Path,
-    nodes_api: &Api<Node>,
-    node: LabNode,
-    report: &mut LabState,
-) -> anyhow::Result<RunningNode> {
-    let uid = node.register(nodes_api).await?;
-    let daemon = start_daemon(mco, layout, &node, kubeconfig)?;
-    report.nodes.push(node.name.clone());
-    Ok(RunningNode { node, uid, daemon: Some(daemon), restarts: 0, start_at: None })
+/// What the lab's machines need: where the kubelet and the images are, and the API server.
+struct Machines<'a> {
+    env: &'a mco_testenv::TestEnv,
+    mco: &'a Path,
+    layout: &'a Layout,
+    /// The administrator's, which the daemons use (until mco installs as pods with its own accounts).
+    kubeconfig: &'a Path,
+    nodes_api: Api<Node>,
+    kubelet: PathBuf,
+    registry: String,
+    sandbox_image: String,
+    cgroup_parent: String,
+}
+
+impl Machines<'_> {
+    /// A provisioned node joins: its machine powered on, its kubelet registers the Node and reports
+    /// it Ready, the Node gets its pool's role label, the daemon starts, the state says so. A node
+    /// that does not get there is powered off and the error says why (its kubelet's log).
+    async fn join(&self, node: LabNode, index: usize, report: &mut LabState) -> anyhow::Result<RunningNode> {
+        let spec = self.spec(&node, index).await?;
+        let mut machine = Machine::power_on(&spec).await?;
+        if let Err(e) = self.wait_joined(&node, &mut machine).await {
+            machine.power_off().await;
+            return Err(e);
+        }
+        let daemon = start_daemon(self.mco, self.layout, &node, self.kubeconfig)?;
+        report.nodes.push(node.name.clone());
+        Ok(RunningNode { node, spec, machine: Some(machine), daemon: Some(daemon), restarts: 0, start_at: None })
+    }
+
+    async fn spec(&self, node: &LabNode, index: usize) -> anyhow::Result<MachineSpec> {
+        network::add_node_address(index, &self.layout.log("network")).await?;
+        let kubeconfig = self.layout.dir.join("control-plane").join(format!("kubelet-{}.kubeconfig", node.name));
+        self.env.write_client_kubeconfig(&kubeconfig, &format!("system:node:{}", node.name), Some(NODES_GROUP))?;
+        let [healthz_port] = free_ports()?;
+        Ok(MachineSpec {
+            name: node.name.clone(),
+            index,
+            zone: node.zone.clone(),
+            root: node.dirs.root.clone(),
+            kubelet: self.kubelet.clone(),
+            kubeconfig,
+            client_ca: self.env.ca_cert().to_path_buf(),
+            registry: self.registry.clone(),
+            sandbox_image: self.sandbox_image.clone(),
+            cgroup_parent: self.cgroup_parent.clone(),
+            healthz_port,
+            logs: self.layout.logs(),
+        })
+    }
+
+    /// Waits until the node's kubelet has registered it and reports it Ready, then labels it with
+    /// its pool's role (kubelets may not set `node-role.kubernetes.io/` labels on themselves).
+    async fn wait_joined(&self, node: &LabNode, machine: &mut Machine) -> anyhow::Result<()> {
+        let deadline = Instant::now() + JOIN_TIMEOUT;
+        let mut labelled = false;
+        loop {
+            if let Some(failure) = machine.failure()? {
+                anyhow::bail!("node {} cannot run: {failure}", node.name);
+            }
+            if let Some(registered) = self.nodes_api.get_opt(&node.name).await? {
+                if !labelled {
+                    let role = json!({"metadata": {"labels": {format!("node-role.kubernetes.io/{}", node.pool): ""}}});
+                    self.nodes_api.patch(&node.name, &PatchParams::default(), &Patch::Merge(&role)).await?;
+                    labelled = true;
+                }
+                if crate::node::is_ready(&registered) {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!(
+                    "node {}'s kubelet did not register a Ready Node within {JOIN_TIMEOUT:?} (log: {})",
+                    node.name,
+                    self.layout.log(&format!("{}-kubelet", node.name)).display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Reboots or restarts a node's daemon that has exited; starts one whose restart delay
+    /// passed; starts again a kubelet that exited, as systemd would.
+    async fn look_after(&self, running: &mut RunningNode) -> anyhow::Result<()> {
+        if let Some(machine) = running.machine.as_mut()
+            && let Some(failure) = machine.failure()?
+        {
+            tracing::warn!(node = running.node.name, "{failure}; power-cycling the machine");
+            if let Some(machine) = running.machine.take() {
+                machine.power_off().await;
+            }
+            running.machine = Some(Machine::power_on(&running.spec).await?);
+        }
+        if let Some(daemon) = running.daemon.as_mut()
+            && let Some(status) = daemon.exited()?
+        {
+            running.daemon = None;
+            match on_daemon_exit(running.node.reboot_requested(), running.restarts) {
+                OnExit::Reboot => {
+                    tracing::info!(node = running.node.name, "rebooting");
+                    if let Some(machine) = running.machine.take() {
+                        machine.power_off().await;
+                    }
+                    running.node.reboot(self.mco, self.layout).await?;
+                    running.machine = Some(Machine::power_on(&running.spec).await?);
+                    running.restarts = 0;
+                    running.start_at = Some(Instant::now());
+                }
+                OnExit::Restart(delay) => {
+                    tracing::warn!(node = running.node.name, %status, "daemon exited; restarting in {delay:?}");
+                    running.restarts += 1;
+                    running.start_at = Some(Instant::now() + delay);
+                }
+            }
+        }
+        if running.daemon.is_none() && running.start_at.is_some_and(|at| at <= Instant::now()) {
+            running.daemon = Some(start_daemon(self.mco, self.layout, &running.node, self.kubeconfig)?);
+            running.start_at = None;
+        }
+        Ok(())
+    }
 }
 
 /// Takes the waiting `mco lab add-node` requests: each valid one is recorded as pending (before
 /// its file goes, so whoever waits for it never sees neither) and returned with its node; an
 /// invalid one is recorded as not joined with the reason, unless it names a node that is there.
-fn take_requests(layout: &Layout, report: &mut LabState) -> anyhow::Result<Vec<(LabNode, AddNode)>> {
+fn take_requests(layout: &Layout, report: &mut LabState) -> anyhow::Result<Vec<(LabNode, usize, AddNode)>> {
     let mut taken = Vec::new();
     for (file, request) in request::waiting_requests(layout) {
         let checked = request.and_then(|r| request::check(&r, report).map(|()| r).map_err(anyhow::Error::msg));
@@ -409,7 +550,7 @@ fn take_requests(layout: &Layout, report: &mut LabState) -> anyhow::Result<Vec<(
                 report.pending.push(request.name.clone());
                 report.pools.insert(request.name.clone(), request.pool.clone());
                 let index = report.nodes.len() + report.pending.len() - 1;
-                taken.push((LabNode::named(layout, &request.pool, &request.name, index), request));
+                taken.push((LabNode::named(layout, &request.pool, &request.name, index), index, request));
             }
             Err(e) => {
                 let name = file.file_stem().unwrap_or_default().to_string_lossy().into_owned();
@@ -464,57 +605,6 @@ fn start_daemon(mco: &Path, layout: &Layout, node: &LabNode, kubeconfig: &Path) 
         .env("MCO_LOG", "info")
         .env("CONTAINERS_REGISTRIES_CONF", layout.registries_conf());
     Service::spawn(&format!("daemon {}", node.name), command, &layout.log(&node.name))
-}
-
-/// Reboots or restarts a node's daemon that has exited; starts one whose restart delay passed.
-async fn look_after(
-    mco: &Path,
-    layout: &Layout,
-    kubeconfig: &Path,
-    nodes_api: &Api<Node>,
-    running: &mut RunningNode,
-) -> anyhow::Result<()> {
-    if let Some(daemon) = running.daemon.as_mut()
-        && let Some(status) = daemon.exited()?
-    {
-        running.daemon = None;
-        match on_daemon_exit(running.node.reboot_requested(), running.restarts) {
-            OnExit::Reboot => {
-                tracing::info!(node = running.node.name, "rebooting");
-                running.node.set_ready(nodes_api, false).await?;
-                running.node.reboot(mco, layout).await?;
-                running.node.set_ready(nodes_api, true).await?;
-                running.restarts = 0;
-                running.start_at = Some(Instant::now());
-            }
-            OnExit::Restart(delay) => {
-                tracing::warn!(node = running.node.name, %status, "daemon exited; restarting in {delay:?}");
-                running.restarts += 1;
-                running.start_at = Some(Instant::now() + delay);
-            }
-        }
-    }
-    if running.daemon.is_none() && running.start_at.is_some_and(|at| at <= Instant::now()) {
-        running.daemon = Some(start_daemon(mco, layout, &running.node, kubeconfig)?);
-        running.start_at = None;
-    }
-    Ok(())
-}
-
-/// Deletes (grace period 0) the pods on lab nodes that are being deleted: no kubelet runs there
-/// to stop their containers and confirm.
-async fn remove_evicted_pods(client: &Client, lab_nodes: &[String]) -> anyhow::Result<()> {
-    let pods: Api<Pod> = Api::all(client.clone());
-    for pod in pods.list(&ListParams::default()).await? {
-        let on_lab_node = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| lab_nodes.contains(n));
-        if on_lab_node && pod.metadata.deletion_timestamp.is_some() {
-            let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-            let name = pod.metadata.name.as_deref().unwrap_or_default();
-            let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-            api.delete(name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await?;
-        }
-    }
-    Ok(())
 }
 
 async fn wait_rendered(client: &Client, pool: &str) -> anyhow::Result<()> {

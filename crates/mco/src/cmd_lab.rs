@@ -157,6 +157,8 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         LabCommand::Supervise { nodes, platform, dir } => {
+            // Before the runtime starts its threads: they are created in the lab's namespace.
+            let host_ports = mco_lab::network::enter_lab_namespace()?;
             let options = mco_lab::supervisor::Options {
                 dir: dir.layout().dir,
                 workers: nodes,
@@ -164,7 +166,7 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
                 mco: std::env::current_exe().context("finding the mco binary")?,
                 controller_version_raw: ControllerVersion::this_build().raw,
             };
-            runtime()?.block_on(mco_lab::supervisor::supervise(options))?;
+            runtime()?.block_on(mco_lab::supervisor::supervise(options, host_ports))?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -19,6 +19,7 @@ mod binaries;
 mod pki;
 mod process;
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -79,6 +80,30 @@ impl std::fmt::Debug for Error {
     }
 }
 
+/// Where the API server listens and what it tells clients inside the cluster (the endpoint of the
+/// `kubernetes` Service).
+#[derive(Debug, Clone)]
+pub struct Network {
+    /// The secure port; a free one if `None`.
+    pub port: Option<u16>,
+    /// Loopback only (tests), or every address of its network namespace (the lab's namespace,
+    /// where kubelets and pods reach it).
+    pub bind_address: IpAddr,
+    /// The address published for the `kubernetes` Service, also in the serving certificate.
+    pub advertise_address: IpAddr,
+}
+
+impl Default for Network {
+    fn default() -> Self {
+        Network { port: None, bind_address: LOOPBACK, advertise_address: LOOPBACK }
+    }
+}
+
+const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+/// The `kubernetes` Service's address: the first of `--service-cluster-ip-range`.
+pub const SERVICE_CLUSTER_IP_RANGE: &str = "10.0.0.0/24";
+pub const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+
 /// A running etcd + kube-apiserver pair with the CRDs installed.
 pub struct TestEnv {
     // Field order is drop order: the processes die before their directory is removed.
@@ -100,25 +125,27 @@ impl TestEnv {
     /// served.
     pub async fn start() -> Result<TestEnv, Error> {
         let dir = tempfile::Builder::new().prefix("mco-testenv-").tempdir().context("creating the temp dir")?;
-        Self::start_with(dir).await
+        Self::start_with(dir, &Network::default()).await
     }
 
     /// [`TestEnv::start`] in a new directory under `parent` that is kept after the environment
-    /// is dropped (the lab keeps its API server's logs and data with its other state).
-    pub async fn start_in(parent: &Path) -> Result<TestEnv, Error> {
+    /// is dropped (the lab keeps its API server's logs and data with its other state), with the
+    /// API server where `network` says.
+    pub async fn start_in(parent: &Path, network: &Network) -> Result<TestEnv, Error> {
         let mut dir = tempfile::Builder::new()
             .prefix("apiserver-")
             .tempdir_in(parent)
             .with_context(|| format!("creating a directory in {}", parent.display()))?;
         dir.disable_cleanup(true);
-        Self::start_with(dir).await
+        Self::start_with(dir, network).await
     }
 
-    async fn start_with(dir: TempDir) -> Result<TestEnv, Error> {
+    async fn start_with(dir: TempDir, network: &Network) -> Result<TestEnv, Error> {
         let [kube_apiserver, etcd_binary] = find_binaries(["kube-apiserver", "etcd"])?;
-        let pki = Pki::generate().context("generating certificates")?;
+        let pki = Pki::generate(network.advertise_address).context("generating certificates")?;
         let files = write_pki(dir.path(), &pki)?;
-        let [etcd_port, etcd_peer_port, apiserver_port] = process::free_ports()?;
+        let [etcd_port, etcd_peer_port, free_apiserver_port] = process::free_ports()?;
+        let apiserver_port = network.port.unwrap_or(free_apiserver_port);
 
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let mut etcd = Process::spawn(
@@ -135,7 +162,7 @@ impl TestEnv {
         )?;
         etcd.wait_for_port(etcd_port, READY_TIMEOUT).await?;
 
-        let apiserver_args = apiserver_args(dir.path(), &files, &etcd_url, apiserver_port);
+        let apiserver_args = apiserver_args(dir.path(), &files, &etcd_url, apiserver_port, network);
         let kubeconfig = dir.path().join("kubeconfig");
         write_kubeconfig(&kubeconfig, &pki.ca_cert, apiserver_port, "admin", (&pki.client_cert, &pki.client_key))?;
         let client = client_from_kubeconfig(&kubeconfig).await?;
@@ -314,6 +341,8 @@ struct PkiFiles {
     serving_key: PathBuf,
     service_account_key: PathBuf,
     service_account_public_key: PathBuf,
+    kubelet_client_cert: PathBuf,
+    kubelet_client_key: PathBuf,
 }
 
 impl Drop for TestEnv {
@@ -333,6 +362,8 @@ fn write_pki(dir: &Path, pki: &Pki) -> anyhow::Result<PkiFiles> {
         serving_key: dir.join("apiserver.key"),
         service_account_key: dir.join("service-account.key"),
         service_account_public_key: dir.join("service-account.pub"),
+        kubelet_client_cert: dir.join("kubelet-client.crt"),
+        kubelet_client_key: dir.join("kubelet-client.key"),
     };
     for (path, pem) in [
         (&files.ca_cert, &pki.ca_cert),
@@ -340,28 +371,37 @@ fn write_pki(dir: &Path, pki: &Pki) -> anyhow::Result<PkiFiles> {
         (&files.serving_key, &pki.serving_key),
         (&files.service_account_key, &pki.service_account_key),
         (&files.service_account_public_key, &pki.service_account_public_key),
+        (&files.kubelet_client_cert, &pki.kubelet_client_cert),
+        (&files.kubelet_client_key, &pki.kubelet_client_key),
     ] {
         std::fs::write(path, pem).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(files)
 }
 
-fn apiserver_args(dir: &Path, files: &PkiFiles, etcd_url: &str, port: u16) -> Vec<String> {
+/// As in a real cluster: kubelets are authorized as their own Node only, and may run privileged pods.
+fn apiserver_args(dir: &Path, files: &PkiFiles, etcd_url: &str, port: u16, network: &Network) -> Vec<String> {
     let path = |p: &Path| p.display().to_string();
     vec![
         format!("--etcd-servers={etcd_url}"),
-        "--bind-address=127.0.0.1".to_string(),
-        "--advertise-address=127.0.0.1".to_string(),
+        format!("--bind-address={}", network.bind_address),
+        format!("--advertise-address={}", network.advertise_address),
         format!("--secure-port={port}"),
         format!("--cert-dir={}", path(&dir.join("apiserver-certs"))),
         format!("--tls-cert-file={}", path(&files.serving_cert)),
         format!("--tls-private-key-file={}", path(&files.serving_key)),
         format!("--client-ca-file={}", path(&files.ca_cert)),
-        "--authorization-mode=RBAC".to_string(),
+        "--authorization-mode=Node,RBAC".to_string(),
+        "--enable-admission-plugins=NodeRestriction".to_string(),
+        // Node names are not in any DNS: reach kubelets (logs, exec) by their address.
+        "--kubelet-preferred-address-types=InternalIP,Hostname".to_string(),
+        "--allow-privileged=true".to_string(),
+        format!("--kubelet-client-certificate={}", path(&files.kubelet_client_cert)),
+        format!("--kubelet-client-key={}", path(&files.kubelet_client_key)),
         format!("--service-account-key-file={}", path(&files.service_account_public_key)),
         format!("--service-account-signing-key-file={}", path(&files.service_account_key)),
         "--service-account-issuer=https://kubernetes.default.svc".to_string(),
-        "--service-cluster-ip-range=10.0.0.0/24".to_string(),
+        format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
     ]
 }
 

@@ -1,6 +1,9 @@
-//! Certificates of one test cluster: a CA, the API server's serving certificate (for 127.0.0.1),
+//! Certificates of one test cluster: a CA, the API server's serving certificate (for 127.0.0.1, its
+//! advertised address and the `kubernetes` Service), its client certificate towards kubelets,
 //! an administrator client certificate in `system:masters`, client certificates for other users
 //! on demand, and the service-account signing key.
+
+use std::net::IpAddr;
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
@@ -16,13 +19,20 @@ pub(crate) struct Pki {
     pub client_key: String,
     pub service_account_key: String,
     pub service_account_public_key: String,
+    /// The API server's identity towards kubelets (logs, exec, port-forward).
+    pub kubelet_client_cert: String,
+    pub kubelet_client_key: String,
 }
+
+use crate::KUBERNETES_SERVICE_IP;
 
 /// The group the API server's default RBAC grants everything to.
 const ADMIN_GROUP: &str = "system:masters";
 
 impl Pki {
-    pub(crate) fn generate() -> Result<Pki, rcgen::Error> {
+    /// `advertise_address` is where pods reach the API server (also through the `kubernetes`
+    /// Service's address): both are in the serving certificate.
+    pub(crate) fn generate(advertise_address: IpAddr) -> Result<Pki, rcgen::Error> {
         let ca_key = KeyPair::generate()?;
         let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
         ca_params.distinguished_name.push(DnType::CommonName, "mco-testenv-ca");
@@ -33,13 +43,26 @@ impl Pki {
         // The client connects to the IP: Go's generated self-signed certificate has no such name.
         let (serving_cert, serving_key) = leaf(
             &issuer,
-            vec!["127.0.0.1".into(), "localhost".into()],
+            vec![
+                "127.0.0.1".into(),
+                "localhost".into(),
+                advertise_address.to_string(),
+                KUBERNETES_SERVICE_IP.to_string(),
+                "kubernetes.default.svc".into(),
+            ],
             "kube-apiserver",
             None,
             ExtendedKeyUsagePurpose::ServerAuth,
         )?;
         let (client_cert, client_key) =
             leaf(&issuer, Vec::new(), "mco-testenv-admin", Some(ADMIN_GROUP), ExtendedKeyUsagePurpose::ClientAuth)?;
+        let (kubelet_client_cert, kubelet_client_key) = leaf(
+            &issuer,
+            Vec::new(),
+            "kube-apiserver-kubelet-client",
+            Some(ADMIN_GROUP),
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )?;
         let service_account = KeyPair::generate()?;
         Ok(Pki {
             issuer,
@@ -50,6 +73,8 @@ impl Pki {
             client_key,
             service_account_key: service_account.serialize_pem(),
             service_account_public_key: service_account.public_key_pem(),
+            kubelet_client_cert,
+            kubelet_client_key,
         })
     }
 

@@ -1,0 +1,444 @@
+//! A lab node's machine: the node software beside mco's daemon, a real container runtime
+//! (containerd with runc and the CNI bridge plugin) and a real kubelet, run as a machine would run
+//! them. Each machine has
+//! - its own mount namespace (held by a process that does nothing else), which containerd and the
+//!   kubelet join: container root filesystems, pod network namespaces and volumes are mounted
+//!   there and vanish with it;
+//! - its own cgroup, holding those processes, the containerd shims and (as the kubelet's
+//!   `cgroupRoot`) every container: powering the machine off kills everything in it at once, as
+//!   pulling the plug would;
+//! - its own address on the lab bridge and pod bridge, and its state in the node's root
+//!   (`/var/lib/kubelet`, `/var/lib/containerd`, `/run/containerd`, `/etc/cni/net.d`, ...).
+//!
+//! The settings are the ones `../shared/design/kubelet-lab.md` found to work on machines with
+//! cgroups v1 and without CAP_SYS_RESOURCE (`failCgroupV1: false`, `cgroupsPerQOS: false`,
+//! containerd's `restrict_oom_score_adj`, ...).
+
+use std::ffi::CString;
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use fn_error_context::context;
+use rustix::fs::{Mode, OFlags};
+use rustix::thread::LinkNameSpaceType;
+use serde_json::json;
+use tokio::process::Command;
+
+use crate::network;
+use crate::process::Service;
+
+/// The cgroup v1 hierarchy the machine's processes are listed (and killed) by.
+const PIDS_HIERARCHY: &str = "/sys/fs/cgroup/pids";
+/// The cgroup hierarchies (v1 controllers and the v2 `unified` mount) runc may create a
+/// container's cgroup in.
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+/// Where Debian's containernetworking-plugins are.
+pub const CNI_BIN_DIR: &str = "/usr/lib/cni";
+/// Host directories each machine has a private (tmpfs) copy of: containerd names pod network
+/// namespaces in the first, the kubelet links container logs in the second, both by names that
+/// only make sense on one machine.
+const PRIVATE_DIRS: [&str; 2] = ["/run/netns", "/var/log/containers"];
+/// How long containerd gets to serve its socket.
+const RUNTIME_TIMEOUT: Duration = Duration::from_secs(30);
+/// The kubelet's hard limit of open files here (`ulimit -Hn`): it fails to raise it further.
+const MAX_OPEN_FILES: u64 = 20000;
+
+/// What a machine is: the node it runs and what it needs from the lab.
+#[derive(Debug, Clone)]
+pub struct MachineSpec {
+    pub name: String,
+    /// Picks its address and pod subnet.
+    pub index: usize,
+    pub zone: String,
+    /// The node's root filesystem (where its state lives).
+    pub root: PathBuf,
+    /// The kubelet binary.
+    pub kubelet: PathBuf,
+    /// The kubelet's kubeconfig (client certificate `system:node:<name>`).
+    pub kubeconfig: PathBuf,
+    /// The CA that signs the API server's clients (the kubelet trusts it for its own clients).
+    pub client_ca: PathBuf,
+    /// `127.0.0.1:<port>`: the lab registry, plain HTTP, also reachable as [`crate::images::REGISTRY_ALIAS`].
+    pub registry: String,
+    /// The sandbox ("pause") image, by digest.
+    pub sandbox_image: String,
+    /// The cgroup (relative to each hierarchy's root) every machine's cgroup goes under.
+    pub cgroup_parent: String,
+    /// The kubelet's healthz port on the lab's loopback.
+    pub healthz_port: u16,
+    /// Where `<name>-kubelet.log` and `<name>-containerd.log` go.
+    pub logs: PathBuf,
+}
+
+impl MachineSpec {
+    fn cgroup(&self) -> String {
+        format!("{}/{}", self.cgroup_parent, self.name)
+    }
+
+    fn path(&self, path: &str) -> PathBuf {
+        self.root.join(path.trim_start_matches('/'))
+    }
+
+    fn containerd_socket(&self) -> PathBuf {
+        self.path("run/containerd/containerd.sock")
+    }
+}
+
+/// A powered-on machine.
+pub struct Machine {
+    spec: MachineSpec,
+    holder: Service,
+    mount_namespace: OwnedFd,
+    containerd: Service,
+    kubelet: Option<Service>,
+}
+
+impl Machine {
+    /// Powers the machine on: its cgroup and mount namespace, containerd (waiting for its socket),
+    /// then the kubelet, which registers the Node.
+    #[context("Starting the kubelet and containerd of node {}", spec.name)]
+    pub async fn power_on(spec: &MachineSpec) -> anyhow::Result<Machine> {
+        let cgroup = Path::new(PIDS_HIERARCHY).join(spec.cgroup());
+        std::fs::create_dir_all(&cgroup).with_context(|| format!("creating cgroup {}", cgroup.display()))?;
+        write_files(spec)?;
+
+        // Pod network namespaces and the kubelet's container log links are the machine's own,
+        // on file systems that go with its mount namespace.
+        for dir in PRIVATE_DIRS {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {dir}"))?;
+        }
+        let mounts: Vec<String> = PRIVATE_DIRS.iter().map(|dir| format!("mount -t tmpfs mco-lab {dir} && ")).collect();
+        let mut holder_cmd = Command::new("sh");
+        holder_cmd.arg("-c").arg(format!("{}exec sleep infinity", mounts.concat()));
+        let holder = spawn_in(spec, holder_cmd, "machine", None)?;
+        let holder_pid = holder.pid().context("the machine's holder process has no pid")?;
+        let mount_namespace = rustix::fs::open(
+            format!("/proc/{holder_pid}/ns/mnt").as_str(),
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .context("opening the machine's mount namespace")?;
+
+        let mut containerd_cmd = Command::new("containerd");
+        containerd_cmd.arg("--config").arg(spec.path("etc/containerd/config.toml"));
+        let mut containerd = spawn_in(spec, containerd_cmd, "containerd", Some(&mount_namespace))?;
+        wait_for_socket(&mut containerd, &spec.containerd_socket()).await?;
+        let mut machine = Machine { spec: spec.clone(), holder, mount_namespace, containerd, kubelet: None };
+        machine.start_kubelet()?;
+        Ok(machine)
+    }
+
+    fn start_kubelet(&mut self) -> anyhow::Result<()> {
+        let spec = &self.spec;
+        let mut command = Command::new(&spec.kubelet);
+        command
+            .arg(format!("--config={}", spec.path("etc/kubernetes/kubelet.conf").display()))
+            .arg(format!("--kubeconfig={}", spec.kubeconfig.display()))
+            .arg(format!("--hostname-override={}", spec.name))
+            .arg(format!("--node-ip={}", network::node_address(spec.index)))
+            .arg(format!("--root-dir={}", spec.path("var/lib/kubelet").display()))
+            .arg(format!("--cert-dir={}", spec.path("var/lib/kubelet/pki").display()))
+            .arg(format!("--node-labels=topology.kubernetes.io/zone={}", spec.zone));
+        self.kubelet = Some(spawn_in(spec, command, "kubelet", Some(&self.mount_namespace))?);
+        Ok(())
+    }
+
+    /// Why the machine cannot run its node, if a process of it has exited (its log's end).
+    pub fn failure(&mut self) -> anyhow::Result<Option<String>> {
+        for service in [Some(&mut self.holder), Some(&mut self.containerd), self.kubelet.as_mut()].into_iter().flatten()
+        {
+            if let Some(status) = service.exited()? {
+                return Ok(Some(format!("{} exited ({status}):\n{}", service.name, service.tail())));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Pulls the plug: every process and container of the machine is killed (SIGKILL), its
+    /// mounts go with its mount namespace, its cgroups are removed.
+    pub async fn power_off(self) {
+        let spec = self.spec.clone();
+        drop(self);
+        if let Err(e) = kill_cgroup(&spec.cgroup()).await {
+            tracing::warn!(node = spec.name, "powering off: {e:#}");
+        }
+    }
+}
+
+/// Powers off whatever is left of the machines under `cgroup_parent` and removes it: the lab's
+/// last step, so that nothing it started outlives it.
+pub async fn power_off_all(cgroup_parent: &str) -> anyhow::Result<()> {
+    kill_cgroup(cgroup_parent).await
+}
+
+/// Starts `command` in the machine's cgroup (and mount namespace), logging to the machine's log.
+fn spawn_in(
+    spec: &MachineSpec,
+    mut command: Command,
+    what: &str,
+    mount_namespace: Option<&OwnedFd>,
+) -> anyhow::Result<Service> {
+    let procs = CString::new(format!("{PIDS_HIERARCHY}/{}/cgroup.procs", spec.cgroup()))?;
+    let namespace = mount_namespace.map(|fd| fd.try_clone()).transpose()?;
+    // SAFETY: the closure runs between fork and exec and only makes system calls (no allocation).
+    unsafe {
+        command.pre_exec(move || {
+            let procs = rustix::fs::open(procs.as_c_str(), OFlags::WRONLY, Mode::empty())?;
+            rustix::io::write(&procs, b"0")?;
+            if let Some(namespace) = &namespace {
+                rustix::thread::move_into_link_name_space(namespace.as_fd(), Some(LinkNameSpaceType::Mount))?;
+            } else {
+                // The holder: a new mount namespace, private to the host, shared inside (the
+                // kubelet wants mount propagation between its volumes and the containers).
+                rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS)?;
+                rustix::mount::mount_change(c"/", rustix::mount::MountPropagationFlags::PRIVATE | rustix::mount::MountPropagationFlags::REC)?;
+                rustix::mount::mount_change(c"/", rustix::mount::MountPropagationFlags::SHARED | rustix::mount::MountPropagationFlags::REC)?;
+            }
+            Ok(())
+        });
+    }
+    Service::spawn(&format!("{what} of {}", spec.name), command, &spec.logs.join(format!("{}-{what}.log", spec.name)))
+}
+
+async fn wait_for_socket(containerd: &mut Service, socket: &Path) -> anyhow::Result<()> {
+    let deadline = Instant::now() + RUNTIME_TIMEOUT;
+    while !socket.exists() {
+        if let Some(status) = containerd.exited()? {
+            anyhow::bail!("containerd exited ({status}) before serving {}:\n{}", socket.display(), containerd.tail());
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("containerd does not serve {} after {RUNTIME_TIMEOUT:?}:\n{}", socket.display(), containerd.tail());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// Kills every process in the cgroup `cgroup` of every hierarchy until none is left, then
+/// removes its directories.
+async fn kill_cgroup(cgroup: &str) -> anyhow::Result<()> {
+    let top = Path::new(PIDS_HIERARCHY).join(cgroup);
+    for _ in 0..100 {
+        let pids = cgroup_pids(&top)?;
+        if pids.is_empty() {
+            break;
+        }
+        for pid in pids {
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for hierarchy in std::fs::read_dir(CGROUP_ROOT)? {
+        let dir = hierarchy?.path().join(cgroup);
+        if dir.is_dir() {
+            remove_cgroup(&dir).await.with_context(|| format!("removing cgroup {}", dir.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The pids in `dir` and its descendants.
+fn cgroup_pids(dir: &Path) -> anyhow::Result<Vec<i32>> {
+    let mut pids = Vec::new();
+    let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) else { return Ok(pids) };
+    pids.extend(procs.lines().filter_map(|line| line.trim().parse::<i32>().ok()));
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            pids.extend(cgroup_pids(&entry.path())?);
+        }
+    }
+    Ok(pids)
+}
+
+/// Removes an empty cgroup tree, deepest first (a cgroup's directory holds only control files,
+/// which rmdir takes with it). A cgroup whose last process is exiting is busy for a moment.
+async fn remove_cgroup(dir: &Path) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            Box::pin(remove_cgroup(&entry.path())).await?;
+        }
+    }
+    let mut attempts = 0;
+    loop {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::BUSY.raw_os_error()) && attempts < 50 => {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// containerd's configuration, the CNI network and the kubelet's configuration, in the node's root.
+fn write_files(spec: &MachineSpec) -> anyhow::Result<()> {
+    for (path, text) in [
+        ("etc/containerd/config.toml", containerd_config(spec)),
+        ("etc/cni/net.d/10-mco-lab.conflist", cni_config(spec).to_string()),
+        ("etc/kubernetes/kubelet.conf", kubelet_config(spec).to_string()),
+    ] {
+        let path = spec.path(path);
+        std::fs::create_dir_all(path.parent().context("a file has a directory")?)?;
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn containerd_config(spec: &MachineSpec) -> String {
+    let socket = spec.containerd_socket();
+    let path = |p: &str| spec.path(p).display().to_string();
+    let registry = &spec.registry;
+    let alias = crate::images::REGISTRY_ALIAS;
+    format!(
+        r#"version = 2
+root = "{root}"
+state = "{state}"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = "{socket}"
+
+[ttrpc]
+  address = "{socket}.ttrpc"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{opt}"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{sandbox}"
+  restrict_oom_score_adj = true
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+  SystemdCgroup = false
+
+[plugins."io.containerd.grpc.v1.cri".cni]
+  bin_dir = "{CNI_BIN_DIR}"
+  conf_dir = "{cni}"
+
+[plugins."io.containerd.grpc.v1.cri".registry.mirrors."{registry}"]
+  endpoint = ["http://{registry}"]
+
+[plugins."io.containerd.grpc.v1.cri".registry.mirrors."{alias}"]
+  endpoint = ["http://{registry}"]
+"#,
+        root = path("var/lib/containerd"),
+        state = path("run/containerd"),
+        socket = socket.display(),
+        opt = path("opt/containerd"),
+        sandbox = spec.sandbox_image,
+        cni = path("etc/cni/net.d"),
+    )
+}
+
+/// One bridge per node, its gateway on the lab's side; the nodes share the lab's namespace, so
+/// its routing table already reaches every node's pods.
+fn cni_config(spec: &MachineSpec) -> serde_json::Value {
+    json!({
+        "cniVersion": "0.4.0",
+        "name": "mco-lab",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": format!("mco-pods{}", spec.index),
+                "isGateway": true,
+                "ipMasq": false,
+                "hairpinMode": true,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": network::pod_subnet(spec.index)}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": spec.path("var/lib/cni/networks").display().to_string(),
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": true}},
+        ],
+    })
+}
+
+fn kubelet_config(spec: &MachineSpec) -> serde_json::Value {
+    json!({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": network::node_address(spec.index).to_string(),
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": spec.healthz_port,
+        "readOnlyPort": 0,
+        "containerRuntimeEndpoint": format!("unix://{}", spec.containerd_socket().display()),
+        "podLogsDir": spec.path("var/log/pods").display().to_string(),
+        "authentication": {
+            "anonymous": {"enabled": false},
+            "webhook": {"enabled": true},
+            "x509": {"clientCAFile": spec.client_ca.display().to_string()},
+        },
+        "authorization": {"mode": "Webhook"},
+        "cgroupDriver": "cgroupfs",
+        "cgroupsPerQOS": false,
+        "cgroupRoot": format!("/{}", spec.cgroup()),
+        "enforceNodeAllocatable": [],
+        "failCgroupV1": false,
+        "failSwapOn": false,
+        "localStorageCapacityIsolation": false,
+        "evictionHard": {},
+        "imageGCHighThresholdPercent": 100,
+        "maxOpenFiles": MAX_OPEN_FILES,
+        "serializeImagePulls": false,
+        "clusterDomain": "cluster.local",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(index: usize) -> MachineSpec {
+        MachineSpec {
+            name: format!("worker-{index}"),
+            index,
+            zone: "lab-a".into(),
+            root: PathBuf::from(format!("/lab/nodes/worker-{index}/root")),
+            kubelet: "/bin/kubelet".into(),
+            kubeconfig: "/lab/kubelet.kubeconfig".into(),
+            client_ca: "/lab/ca.crt".into(),
+            registry: "127.0.0.1:5000".into(),
+            sandbox_image: "127.0.0.1:5000/lab/pause@sha256:00".into(),
+            cgroup_parent: "mco-lab-1".into(),
+            healthz_port: 10248,
+            logs: "/lab/logs".into(),
+        }
+    }
+
+    #[test]
+    fn every_machine_has_its_own_runtime_state_network_and_cgroup() {
+        let [a, b] = [spec(0), spec(1)];
+        for (of_a, of_b) in [
+            (containerd_config(&a), containerd_config(&b)),
+            (cni_config(&a).to_string(), cni_config(&b).to_string()),
+            (kubelet_config(&a).to_string(), kubelet_config(&b).to_string()),
+        ] {
+            assert_ne!(of_a, of_b);
+        }
+        let config = containerd_config(&a);
+        for wanted in [
+            r#"root = "/lab/nodes/worker-0/root/var/lib/containerd""#,
+            r#"address = "/lab/nodes/worker-0/root/run/containerd/containerd.sock""#,
+            "restrict_oom_score_adj = true",
+            r#"sandbox_image = "127.0.0.1:5000/lab/pause@sha256:00""#,
+            r#"endpoint = ["http://127.0.0.1:5000"]"#,
+        ] {
+            assert!(config.contains(wanted), "{wanted} not in\n{config}");
+        }
+        assert_eq!(cni_config(&b)["plugins"][0]["ipam"]["ranges"][0][0]["subnet"], "10.244.2.0/24");
+        assert_eq!(kubelet_config(&b)["cgroupRoot"], "/mco-lab-1/worker-1");
+        assert_eq!(kubelet_config(&b)["address"], "10.200.0.11");
+    }
+}
