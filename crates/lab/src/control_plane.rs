@@ -46,27 +46,22 @@ impl Component {
 
 /// The running kube-controller-manager, kube-scheduler and kube-proxy.
 pub struct ControlPlane {
-    components: [Component; 3],
+    components: Vec<Component>,
+    /// Where the components keep their kubeconfigs and serving certificates.
+    dir: PathBuf,
 }
 
 impl ControlPlane {
-    /// Starts all three and waits until kube-controller-manager and kube-scheduler hold their
-    /// leader Lease in `kube-system` (the moment each starts its controllers or its scheduling
-    /// loop).
-    #[context("Starting kube-controller-manager, kube-scheduler and kube-proxy")]
+    /// Starts kube-controller-manager and kube-scheduler and waits until each holds its leader
+    /// Lease in `kube-system` (the moment it starts its controllers or its scheduling loop).
+    #[context("Starting kube-controller-manager and kube-scheduler")]
     pub async fn start(env: &TestEnv, layout: &Layout) -> anyhow::Result<ControlPlane> {
-        let [controller_manager, scheduler, proxy] = mco_testenv::find_binaries(BINARIES)?;
+        let [controller_manager, scheduler, _] = mco_testenv::find_binaries(BINARIES)?;
         let dir = layout.dir.join("control-plane");
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let [controller_manager_port, scheduler_port, proxy_healthz_port, proxy_metrics_port] = free_ports()?;
-        let kubeconfig = |user: &str| -> anyhow::Result<PathBuf> {
-            let path = dir.join(format!("{}.kubeconfig", user.trim_start_matches("system:")));
-            env.write_client_kubeconfig(&path, user, None)?;
-            Ok(path)
-        };
-        let controller_manager_kubeconfig = kubeconfig("system:kube-controller-manager")?;
-        let scheduler_kubeconfig = kubeconfig("system:kube-scheduler")?;
-        let proxy_kubeconfig = kubeconfig("system:kube-proxy")?;
+        let [controller_manager_port, scheduler_port] = free_ports()?;
+        let controller_manager_kubeconfig = component_kubeconfig(env, &dir, "system:kube-controller-manager")?;
+        let scheduler_kubeconfig = component_kubeconfig(env, &dir, "system:kube-scheduler")?;
 
         let mut controller_manager_args = common_args(&controller_manager_kubeconfig, controller_manager_port, &dir);
         controller_manager_args.extend([
@@ -77,7 +72,7 @@ impl ControlPlane {
             "--cluster-name=mco-lab".to_string(),
         ]);
         let mut control_plane = ControlPlane {
-            components: [
+            components: vec![
                 Component {
                     name: "kube-controller-manager",
                     binary: controller_manager,
@@ -92,35 +87,48 @@ impl ControlPlane {
                     log: layout.log("kube-scheduler"),
                     service: None,
                 },
-                Component {
-                    name: "kube-proxy",
-                    binary: proxy,
-                    args: vec![
-                        format!("--kubeconfig={}", proxy_kubeconfig.display()),
-                        "--proxy-mode=iptables".to_string(),
-                        format!("--cluster-cidr={}", network::CLUSTER_CIDR),
-                        "--hostname-override=mco-lab".to_string(),
-                        format!("--bind-address={}", network::APISERVER_ADDRESS),
-                        format!("--healthz-bind-address=127.0.0.1:{proxy_healthz_port}"),
-                        format!("--metrics-bind-address=127.0.0.1:{proxy_metrics_port}"),
-                        // Zero: leave the conntrack sysctls alone (not writable here, and not the lab's).
-                        "--conntrack-max-per-core=0".to_string(),
-                        "--conntrack-tcp-timeout-established=0s".to_string(),
-                        "--conntrack-tcp-timeout-close-wait=0s".to_string(),
-                    ],
-                    log: layout.log("kube-proxy"),
-                    service: None,
-                },
             ],
+            dir,
         };
         for component in &mut control_plane.components {
             component.start()?;
         }
         let leases: Api<Lease> = Api::namespaced(env.client(), "kube-system");
-        for component in &mut control_plane.components[..2] {
+        for component in &mut control_plane.components {
             wait_leader(&leases, component).await?;
         }
         Ok(control_plane)
+    }
+
+    /// Starts kube-proxy, as `node`'s: kube-proxy reads its node's addresses and waits for the
+    /// Node to exist, so it starts once the first node has joined.
+    #[context("Starting kube-proxy")]
+    pub fn start_proxy(&mut self, env: &TestEnv, layout: &Layout, node: &str) -> anyhow::Result<()> {
+        let [_, _, proxy] = mco_testenv::find_binaries(BINARIES)?;
+        let [proxy_healthz_port, proxy_metrics_port] = free_ports()?;
+        let proxy_kubeconfig = component_kubeconfig(env, &self.dir, "system:kube-proxy")?;
+        let mut component = Component {
+            name: "kube-proxy",
+            binary: proxy,
+            args: vec![
+                format!("--kubeconfig={}", proxy_kubeconfig.display()),
+                "--proxy-mode=iptables".to_string(),
+                format!("--cluster-cidr={}", network::CLUSTER_CIDR),
+                format!("--hostname-override={node}"),
+                "--nodeport-addresses=primary".to_string(),
+                format!("--healthz-bind-address=127.0.0.1:{proxy_healthz_port}"),
+                format!("--metrics-bind-address=127.0.0.1:{proxy_metrics_port}"),
+                // Zero: leave the conntrack sysctls alone (not writable here, and not the lab's).
+                "--conntrack-max-per-core=0".to_string(),
+                "--conntrack-tcp-timeout-established=0s".to_string(),
+                "--conntrack-tcp-timeout-close-wait=0s".to_string(),
+            ],
+            log: layout.log("kube-proxy"),
+            service: None,
+        };
+        component.start()?;
+        self.components.push(component);
+        Ok(())
     }
 
     /// Starts again a component that has exited, as the static pod's kubelet would.
@@ -142,6 +150,13 @@ impl ControlPlane {
             }
         }
     }
+}
+
+/// A kubeconfig with a client certificate for `user` (a component's identity).
+fn component_kubeconfig(env: &TestEnv, dir: &Path, user: &str) -> anyhow::Result<PathBuf> {
+    let path = dir.join(format!("{}.kubeconfig", user.trim_start_matches("system:")));
+    env.write_client_kubeconfig(&path, user, None)?;
+    Ok(path)
 }
 
 /// What both take: their identity, their loopback-only secure port (health, metrics) with a

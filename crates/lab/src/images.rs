@@ -33,16 +33,15 @@ pub const WORKLOAD_IMAGE: &str = "lab-registry.local/lab/workload:1";
 /// Where Debian's busybox-static installs busybox.
 pub const BUSYBOX: &str = "/bin/busybox";
 /// The commands the container images have (busybox applets).
-const APPLETS: [&str; 16] = [
+const APPLETS: [&str; 17] = [
     "sh", "sleep", "httpd", "hostname", "mkdir", "wget", "cat", "echo", "ls", "ps", "nc", "env", "true", "timeout",
-    "ip", "kill",
+    "ip", "kill", "grep",
 ];
 /// The sandbox's only process: waits, reaps, and exits on SIGTERM (as PID 1 it would otherwise
 /// ignore it), as upstream's pause does.
 const PAUSE_SCRIPT: &str = "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done";
 /// The workload: its pod name over HTTP on port 8080, stopping at once on SIGTERM.
-const WORKLOAD_SCRIPT: &str =
-    "trap 'exit 0' TERM INT; mkdir -p /tmp/www && hostname > /tmp/www/index.html && httpd -f -p 8080 -h /tmp/www & wait $!";
+const WORKLOAD_SCRIPT: &str = "trap 'exit 0' TERM INT; mkdir -p /tmp/www && hostname > /tmp/www/index.html && httpd -f -p 8080 -h /tmp/www & wait $!";
 
 /// The images, each pinned by digest.
 #[derive(Debug, Clone)]

@@ -50,9 +50,10 @@ pub fn check_host() -> anyhow::Result<()> {
             missing.push(format!("`{tool}` on PATH (Debian package `{package}`)"));
         }
     }
-    for (file, package) in
-        [(format!("{}/bridge", machine::CNI_BIN_DIR), "containernetworking-plugins"), (images::BUSYBOX.into(), "busybox-static")]
-    {
+    for (file, package) in [
+        (format!("{}/bridge", machine::CNI_BIN_DIR), "containernetworking-plugins"),
+        (images::BUSYBOX.into(), "busybox-static"),
+    ] {
         if !Path::new(&file).is_file() {
             missing.push(format!("{file} (Debian package `{package}`)"));
         }

@@ -193,8 +193,14 @@ fn spawn_in(
                 // The holder: a new mount namespace, private to the host, shared inside (the
                 // kubelet wants mount propagation between its volumes and the containers).
                 rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNS)?;
-                rustix::mount::mount_change(c"/", rustix::mount::MountPropagationFlags::PRIVATE | rustix::mount::MountPropagationFlags::REC)?;
-                rustix::mount::mount_change(c"/", rustix::mount::MountPropagationFlags::SHARED | rustix::mount::MountPropagationFlags::REC)?;
+                rustix::mount::mount_change(
+                    c"/",
+                    rustix::mount::MountPropagationFlags::PRIVATE | rustix::mount::MountPropagationFlags::REC,
+                )?;
+                rustix::mount::mount_change(
+                    c"/",
+                    rustix::mount::MountPropagationFlags::SHARED | rustix::mount::MountPropagationFlags::REC,
+                )?;
             }
             Ok(())
         });
@@ -209,7 +215,11 @@ async fn wait_for_socket(containerd: &mut Service, socket: &Path) -> anyhow::Res
             anyhow::bail!("containerd exited ({status}) before serving {}:\n{}", socket.display(), containerd.tail());
         }
         if Instant::now() > deadline {
-            anyhow::bail!("containerd does not serve {} after {RUNTIME_TIMEOUT:?}:\n{}", socket.display(), containerd.tail());
+            anyhow::bail!(
+                "containerd does not serve {} after {RUNTIME_TIMEOUT:?}:\n{}",
+                socket.display(),
+                containerd.tail()
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

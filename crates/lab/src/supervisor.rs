@@ -3,11 +3,11 @@
 //! Everything runs in the lab's network namespace ([`crate::network`]); the host reaches the API
 //! server, the registry and the Machine Config Server through loopback ports forwarded into it.
 //!
-//! Order: network → API server + CRDs → kube-controller-manager + kube-scheduler + kube-proxy →
-//! registry + images → certificates → cluster objects → controller (which renders the pools) →
-//! server → nodes, one after another (install, Ignition, firstboot, reboot, then the machine's
-//! containerd and kubelet, which registers the Node; the supervisor gives it its pool's role
-//! label, as an installer would, and starts its daemon). Then it adds the nodes `mco lab add-node`
+//! Order: network → API server + CRDs → kube-controller-manager + kube-scheduler → registry +
+//! images → certificates → cluster objects → controller (which renders the pools) → server →
+//! nodes, one after another (install, Ignition, firstboot, reboot, then the machine's containerd
+//! and kubelet, which registers the Node; the supervisor gives it its pool's role label, as an
+//! installer would, and starts its daemon), kube-proxy once the first node is there. Then it adds the nodes `mco lab add-node`
 //! asks for ([`crate::request`]), each provisioned in a task of its own, and plays the machines'
 //! part: a daemon that exits after requesting a reboot is rebooted (the machine powered off, which
 //! kills its kubelet and every container, the default deployment booted, the machine powered on);
@@ -27,8 +27,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use mco_api::MachineConfigPool;
-use serde_json::json;
 use mco_api::constants::{MCO_NAMESPACE, WORKER_POOL};
+use serde_json::json;
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::OnceCell;
@@ -169,14 +169,13 @@ async fn run(
         bind_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         advertise_address: IpAddr::V4(network::APISERVER_ADDRESS),
     };
-    let env = mco_testenv::TestEnv::start_in(&layout.dir, &apiserver_network)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let env =
+        mco_testenv::TestEnv::start_in(&layout.dir, &apiserver_network).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
     std::fs::copy(env.kubeconfig(), layout.kubeconfig()).context("copying the kubeconfig")?;
     let client = env.client();
     let kubeconfig = layout.kubeconfig();
 
-    progress(layout, report, "starting kube-controller-manager, kube-scheduler and kube-proxy")?;
+    progress(layout, report, "starting kube-controller-manager and kube-scheduler")?;
     let mut control_plane = ControlPlane::start(&env, layout).await?;
 
     progress(layout, report, "starting the OCI registry and building the OS and container images")?;
@@ -308,6 +307,9 @@ async fn run(
             anyhow::bail!("node {} was refused: {reason}", node.name);
         }
         nodes.push(machines.join(node, index, report).await?);
+        if index == 0 {
+            control_plane.start_proxy(&env, layout, &nodes[0].node.name)?;
+        }
     }
 
     report.phase = Phase::Ready;

@@ -1,8 +1,9 @@
-//! The lab end to end: `mco lab up` with real etcd, kube-apiserver, kube-controller-manager and
-//! kube-scheduler, registry, images, Ignition,
-//! firstboot on OSTree sysroots and `mco daemon run` per node; then rollouts watched through the
-//! API with the maxUnavailable invariant checked at every observed moment. Needs root and the
-//! binaries `bash hack/setup.sh` and `bash hack/kube-binaries.sh` provide.
+//! The lab end to end: `mco lab up` with real etcd, kube-apiserver, kube-controller-manager,
+//! kube-scheduler and kube-proxy, registry, images, Ignition, firstboot on OSTree sysroots, a real
+//! kubelet and containerd and `mco daemon run` per node; then rollouts under a running workload,
+//! watched through the API with the maxUnavailable invariant and the workload's disruption budget
+//! checked at every observed moment. Needs root and the binaries `bash hack/setup.sh` and
+//! `bash hack/kube-binaries.sh` provide.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt as _;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
@@ -174,25 +176,127 @@ fn summary(node: &Node) -> String {
 
 const WORKLOAD_NAMESPACE: &str = "lab-workload";
 
-/// Waits until examples/lab/workload.yaml's three pods exist, not being deleted, each bound to a
-/// lab node; returns pod name -> node name.
-async fn workload_pods_scheduled(client: &Client) -> BTreeMap<String, String> {
+/// Whether the pod runs, Ready, and is not being deleted.
+fn serving(pod: &Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    pod.metadata.deletion_timestamp.is_none()
+        && conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Waits until examples/lab/workload.yaml's three pods run, Ready, each on a lab node; returns
+/// pod uid -> node name.
+async fn workload_serving(client: &Client) -> BTreeMap<String, String> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
-    eventually("the workload's 3 pods, each bound to a node", || async {
+    eventually("the workload's 3 pods Ready, each on a node", || async {
         let listed = pods.list(&ListParams::default().labels("app=web")).await.unwrap().items;
-        let bound: BTreeMap<String, String> = listed
+        let ready: BTreeMap<String, String> = listed
             .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter_map(|p| Some((p.metadata.name.clone()?, p.spec.as_ref()?.node_name.clone()?)))
+            .filter(|p| serving(p))
+            .filter_map(|p| Some((p.metadata.uid.clone()?, p.spec.as_ref()?.node_name.clone()?)))
             .collect();
-        let all_bound = listed.len() == 3 && bound.len() == 3 && bound.values().all(|n| n.starts_with("worker-"));
-        if all_bound {
-            Ok(bound)
+        if listed.len() == 3 && ready.len() == 3 && ready.values().all(|n| n.starts_with("worker-")) {
+            Ok(ready)
         } else {
-            Err(listed.iter().map(|p| (&p.metadata, &p.status)).map(|s| format!("{s:?}")).collect::<Vec<_>>())
+            let seen = listed.iter().map(|p| (&p.metadata.name, p.spec.as_ref().map(|s| &s.node_name), &p.status));
+            Err(seen.map(|s| format!("{s:?}")).collect::<Vec<_>>())
         }
     })
     .await
+}
+
+/// The fewest of the workload's pods seen serving at once, from every watch event after all
+/// three first served.
+#[derive(Default)]
+struct Serving {
+    pods: BTreeMap<String, Pod>,
+    fewest: Option<usize>,
+}
+
+fn observe_workload(client: Client) -> (Arc<Mutex<Serving>>, tokio::task::JoinHandle<()>) {
+    let observed = Arc::new(Mutex::new(Serving::default()));
+    let shared = observed.clone();
+    let task = tokio::spawn(async move {
+        let pods: Api<Pod> = Api::namespaced(client, WORKLOAD_NAMESPACE);
+        let config = watcher::Config::default().labels("app=web");
+        let mut events = watcher(pods, config).default_backoff().boxed();
+        while let Some(event) = events.next().await {
+            let Ok(event) = event else { continue };
+            let mut observed = shared.lock().unwrap();
+            match event {
+                watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
+                    observed.pods.insert(pod.metadata.uid.clone().unwrap_or_default(), pod);
+                }
+                watcher::Event::Delete(pod) => {
+                    observed.pods.remove(&pod.metadata.uid.clone().unwrap_or_default());
+                }
+                watcher::Event::Init | watcher::Event::InitDone => continue,
+            }
+            let now = observed.pods.values().filter(|p| serving(p)).count();
+            observed.fewest = match observed.fewest {
+                None if now == 3 => Some(3),
+                None => None,
+                Some(fewest) => Some(fewest.min(now)),
+            };
+        }
+    });
+    (observed, task)
+}
+
+/// Runs a pod that fetches the workload's page through its Service and reaches the API server
+/// through the `kubernetes` Service (by the addresses the kubelet puts in its environment: the
+/// lab has no cluster DNS; busybox speaks no TLS the API server accepts, so it asks in plain
+/// HTTP, which the API server answers with its "400 Bad Request"); returns its log once it has
+/// succeeded.
+async fn probe_pod(client: &Client) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
+    // Retried for a while: kube-proxy programs a new Service asynchronously. (`timeout`, not
+    // wget's -T, which crashes Debian's busybox wget.)
+    let script = "i=0; until timeout 5 wget -q -O- http://$WEB_SERVICE_HOST:$WEB_SERVICE_PORT/; do \
+                    i=$((i+1)); [ $i -lt 60 ] || exit 1; sleep 1; done; \
+                  timeout 5 wget -O- http://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/ 2>&1 | \
+                  grep -q '400 Bad Request' && echo api-reachable";
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "probe" },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "probe",
+                "image": mco_lab::images::WORKLOAD_IMAGE,
+                "command": ["/bin/sh", "-c", script],
+            }],
+        },
+    }))
+    .unwrap();
+    pods.create(&Default::default(), &pod).await.unwrap();
+    let (phase, status) = eventually("the probe pod to end", || async {
+        let status = pods.get("probe").await.unwrap().status;
+        let phase = status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        satisfying((phase, status), |(phase, _)| phase == "Succeeded" || phase == "Failed")
+    })
+    .await;
+    let said = pods.logs("probe", &Default::default()).await.unwrap();
+    assert_eq!(phase, "Succeeded", "the probe pod said:\n{said}\n{status:?}");
+    said
+}
+
+async fn set_min_available(client: &Client, min_available: i32) {
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
+    let patch = json!({ "spec": { "minAvailable": min_available } });
+    budgets.patch("web", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+    eventually(
+        &format!("the disruption controller's status of the web budget at minAvailable {min_available}"),
+        || async {
+            let budget = budgets.get("web").await.unwrap();
+            let status = budget.status.clone();
+            let observed = status.as_ref().and_then(|s| s.observed_generation) == budget.metadata.generation;
+            let allowed = 3 - min_available;
+            satisfying(status, |s| {
+                observed
+                    && s.as_ref().is_some_and(|s| s.expected_pods == Some(3) && s.disruptions_allowed == Some(allowed))
+            })
+        },
+    )
+    .await;
 }
 
 fn worker_roots(lab: &Lab) -> Vec<std::path::PathBuf> {
@@ -257,20 +361,24 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
         assert!(row.contains("Ready") && row.contains(&first) && row.contains("Done"), "{status}");
     }
 
+    // The nodes are real: each Node was registered by its own kubelet, on its own containerd.
+    for node in nodes.list(&Default::default()).await.unwrap() {
+        let info = node.status.as_ref().and_then(|s| s.node_info.as_ref()).unwrap();
+        assert_eq!(info.kubelet_version, "v1.36.3", "{}", summary(&node));
+        assert!(info.container_runtime_version.starts_with("containerd://"), "{info:?}");
+    }
+
     // The control plane is real: the workload's ReplicaSet makes its pods, the scheduler binds
-    // them to the nodes, the disruption controller computes its budget's status.
+    // them to the nodes, their kubelets run them from the lab registry's image, the disruption
+    // controller computes the budget's status, kube-proxy makes the Services reachable from pods.
     let workload =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/lab/workload.yaml"));
     lab.apply("workload", &workload.unwrap());
-    let scheduled = workload_pods_scheduled(&client).await;
-    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
-    eventually("the disruption controller's status of the web budget", || async {
-        let budget = budgets.get("web").await.unwrap();
-        let status = budget.status.clone();
-        let observed = status.as_ref().and_then(|s| s.observed_generation) == budget.metadata.generation;
-        satisfying(status, |s| observed && s.as_ref().is_some_and(|s| s.expected_pods == Some(3)))
-    })
-    .await;
+    let serving_before = workload_serving(&client).await;
+    let (workload_seen, workload_observer) = observe_workload(client.clone());
+    set_min_available(&client, 2).await;
+    let said = probe_pod(&client).await;
+    assert!(said.contains("web-") && said.ends_with("api-reachable\n"), "{said}");
 
     let (observed, observer) = observe(client.clone());
     let mut current = first;
@@ -302,13 +410,56 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
         }
     }
 
-    // Every node was drained: the workload's pods were evicted and re-created, and scheduled again.
-    let rescheduled = workload_pods_scheduled(&client).await;
-    let kept: Vec<_> = rescheduled.keys().filter(|pod| scheduled.contains_key(*pod)).collect();
+    // Every node was drained by real evictions: every pod that was on a worker was evicted and
+    // replaced, the workload never went below its budget, and it serves in full again.
+    let serving_after = workload_serving(&client).await;
+    let kept: Vec<_> = serving_after.keys().filter(|uid| serving_before.contains_key(*uid)).collect();
     assert!(
         kept.is_empty(),
-        "pods that outlived three drains of every node: {kept:?} ({scheduled:?} -> {rescheduled:?})"
+        "pods that outlived three drains of every node: {kept:?} ({serving_before:?} -> {serving_after:?})"
     );
+    let fewest = workload_seen.lock().unwrap().fewest;
+    assert_eq!(fewest, Some(2), "the fewest pods serving at once during the rollouts (budget: 2)");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
+    eventually("the web Deployment fully available", || async {
+        let status = deployments.get("web").await.unwrap().status;
+        satisfying(status, |s| s.as_ref().is_some_and(|s| s.available_replicas == Some(3)))
+    })
+    .await;
+
+    // A budget that allows no disruption holds the drain of the first node (cordoned, its pod
+    // still there, no node on the new config) until it is relaxed.
+    set_min_available(&client, 3).await;
+    set_pool(&client, json!({ "maxUnavailable": 1 })).await;
+    lab.apply("99-worker-held", &file_mc("99-worker-held", "/etc/lab/held", "held\n"));
+    let cordoned = eventually("a node cordoned for its drain", || async {
+        let all = nodes.list(&Default::default()).await.unwrap().items;
+        let cordoned = all.iter().find(|n| n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true));
+        cordoned.and_then(|n| n.metadata.name.clone()).ok_or_else(|| all.iter().map(summary).collect::<Vec<_>>())
+    })
+    .await;
+    let held: Vec<String> =
+        serving_after.iter().filter(|(_, node)| **node == cordoned).map(|(uid, _)| uid.clone()).collect();
+    assert!(!held.is_empty(), "no workload pod on {cordoned}: {serving_after:?}");
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let still = workload_serving(&client).await;
+    assert!(held.iter().all(|uid| still.contains_key(uid)), "a budget of 3 of 3 let {held:?} go: {still:?}");
+    let held_target = target(&pool(&client).await);
+    let moved: Vec<String> = nodes
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .iter()
+        .filter(|n| done_on(n, &held_target))
+        .map(summary)
+        .collect();
+    assert!(moved.is_empty(), "nodes updated while the drain was held: {moved:?}");
+    set_min_available(&client, 2).await;
+    current = rolled_out(&client, &current).await;
+    for root in worker_roots(&lab) {
+        assert_eq!(read(&root.join("etc/lab/held")), "held\n");
+    }
+    workload_observer.abort();
 
     // A paused pool gets a new target but no node moves; unpausing resumes.
     set_pool(&client, json!({ "paused": true })).await;
