@@ -95,7 +95,8 @@ pub async fn build(mco: &Path, layout: &Layout, registry: &str) -> anyhow::Resul
     // The node image: base + the node's own binaries, as a `FROM base` build would add them.
     let layer = dir.join("node-layer");
     std::fs::create_dir_all(&layer)?;
-    std::fs::write(layer.join("kubelet"), "#!/bin/sh\necho 'lab kubelet'\n").context("writing the kubelet")?;
+    let [kubelet] = mco_testenv::find_binaries(["kubelet"])?;
+    std::fs::copy(&kubelet, layer.join("kubelet")).with_context(|| format!("copying {}", kubelet.display()))?;
     let from = format!("docker://{base}");
     let add = format!("{}:/usr/bin", layer.display());
     let to = format!("docker://{registry}/mco/node:latest");

@@ -26,6 +26,7 @@ use rustix::thread::LinkNameSpaceType;
 use serde_json::json;
 use tokio::process::Command;
 
+use crate::manifests::{KUBELET_CONFIG, KUBELET_CONFIG_DIR};
 use crate::network;
 use crate::process::Service;
 
@@ -42,8 +43,8 @@ pub const CNI_BIN_DIR: &str = "/usr/lib/cni";
 const PRIVATE_DIRS: [&str; 2] = ["/run/netns", "/var/log/containers"];
 /// How long containerd gets to serve its socket.
 const RUNTIME_TIMEOUT: Duration = Duration::from_secs(30);
-/// The kubelet's hard limit of open files here (`ulimit -Hn`): it fails to raise it further.
-const MAX_OPEN_FILES: u64 = 20000;
+/// The machine's kubelet configuration drop-in, in the node's root.
+const KUBELET_DROP_IN: &str = "etc/kubernetes/kubelet.conf.d/50-lab-machine.conf";
 
 /// What a machine is: the node it runs and what it needs from the lab.
 #[derive(Debug, Clone)]
@@ -54,8 +55,8 @@ pub struct MachineSpec {
     pub zone: String,
     /// The node's root filesystem (where its state lives).
     pub root: PathBuf,
-    /// The kubelet binary.
-    pub kubelet: PathBuf,
+    /// The node's OSTree sysroot: the kubelet is the booted deployment's.
+    pub sysroot: PathBuf,
     /// The kubelet's kubeconfig (client certificate `system:node:<name>`).
     pub kubeconfig: PathBuf,
     /// The CA that signs the API server's clients (the kubelet trusts it for its own clients).
@@ -100,6 +101,15 @@ impl Machine {
     /// then the kubelet, which registers the Node.
     #[context("Starting the kubelet and containerd of node {}", spec.name)]
     pub async fn power_on(spec: &MachineSpec) -> anyhow::Result<Machine> {
+        let booted = booted_deployment(&spec.sysroot)?;
+        let kubelet = booted.join("usr/bin/kubelet");
+        if !kubelet.is_file() {
+            anyhow::bail!(
+                "the booted deployment {} has no kubelet (/usr/bin/kubelet): the node runs an OS image without the \
+                 node software (its boot image, or a base image)",
+                booted.display()
+            );
+        }
         let cgroup = Path::new(PIDS_HIERARCHY).join(spec.cgroup());
         std::fs::create_dir_all(&cgroup).with_context(|| format!("creating cgroup {}", cgroup.display()))?;
         write_files(spec)?;
@@ -109,7 +119,11 @@ impl Machine {
         for dir in PRIVATE_DIRS {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {dir}"))?;
         }
-        let mounts: Vec<String> = PRIVATE_DIRS.iter().map(|dir| format!("mount -t tmpfs mco-lab {dir} && ")).collect();
+        // And the kubelet reports the booted OS (its os-release) as the node's OS image.
+        let mut mounts: Vec<String> =
+            PRIVATE_DIRS.iter().map(|dir| format!("mount -t tmpfs mco-lab {dir} && ")).collect();
+        let os_release = booted.join("usr/lib/os-release");
+        mounts.push(format!("mount --bind '{}' /etc/os-release && ", os_release.display()));
         let mut holder_cmd = Command::new("sh");
         holder_cmd.arg("-c").arg(format!("{}exec sleep infinity", mounts.concat()));
         let holder = spawn_in(spec, holder_cmd, "machine", None)?;
@@ -126,15 +140,16 @@ impl Machine {
         let mut containerd = spawn_in(spec, containerd_cmd, "containerd", Some(&mount_namespace))?;
         wait_for_socket(&mut containerd, &spec.containerd_socket()).await?;
         let mut machine = Machine { spec: spec.clone(), holder, mount_namespace, containerd, kubelet: None };
-        machine.start_kubelet()?;
+        machine.start_kubelet(&kubelet)?;
         Ok(machine)
     }
 
-    fn start_kubelet(&mut self) -> anyhow::Result<()> {
+    fn start_kubelet(&mut self, kubelet: &Path) -> anyhow::Result<()> {
         let spec = &self.spec;
-        let mut command = Command::new(&spec.kubelet);
+        let mut command = Command::new(kubelet);
         command
-            .arg(format!("--config={}", spec.path("etc/kubernetes/kubelet.conf").display()))
+            .arg(format!("--config={}", spec.path(KUBELET_CONFIG).display()))
+            .arg(format!("--config-dir={}", spec.path(KUBELET_CONFIG_DIR).display()))
             .arg(format!("--kubeconfig={}", spec.kubeconfig.display()))
             .arg(format!("--hostname-override={}", spec.name))
             .arg(format!("--node-ip={}", network::node_address(spec.index)))
@@ -171,6 +186,13 @@ impl Machine {
 /// last step, so that nothing it started outlives it.
 pub async fn power_off_all(cgroup_parent: &str) -> anyhow::Result<()> {
     kill_cgroup(cgroup_parent).await
+}
+
+/// The absolute path of the deployment the sysroot booted.
+fn booted_deployment(sysroot: &Path) -> anyhow::Result<PathBuf> {
+    let status = mco_os::sysroot::status(sysroot, &mco_os::sysroot::default_cmdline(sysroot))?;
+    let booted = status.booted().with_context(|| format!("{} has booted no deployment", sysroot.display()))?;
+    Ok(sysroot.join(&booted.path))
 }
 
 /// Starts `command` in the machine's cgroup (and mount namespace), logging to the machine's log.
@@ -287,12 +309,12 @@ async fn remove_cgroup(dir: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// containerd's configuration, the CNI network and the kubelet's configuration, in the node's root.
+/// containerd's configuration, the CNI network and the kubelet's drop-in, in the node's root.
 fn write_files(spec: &MachineSpec) -> anyhow::Result<()> {
     for (path, text) in [
         ("etc/containerd/config.toml", containerd_config(spec)),
         ("etc/cni/net.d/10-mco-lab.conflist", cni_config(spec).to_string()),
-        ("etc/kubernetes/kubelet.conf", kubelet_config(spec).to_string()),
+        (KUBELET_DROP_IN, kubelet_drop_in(spec).to_string()),
     ] {
         let path = spec.path(path);
         std::fs::create_dir_all(path.parent().context("a file has a directory")?)?;
@@ -375,34 +397,19 @@ fn cni_config(spec: &MachineSpec) -> serde_json::Value {
     })
 }
 
-fn kubelet_config(spec: &MachineSpec) -> serde_json::Value {
+/// The machine's drop-in over the pool's kubelet configuration (which the node's rendered
+/// MachineConfig wrote): what differs from node to node when all share one file system.
+fn kubelet_drop_in(spec: &MachineSpec) -> serde_json::Value {
     json!({
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         "address": network::node_address(spec.index).to_string(),
         "healthzBindAddress": "127.0.0.1",
         "healthzPort": spec.healthz_port,
-        "readOnlyPort": 0,
         "containerRuntimeEndpoint": format!("unix://{}", spec.containerd_socket().display()),
         "podLogsDir": spec.path("var/log/pods").display().to_string(),
-        "authentication": {
-            "anonymous": {"enabled": false},
-            "webhook": {"enabled": true},
-            "x509": {"clientCAFile": spec.client_ca.display().to_string()},
-        },
-        "authorization": {"mode": "Webhook"},
-        "cgroupDriver": "cgroupfs",
-        "cgroupsPerQOS": false,
+        "authentication": {"x509": {"clientCAFile": spec.client_ca.display().to_string()}},
         "cgroupRoot": format!("/{}", spec.cgroup()),
-        "enforceNodeAllocatable": [],
-        "failCgroupV1": false,
-        "failSwapOn": false,
-        "localStorageCapacityIsolation": false,
-        "evictionHard": {},
-        "imageGCHighThresholdPercent": 100,
-        "maxOpenFiles": MAX_OPEN_FILES,
-        "serializeImagePulls": false,
-        "clusterDomain": "cluster.local",
     })
 }
 
@@ -416,7 +423,7 @@ mod tests {
             index,
             zone: "lab-a".into(),
             root: PathBuf::from(format!("/lab/nodes/worker-{index}/root")),
-            kubelet: "/bin/kubelet".into(),
+            sysroot: "/lab/nodes/worker/sysroot".into(),
             kubeconfig: "/lab/kubelet.kubeconfig".into(),
             client_ca: "/lab/ca.crt".into(),
             registry: "127.0.0.1:5000".into(),
@@ -433,7 +440,7 @@ mod tests {
         for (of_a, of_b) in [
             (containerd_config(&a), containerd_config(&b)),
             (cni_config(&a).to_string(), cni_config(&b).to_string()),
-            (kubelet_config(&a).to_string(), kubelet_config(&b).to_string()),
+            (kubelet_drop_in(&a).to_string(), kubelet_drop_in(&b).to_string()),
         ] {
             assert_ne!(of_a, of_b);
         }
@@ -448,7 +455,7 @@ mod tests {
             assert!(config.contains(wanted), "{wanted} not in\n{config}");
         }
         assert_eq!(cni_config(&b)["plugins"][0]["ipam"]["ranges"][0][0]["subnet"], "10.244.2.0/24");
-        assert_eq!(kubelet_config(&b)["cgroupRoot"], "/mco-lab-1/worker-1");
-        assert_eq!(kubelet_config(&b)["address"], "10.200.0.11");
+        assert_eq!(kubelet_drop_in(&b)["cgroupRoot"], "/mco-lab-1/worker-1");
+        assert_eq!(kubelet_drop_in(&b)["address"], "10.200.0.11");
     }
 }

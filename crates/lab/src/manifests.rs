@@ -181,8 +181,45 @@ fn controller_config(inputs: &ClusterInputs) -> Value {
     })
 }
 
-/// `00-<role>`: the registry settings every node needs to pull the OS image, a role marker, a
-/// kubelet unit, and the lab kernel argument.
+/// The pool's kubelet configuration (`/etc/kubernetes/kubelet.conf`), what upstream's templates
+/// write for every node of a pool; each lab machine adds its own paths and addresses in a drop-in
+/// ([`crate::machine`]). These settings are the ones that work on machines with cgroups v1 and
+/// without CAP_SYS_RESOURCE: the kubelet must not fail on cgroups v1, make QoS cgroups, enforce
+/// node allocatable or evict (but at the last MiB of memory), and may not raise its open-files
+/// limit above the hard one.
+pub fn kubelet_config() -> Value {
+    json!({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "readOnlyPort": 0,
+        "authentication": {
+            "anonymous": {"enabled": false},
+            "webhook": {"enabled": true},
+            "x509": {"clientCAFile": "/etc/kubernetes/kubelet-ca.crt"},
+        },
+        "authorization": {"mode": "Webhook"},
+        "cgroupDriver": "cgroupfs",
+        "cgroupsPerQOS": false,
+        // Not empty: the kubelet merges its drop-ins through JSON, where an empty list or map
+        // vanishes and takes the default ("pods", the default thresholds) again.
+        "enforceNodeAllocatable": ["none"],
+        "failCgroupV1": false,
+        "failSwapOn": false,
+        "localStorageCapacityIsolation": false,
+        "evictionHard": {"memory.available": "1Mi"},
+        "imageGCHighThresholdPercent": 100,
+        "maxOpenFiles": 20000,
+        "serializeImagePulls": false,
+        "clusterDomain": "cluster.local",
+    })
+}
+
+/// Where the kubelet reads [`kubelet_config`] and its drop-ins, as upstream's nodes do.
+pub const KUBELET_CONFIG: &str = "/etc/kubernetes/kubelet.conf";
+pub const KUBELET_CONFIG_DIR: &str = "/etc/kubernetes/kubelet.conf.d";
+
+/// `00-<role>`: the registry settings every node needs to pull the OS image, a role marker, the
+/// kubelet's unit and configuration, and the lab kernel argument.
 fn base_config(role: &str, registry: &str) -> Value {
     let registries_conf = format!("[[registry]]\nlocation = \"{registry}\"\ninsecure = true\n");
     let file = |path: &str, contents: &str, mode: u32| {
@@ -193,8 +230,11 @@ fn base_config(role: &str, registry: &str) -> Value {
             "contents": {"source": format!("data:;base64,{}", STANDARD.encode(contents))},
         })
     };
-    let kubelet = "[Unit]\nDescription=Kubernetes Kubelet (lab)\n\n[Service]\nExecStart=/usr/bin/kubelet\n\n\
-                   [Install]\nWantedBy=multi-user.target\n";
+    let kubelet = format!(
+        "[Unit]\nDescription=Kubernetes Kubelet (lab)\n\n[Service]\n\
+         ExecStart=/usr/bin/kubelet --config={KUBELET_CONFIG} --config-dir={KUBELET_CONFIG_DIR}\n\n\
+         [Install]\nWantedBy=multi-user.target\n"
+    );
     json!({
         "apiVersion": MCFG_API_VERSION,
         "kind": "MachineConfig",
@@ -205,6 +245,7 @@ fn base_config(role: &str, registry: &str) -> Value {
                 "storage": {"files": [
                     file("/etc/containers/registries.conf", &registries_conf, 0o644),
                     file("/etc/mco-lab/role", &format!("{role}\n"), 0o644),
+                    file(KUBELET_CONFIG, &kubelet_config().to_string(), 0o644),
                 ]},
                 "systemd": {"units": [{"name": "kubelet.service", "enabled": true, "contents": kubelet}]},
             },

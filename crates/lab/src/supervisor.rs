@@ -279,7 +279,6 @@ async fn run(
         layout,
         kubeconfig: &kubeconfig,
         nodes_api: Api::all(client.clone()),
-        kubelet: mco_testenv::find_binaries(["kubelet"])?[0].clone(),
         registry: registry.clone(),
         sandbox_image,
         cgroup_parent: format!("mco-lab-{}", std::process::id()),
@@ -416,7 +415,7 @@ impl Provisioner {
     }
 }
 
-/// What the lab's machines need: where the kubelet and the images are, and the API server.
+/// What the lab's machines need: the images and the API server.
 struct Machines<'a> {
     env: &'a mco_testenv::TestEnv,
     mco: &'a Path,
@@ -424,7 +423,6 @@ struct Machines<'a> {
     /// The administrator's, which the daemons use (until mco installs as pods with its own accounts).
     kubeconfig: &'a Path,
     nodes_api: Api<Node>,
-    kubelet: PathBuf,
     registry: String,
     sandbox_image: String,
     cgroup_parent: String,
@@ -456,7 +454,7 @@ impl Machines<'_> {
             index,
             zone: node.zone.clone(),
             root: node.dirs.root.clone(),
-            kubelet: self.kubelet.clone(),
+            sysroot: node.dirs.sysroot.clone(),
             kubeconfig,
             client_ca: self.env.ca_cert().to_path_buf(),
             registry: self.registry.clone(),
