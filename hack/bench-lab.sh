@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lab benchmark. For a 1-node and an N-node lab: the time `mco lab up` takes until every node has
 # joined (binaries cached), the lab's memory (RSS of the supervisor and every process under it:
-# etcd, the control plane, registry, mco controller and server, node daemons) once idle and at its
+# etcd, the control plane, registry, mco controller and server, node daemons, kubelets and
+# containerd, and the shims and containers of the machines' cgroups) once idle and at its
 # peak during a rollout, and the time for a file-change MachineConfig to roll out (drain, write,
 # reboot, uncordon, Done) with maxUnavailable 1, next to the ideal: N × the 1-node rollout.
 # Needs root (the lab does).
@@ -16,12 +17,18 @@ trap '$MCO lab down --state-dir "$work/lab" >/dev/null 2>&1 || true; rm -rf "$wo
 
 seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# MiB of RSS of process $1 and all its descendants.
+# MiB of RSS of process $1, all its descendants, and every process in the lab machines' cgroups
+# (containerd's shims and the containers are not the supervisor's descendants).
 tree_rss() {
-  ps -eo pid=,ppid=,rss= | awk -v root="$1" '
+  { cat /sys/fs/cgroup/pids/mco-lab-"$1"/*/cgroup.procs /sys/fs/cgroup/pids/mco-lab-"$1"/*/*/cgroup.procs 2>/dev/null |
+      sed 's/^/machine /'; ps -eo pid=,ppid=,rss=; } | awk -v root="$1" '
+    $1 == "machine" { machine[$2] = 1; next }
     { parent[$1] = $2; rss[$1] = $3 }
     END {
-      for (p in parent) { q = p; while (q != "" && q != root && q in parent && q != 1) q = parent[q]; if (q == root) sum += rss[p] }
+      for (p in parent) {
+        q = p; while (q != "" && q != root && q in parent && q != 1) q = parent[q]
+        if (q == root || p in machine) sum += rss[p]
+      }
       printf "%.0f", sum / 1024
     }'
 }

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The main job: the local lab, a whole cluster on this machine. Installs what it needs, builds
-# mco and the real etcd and Kubernetes control plane, starts the lab (API server, controller-manager,
-# scheduler, OCI registry with OSTree images, controller, Machine Config Server, and nodes that boot with the real Ignition client,
-# pivot to the pool's OS image and join), then rolls a MachineConfig out across the workers and
-# leaves the lab running for you, with a small workload whose pods the rollout's drains move.
+# mco and the real etcd and Kubernetes components, starts the lab (API server, controller-manager,
+# scheduler, kube-proxy, OCI registry with OSTree and container images, controller, Machine Config
+# Server, and nodes that boot with the real Ignition client, pivot to the pool's OS image, reboot
+# and join with the kubelet of that image on their own containerd), then rolls a MachineConfig out
+# across the workers and leaves the lab running for you, with a small workload whose pods the
+# rollout's drains move.
 #
 #   NODES=5 bash hack/lab.sh          more nodes (default 3)
 #   MCO_LAB_DIR=DIR bash hack/lab.sh  state directory (default /var/tmp/mco-lab)
@@ -27,6 +29,11 @@ lab status
 echo
 echo "== Applying examples/lab/workload.yaml (a Deployment of 3 pods behind a PodDisruptionBudget)"
 lab lab apply -f examples/lab/workload.yaml
+KUBECONFIG=$(lab lab kubeconfig)
+if command -v kubectl >/dev/null; then
+  $SUDO kubectl --kubeconfig "$KUBECONFIG" -n lab-workload rollout status deployment/web --timeout 120s
+  $SUDO kubectl --kubeconfig "$KUBECONFIG" get nodes,pods -A -o wide
+fi
 echo
 echo "== Rolling out examples/lab/99-worker-motd.yaml (one node at a time: drain, write, reboot, uncordon;"
 echo "   the drains evict the workload's pods, which their ReplicaSet re-creates on the other nodes)"
@@ -35,3 +42,4 @@ lab status -w --until-updated --timeout 900
 echo
 echo "The lab is still running in $DIR. With MCO_LAB_DIR=$DIR (and root):"
 echo "  target/release/mco status -w | lab apply -f FILE | lab kubeconfig | lab down"
+echo "  kubectl --kubeconfig $KUBECONFIG get nodes,pods -A -o wide   (logs, exec, drain work too)"

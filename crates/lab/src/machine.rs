@@ -93,6 +93,8 @@ pub struct Machine {
     holder: Service,
     mount_namespace: OwnedFd,
     containerd: Service,
+    /// The booted deployment's kubelet binary.
+    kubelet_binary: PathBuf,
     kubelet: Option<Service>,
 }
 
@@ -139,14 +141,15 @@ impl Machine {
         containerd_cmd.arg("--config").arg(spec.path("etc/containerd/config.toml"));
         let mut containerd = spawn_in(spec, containerd_cmd, "containerd", Some(&mount_namespace))?;
         wait_for_socket(&mut containerd, &spec.containerd_socket()).await?;
-        let mut machine = Machine { spec: spec.clone(), holder, mount_namespace, containerd, kubelet: None };
-        machine.start_kubelet(&kubelet)?;
+        let mut machine =
+            Machine { spec: spec.clone(), holder, mount_namespace, containerd, kubelet_binary: kubelet, kubelet: None };
+        machine.start_kubelet()?;
         Ok(machine)
     }
 
-    fn start_kubelet(&mut self, kubelet: &Path) -> anyhow::Result<()> {
+    fn start_kubelet(&mut self) -> anyhow::Result<()> {
         let spec = &self.spec;
-        let mut command = Command::new(kubelet);
+        let mut command = Command::new(&self.kubelet_binary);
         command
             .arg(format!("--config={}", spec.path(KUBELET_CONFIG).display()))
             .arg(format!("--config-dir={}", spec.path(KUBELET_CONFIG_DIR).display()))
@@ -164,6 +167,23 @@ impl Machine {
     pub fn failure(&mut self) -> anyhow::Result<Option<String>> {
         for service in [Some(&mut self.holder), Some(&mut self.containerd), self.kubelet.as_mut()].into_iter().flatten()
         {
+            if let Some(status) = service.exited()? {
+                return Ok(Some(format!("{} exited ({status}):\n{}", service.name, service.tail())));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Starts again a kubelet that has exited, as systemd would. What else has exited (containerd,
+    /// the machine's holder) takes a power cycle: the returned reason.
+    pub fn look_after(&mut self) -> anyhow::Result<Option<String>> {
+        if let Some(kubelet) = self.kubelet.as_mut()
+            && let Some(status) = kubelet.exited()?
+        {
+            tracing::warn!(node = self.spec.name, %status, "the kubelet exited; starting it again:\n{}", kubelet.tail());
+            self.start_kubelet()?;
+        }
+        for service in [&mut self.holder, &mut self.containerd] {
             if let Some(status) = service.exited()? {
                 return Ok(Some(format!("{} exited ({status}):\n{}", service.name, service.tail())));
             }

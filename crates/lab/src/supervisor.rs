@@ -122,7 +122,12 @@ pub async fn supervise(options: Options, host_ports: [TcpListener; 4]) -> anyhow
         not_joined: Vec::new(),
         pools: Default::default(),
     };
-    let result = run(&options, &layout, &mut report, host_ports).await;
+    let cgroup_parent = format!("mco-lab-{}", std::process::id());
+    let result = run(&options, &layout, &mut report, host_ports, &cgroup_parent).await;
+    // Also after a failure, when the machines were dropped with their shims and containers running.
+    if let Err(e) = crate::machine::power_off_all(&cgroup_parent).await {
+        tracing::warn!("powering off what is left of the machines: {e:#}");
+    }
     match &result {
         Ok(()) => {
             report.phase = Phase::Stopped;
@@ -149,6 +154,7 @@ async fn run(
     layout: &Layout,
     report: &mut LabState,
     host_ports: [TcpListener; 4],
+    cgroup_parent: &str,
 ) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
@@ -281,7 +287,7 @@ async fn run(
         nodes_api: Api::all(client.clone()),
         registry: registry.clone(),
         sandbox_image,
-        cgroup_parent: format!("mco-lab-{}", std::process::id()),
+        cgroup_parent: cgroup_parent.to_string(),
     };
     let provisioner = Provisioner {
         mco: mco.to_path_buf(),
@@ -375,9 +381,6 @@ async fn run(
         if let Some(machine) = running.machine {
             machine.power_off().await;
         }
-    }
-    if let Err(e) = crate::machine::power_off_all(&machines.cgroup_parent).await {
-        tracing::warn!("removing the machines' cgroups: {e:#}");
     }
     server.stop().await;
     controller.stop().await;
@@ -496,10 +499,10 @@ impl Machines<'_> {
     }
 
     /// Reboots or restarts a node's daemon that has exited; starts one whose restart delay
-    /// passed; starts again a kubelet that exited, as systemd would.
+    /// passed; looks after its machine (a kubelet restarted, a machine whose runtime died power-cycled).
     async fn look_after(&self, running: &mut RunningNode) -> anyhow::Result<()> {
         if let Some(machine) = running.machine.as_mut()
-            && let Some(failure) = machine.failure()?
+            && let Some(failure) = machine.look_after()?
         {
             tracing::warn!(node = running.node.name, "{failure}; power-cycling the machine");
             if let Some(machine) = running.machine.take() {

@@ -68,6 +68,38 @@ fn file_mc(name: &str, path: &str, text: &str) -> String {
     )
 }
 
+/// PRETTY_NAME of [`os_update`]'s image: what the kubelet reports as the node's OS image.
+const UPDATED_OS: &str = "MCO Test OS (lab update)";
+
+/// Builds an OS update, `FROM` the pools' image with a new os-release, into the lab registry;
+/// returns it pinned by digest.
+fn os_update(lab: &Lab, from: &str) -> String {
+    let layer = lab.dir.path().join("os-update");
+    std::fs::create_dir_all(&layer).unwrap();
+    std::fs::write(
+        layer.join("os-release"),
+        format!("NAME=\"MCO Test OS\"\nID=mco-test\nPRETTY_NAME=\"{UPDATED_OS}\"\n"),
+    )
+    .unwrap();
+    let (registry, _) = from.split_once('/').unwrap();
+    let built = mco()
+        .args(["image", "build", "--from", &format!("docker://{from}"), "--to"])
+        .arg(format!("docker://{registry}/mco/node:update"))
+        .arg("--add")
+        .arg(format!("{}:/usr/lib", layer.display()))
+        .env("CONTAINERS_REGISTRIES_CONF", lab.state_dir().join("registries.conf"))
+        .assert();
+    assert!(built.get_output().status.success(), "{}", stderr(&built));
+    format!("{registry}/mco/node@{}", stdout(&built).trim())
+}
+
+fn os_image_mc(name: &str, image: &str) -> String {
+    format!(
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: {name}\n  labels:\n    \
+         machineconfiguration.openshift.io/role: worker\nspec:\n  osImageURL: {image}\n"
+    )
+}
+
 async fn client(lab: &Lab) -> Client {
     let kubeconfig = lab.state_dir().join("kubeconfig");
     mco_controller::client(Some(&kubeconfig)).await.unwrap()
@@ -461,6 +493,26 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     }
     workload_observer.abort();
 
+    // An OS update is booted by a real reboot: each node's machine is powered off (its kubelet
+    // and containers die), boots the new deployment, whose kubelet brings the Node back, which
+    // now reports the new OS image.
+    let update = os_update(&lab, lab_status["osImage"].as_str().unwrap());
+    lab.apply("99-worker-os-update", &os_image_mc("99-worker-os-update", &update));
+    current = rolled_out(&client, &current).await;
+    eventually("every Node Ready on the updated OS", || async {
+        let all = nodes.list(&Default::default()).await.unwrap().items;
+        let seen: Vec<(String, bool, String)> = all
+            .iter()
+            .map(|n| {
+                let os = n.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.os_image.clone());
+                (summary(n), mco_lab::node::is_ready(n), os.unwrap_or_default())
+            })
+            .collect();
+        satisfying(seen, |seen| seen.iter().all(|(_, ready, os)| *ready && os == UPDATED_OS))
+    })
+    .await;
+    workload_serving(&client).await;
+
     // A paused pool gets a new target but no node moves; unpausing resumes.
     set_pool(&client, json!({ "paused": true })).await;
     lab.apply("99-worker-paused", &file_mc("99-worker-paused", "/etc/lab/paused", "paused\n"));
@@ -605,6 +657,43 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
          machine_configuration/mco-update-boot-skew-mgmt"
     );
     status_showing(&kubeconfig, &blocked).await;
+
+    // A pool whose OS image has no kubelet (the base image, without the node layer): its node
+    // pivots and reboots into it, cannot start a kubelet, and is reported as not joined, with
+    // the reason; the lab's other node runs on.
+    let registry = lab_registry(&lab);
+    let inspected = mco()
+        .args(["image", "inspect", "-o", "json", &format!("docker://{registry}/mco/os:base")])
+        .env("CONTAINERS_REGISTRIES_CONF", lab.state_dir().join("registries.conf"))
+        .assert()
+        .success();
+    let digest = serde_json::from_str::<serde_json::Value>(&stdout(&inspected)).unwrap()["digest"].clone();
+    let base = format!("{registry}/mco/os@{}", digest.as_str().unwrap());
+    lab.apply("99-master-base-os", &os_image_mc("99-master-base-os", &base).replace("role: worker", "role: master"));
+    eventually("the master pool to render the base image", || async {
+        let pools: Api<MachineConfigPool> = Api::all(client.clone());
+        let target = target(&pools.get("master").await.unwrap());
+        let rendered = Api::<mco_api::MachineConfig>::all(client.clone()).get_opt(&target).await.unwrap();
+        let image = rendered.map(|mc| mc.spec.os_image_url);
+        if image.as_deref() == Some(base.as_str()) { Ok(()) } else { Err((target, image)) }
+    })
+    .await;
+    let add = lab.mco(&["lab", "add-node", "--pool", "master", "--name", "master-0"]);
+    let said = stdout(&add);
+    assert_eq!(add.get_output().status.code(), Some(1), "{said}\n{}", stderr(&add));
+    assert!(said.contains("node master-0 did not join: node master-0: ") && said.contains("has no kubelet"), "{said}");
+    assert!(nodes.get_opt("master-0").await.unwrap().is_none());
+    let status = stdout(&lab.mco(&["lab", "status"]).success());
+    assert!(status.contains("not joined: master-0: ") && status.contains("nodes: worker-0, worker-1"), "{status}");
+    let worker = nodes.get("worker-0").await.unwrap();
+    assert!(mco_lab::node::is_ready(&worker), "{}", summary(&worker));
+}
+
+/// The lab registry's `host:port`, from `mco lab status -o json`.
+fn lab_registry(lab: &Lab) -> String {
+    let status = lab.mco(&["lab", "status", "-o", "json"]).success();
+    let status: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
+    status["registry"].as_str().unwrap().to_string()
 }
 
 /// An RHCOS image of GCP's public boot images, from 4.11 (RHEL 8.6): the controller may replace it.
