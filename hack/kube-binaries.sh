@@ -1,7 +1,8 @@
 #!/bin/bash
-# Builds etcd and the Kubernetes control plane (kube-apiserver for mco's integration tests, plus
-# kube-controller-manager and kube-scheduler for the lab) from the Go module proxy, once, into a cache
-# directory, and prints that directory. No package registry ships these binaries.
+# Builds etcd and the Kubernetes components (kube-apiserver for mco's integration tests, plus
+# kube-controller-manager, kube-scheduler, kube-proxy and the nodes' kubelet for the lab) from the
+# Go module proxy, once, into a cache directory, and prints that directory. No package registry
+# ships these binaries.
 #
 # Versions come from the wrapper modules' go.mod files (hack/kube-binaries/{kubernetes,etcd}); the
 # cache directory is named after both, so changing either go.mod builds a new set. A cold build (empty

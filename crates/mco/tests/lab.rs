@@ -681,7 +681,10 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     let add = lab.mco(&["lab", "add-node", "--pool", "master", "--name", "master-0"]);
     let said = stdout(&add);
     assert_eq!(add.get_output().status.code(), Some(1), "{said}\n{}", stderr(&add));
-    assert!(said.contains("node master-0 did not join: node master-0: ") && said.contains("has no kubelet"), "{said}");
+    assert!(
+        said.contains("node master-0 did not join: ") && said.contains("has no kubelet (/usr/bin/kubelet)"),
+        "{said}"
+    );
     assert!(nodes.get_opt("master-0").await.unwrap().is_none());
     let status = stdout(&lab.mco(&["lab", "status"]).success());
     assert!(status.contains("not joined: master-0: ") && status.contains("nodes: worker-0, worker-1"), "{status}");
