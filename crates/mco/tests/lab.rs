@@ -274,19 +274,26 @@ fn observe_workload(client: Client) -> (Arc<Mutex<Serving>>, tokio::task::JoinHa
     (observed, task)
 }
 
-/// Runs a pod that fetches the workload's page through its Service and reaches the API server
+/// Runs a pod that fetches every workload pod's page by its pod IP (pods on other nodes among
+/// them), then the workload's page through its Service, and reaches the API server
 /// through the `kubernetes` Service (by the addresses the kubelet puts in its environment: the
 /// lab has no cluster DNS; busybox speaks no TLS the API server accepts, so it asks in plain
 /// HTTP, which the API server answers with its "400 Bad Request"); returns its log once it has
 /// succeeded.
 async fn probe_pod(client: &Client) -> String {
     let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
+    let web = pods.list(&ListParams::default().labels("app=web")).await.unwrap().items;
+    let addresses: Vec<String> = web.iter().filter_map(|p| p.status.as_ref()?.pod_ip.clone()).collect();
     // Retried for a while: kube-proxy programs a new Service asynchronously. (`timeout`, not
     // wget's -T, which crashes Debian's busybox wget.)
-    let script = "i=0; until timeout 5 wget -q -O- http://$WEB_SERVICE_HOST:$WEB_SERVICE_PORT/; do \
-                    i=$((i+1)); [ $i -lt 60 ] || exit 1; sleep 1; done; \
-                  timeout 5 wget -O- http://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/ 2>&1 | \
-                  grep -q '400 Bad Request' && echo api-reachable";
+    let script = format!(
+        "for ip in {}; do timeout 5 wget -q -O- http://$ip:8080/ || exit 1; done; \
+         i=0; until timeout 5 wget -q -O- http://$WEB_SERVICE_HOST:$WEB_SERVICE_PORT/; do \
+           i=$((i+1)); [ $i -lt 60 ] || exit 1; sleep 1; done; \
+         timeout 5 wget -O- http://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/ 2>&1 | \
+         grep -q '400 Bad Request' && echo api-reachable",
+        addresses.join(" ")
+    );
     let pod: Pod = serde_json::from_value(json!({
         "metadata": { "name": "probe" },
         "spec": {
@@ -308,6 +315,13 @@ async fn probe_pod(client: &Client) -> String {
     .await;
     let said = pods.logs("probe", &Default::default()).await.unwrap();
     assert_eq!(phase, "Succeeded", "the probe pod said:\n{said}\n{status:?}");
+    let node_of = |pod: &Pod| pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    let probe_node = node_of(&pods.get("probe").await.unwrap());
+    let web_nodes: Vec<_> = web.iter().map(node_of).collect();
+    assert!(
+        web_nodes.iter().any(|n| *n != probe_node),
+        "no web pod on another node than {probe_node:?}: {web_nodes:?}"
+    );
     said
 }
 
@@ -410,7 +424,22 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     let (workload_seen, workload_observer) = observe_workload(client.clone());
     set_min_available(&client, 2).await;
     let said = probe_pod(&client).await;
-    assert!(said.contains("web-") && said.ends_with("api-reachable\n"), "{said}");
+    let pages: Vec<&str> = said.lines().collect();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
+    let mut names: Vec<String> = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    names.sort();
+    // Each pod's own page by its address, one of them again through the Service, then the API.
+    let mut by_address = pages[..3].to_vec();
+    by_address.sort();
+    assert_eq!(by_address, names, "{said}");
+    assert!(names.iter().any(|n| n == pages[3]) && pages[4..] == ["api-reachable"], "{said}");
 
     let (observed, observer) = observe(client.clone());
     let mut current = first;
