@@ -1,6 +1,7 @@
 //! The machine-config controller (`mco controller`): the render controller ([`render`]), the
-//! node controller ([`node`]: rollouts and pool status) and the drain controller ([`drain`]),
-//! run by whichever instance holds the leader Lease ([`leader`]).
+//! node controller ([`node`]: rollouts and pool status), the drain controller ([`drain`]) and
+//! the kubelet config and container runtime config controllers ([`kubeletconfig`]), run by
+//! whichever instance holds the leader Lease ([`leader`]).
 //!
 //! Decisions are pure functions ([`render::plan`], [`conditions`], [`leader::step`], and the
 //! `mco-rollout` crate for nodes and drains) with table tests; the IO shells around them are thin
@@ -8,6 +9,7 @@
 
 pub mod conditions;
 pub mod drain;
+pub mod kubeletconfig;
 pub mod leader;
 pub mod node;
 pub mod render;
@@ -110,6 +112,7 @@ pub struct Settings {
     pub render: render::controller::Options,
     pub node: node::controller::Options,
     pub drain: drain::controller::Options,
+    pub kubelet_configs: kubeletconfig::Options,
     /// The boot image controller's options; `None` leaves MachineSets alone.
     pub boot_images: Option<mco_bootimage_controller::Options>,
     pub lease: LeaseSettings,
@@ -155,7 +158,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         () = elector.acquire() => {}
         signal = shutdown_signal() => return signal,
     }
-    tracing::info!("became the leader; starting the render, node, drain and boot image controllers");
+    tracing::info!(
+        "became the leader; starting the render, node, drain, kubelet config, container runtime config and boot image \
+         controllers"
+    );
     let boot_images = async {
         match settings.boot_images {
             Some(options) => mco_bootimage_controller::run(client.clone(), options).await,
@@ -164,8 +170,11 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     };
     tokio::select! {
         lost = elector.hold() => Err(lost.into()),
-        () = render::controller::run(client.clone(), settings.version, settings.render) => {
+        () = render::controller::run(client.clone(), settings.version.clone(), settings.render) => {
             anyhow::bail!("the render controller stopped")
+        }
+        () = kubeletconfig::run(client.clone(), settings.version, settings.kubelet_configs) => {
+            anyhow::bail!("the kubelet config controllers stopped")
         }
         () = node::controller::run(client.clone(), settings.node) => anyhow::bail!("the node controller stopped"),
         drained = drain::controller::run(config, settings.drain) => {

@@ -43,6 +43,8 @@ pub const CNI_BIN_DIR: &str = "/usr/lib/cni";
 const PRIVATE_DIRS: [&str; 2] = ["/run/netns", "/var/log/containers"];
 /// How long containerd gets to serve its socket.
 const RUNTIME_TIMEOUT: Duration = Duration::from_secs(30);
+/// The kubelet's hard limit of open files here (`ulimit -Hn`): it fails to raise it further.
+const MAX_OPEN_FILES: u64 = 20000;
 /// The machine's kubelet configuration drop-in, in the node's root.
 const KUBELET_DROP_IN: &str = "etc/kubernetes/kubelet.conf.d/50-lab-machine.conf";
 
@@ -418,11 +420,27 @@ fn cni_config(spec: &MachineSpec) -> serde_json::Value {
 }
 
 /// The machine's drop-in over the pool's kubelet configuration (which the node's rendered
-/// MachineConfig wrote): what differs from node to node when all share one file system.
+/// MachineConfig wrote): what differs from node to node when all share one file system, and
+/// what a kubelet needs on machines with cgroups v1 and without CAP_SYS_RESOURCE: no failing on
+/// cgroups v1, no QoS cgroups, no node allocatable enforcement, no eviction (but at the last MiB
+/// of memory), no open-files limit above the hard one, no serving certificate to wait for.
 fn kubelet_drop_in(spec: &MachineSpec) -> serde_json::Value {
     json!({
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
+        "failCgroupV1": false,
+        "cgroupDriver": "cgroupfs",
+        "cgroupsPerQOS": false,
+        // Not empty: the kubelet merges its drop-ins through JSON, where an empty list or map
+        // vanishes and takes the default ("pods", the default thresholds) again.
+        "enforceNodeAllocatable": ["none"],
+        "evictionHard": {"memory.available": "1Mi"},
+        "failSwapOn": false,
+        "localStorageCapacityIsolation": false,
+        "imageGCHighThresholdPercent": 100,
+        "maxOpenFiles": MAX_OPEN_FILES,
+        "serverTLSBootstrap": false,
+        "rotateCertificates": false,
         "address": network::node_address(spec.index).to_string(),
         "healthzBindAddress": "127.0.0.1",
         "healthzPort": spec.healthz_port,
@@ -477,5 +495,10 @@ mod tests {
         assert_eq!(cni_config(&b)["plugins"][0]["ipam"]["ranges"][0][0]["subnet"], "10.244.2.0/24");
         assert_eq!(kubelet_drop_in(&b)["cgroupRoot"], "/mco-lab-1/worker-1");
         assert_eq!(kubelet_drop_in(&b)["address"], "10.200.0.11");
+        // Whatever the pool's configuration says, the kubelet runs on cgroups v1 here.
+        assert_eq!(
+            (&kubelet_drop_in(&b)["failCgroupV1"], &kubelet_drop_in(&b)["cgroupsPerQOS"]),
+            (&json!(false), &json!(false))
+        );
     }
 }

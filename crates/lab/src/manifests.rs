@@ -182,11 +182,9 @@ fn controller_config(inputs: &ClusterInputs) -> Value {
 }
 
 /// The pool's kubelet configuration (`/etc/kubernetes/kubelet.conf`), what upstream's templates
-/// write for every node of a pool; each lab machine adds its own paths and addresses in a drop-in
-/// ([`crate::machine`]). These settings are the ones that work on machines with cgroups v1 and
-/// without CAP_SYS_RESOURCE: the kubelet must not fail on cgroups v1, make QoS cgroups, enforce
-/// node allocatable or evict (but at the last MiB of memory), and may not raise its open-files
-/// limit above the hard one.
+/// write for every node of a pool. What this machine needs of a kubelet (cgroups v1, no
+/// CAP_SYS_RESOURCE) and each node's paths and addresses are the lab machine's own drop-in
+/// ([`crate::machine`]), so any pool configuration, a KubeletConfig's included, runs here.
 pub fn kubelet_config() -> Value {
     json!({
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -198,17 +196,6 @@ pub fn kubelet_config() -> Value {
             "x509": {"clientCAFile": "/etc/kubernetes/kubelet-ca.crt"},
         },
         "authorization": {"mode": "Webhook"},
-        "cgroupDriver": "cgroupfs",
-        "cgroupsPerQOS": false,
-        // Not empty: the kubelet merges its drop-ins through JSON, where an empty list or map
-        // vanishes and takes the default ("pods", the default thresholds) again.
-        "enforceNodeAllocatable": ["none"],
-        "failCgroupV1": false,
-        "failSwapOn": false,
-        "localStorageCapacityIsolation": false,
-        "evictionHard": {"memory.available": "1Mi"},
-        "imageGCHighThresholdPercent": 100,
-        "maxOpenFiles": 20000,
         "serializeImagePulls": false,
         "clusterDomain": "cluster.local",
     })

@@ -85,6 +85,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             eviction_retry: args.eviction_retry,
             ..Default::default()
         },
+        kubelet_configs: mco_controller::kubeletconfig::Options { retry_delay: args.retry_delay },
         boot_images: (!args.no_boot_images).then(mco_bootimage_controller::Options::default),
         lease: LeaseSettings {
             namespace: args.lease_namespace,

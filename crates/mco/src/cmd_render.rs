@@ -4,12 +4,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use mco_api::config::TlsSecurityProfile;
 use mco_api::constants::{CONTROLLER_CONFIG_NAME, GENERATED_BY_VERSION_ANNOTATION};
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
-use mco_kubeletconfig::{FeatureGates, Generated, KubeletInputs, Offline};
+use mco_kubeletconfig::{ClusterSettings, Generated, Offline};
 use mco_render::{ControllerVersion, Inputs, StorageOverrides};
-use serde_json::Value;
 
 use crate::Output;
 use crate::manifests::{self, Manifests};
@@ -104,26 +102,17 @@ pub fn generate(
     pools: &[MachineConfigPool],
     version: &ControllerVersion,
 ) -> Result<Generated, String> {
-    let feature_gates = feature_gates(manifests.cluster_config("FeatureGate"))?;
-    let api_server = manifests.cluster_config("APIServer");
-    let tls: Option<TlsSecurityProfile> = match api_server.map(|a| &a["spec"]["tlsSecurityProfile"]) {
-        None | Some(Value::Null) => None,
-        Some(profile) => Some(
-            serde_json::from_value(profile.clone())
-                .map_err(|e| format!("APIServer cluster: spec.tlsSecurityProfile: {e}"))?,
-        ),
-    };
-    let node = manifests.cluster_config("Node");
+    let settings = ClusterSettings::read(
+        manifests.cluster_config("FeatureGate"),
+        manifests.cluster_config("APIServer"),
+        manifests.cluster_config("Node"),
+    )?;
     let offline = Offline {
         controller_config,
         pools,
         controller_version: &version.hash,
-        kubelet: KubeletInputs {
-            api_server_tls: tls.as_ref(),
-            worker_latency_profile: node.and_then(|n| n["spec"]["workerLatencyProfile"].as_str()),
-            feature_gates: &feature_gates,
-        },
-        additional_storage: feature_gates.enabled.iter().any(|g| g == "AdditionalStorageConfig"),
+        kubelet: settings.kubelet_inputs(),
+        additional_storage: settings.additional_storage(),
     };
     Ok(mco_kubeletconfig::generate(
         &offline,
@@ -131,28 +120,6 @@ pub fn generate(
         &manifests.kubelet_configs(),
         &manifests.container_runtime_configs(),
     ))
-}
-
-/// The gates FeatureGate `cluster`'s status lists (none without it). A cluster lists them per
-/// release version; offline there is no current version to pick, so it must list one.
-fn feature_gates(feature_gate: Option<&Value>) -> Result<FeatureGates, String> {
-    let Some(feature_gate) = feature_gate else { return Ok(FeatureGates::default()) };
-    let versions = feature_gate["status"]["featureGates"].as_array().cloned().unwrap_or_default();
-    let names = |gates: &Value| -> Vec<String> {
-        gates.as_array().into_iter().flatten().filter_map(|g| g["name"].as_str().map(str::to_string)).collect()
-    };
-    match versions.as_slice() {
-        [] => Ok(FeatureGates::default()),
-        [one] => Ok(FeatureGates { enabled: names(&one["enabled"]), disabled: names(&one["disabled"]) }),
-        several => {
-            let listed: Vec<&str> = several.iter().filter_map(|v| v["version"].as_str()).collect();
-            Err(format!(
-                "FeatureGate cluster: status.featureGates lists {} versions ({}); keep only the cluster's current version's",
-                several.len(),
-                listed.join(", ")
-            ))
-        }
-    }
 }
 
 /// The manifests' ControllerConfig, or [`default_controller_config`] without one.

@@ -207,6 +207,8 @@ fn summary(node: &Node) -> String {
 }
 
 const WORKLOAD_NAMESPACE: &str = "lab-workload";
+/// What the Eviction API answers when a disruption budget refuses.
+const REFUSED_BY_BUDGET: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
 
 /// Whether the pod runs, Ready, and is not being deleted.
 fn serving(pod: &Pod) -> bool {
@@ -502,7 +504,18 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     let held: Vec<String> =
         serving_after.iter().filter(|(_, node)| **node == cordoned).map(|(uid, _)| uid.clone()).collect();
     assert!(!held.is_empty(), "no workload pod on {cordoned}: {serving_after:?}");
-    tokio::time::sleep(Duration::from_secs(15)).await;
+    // The drain controller reports the refused eviction when its attempt times out (90 s), with
+    // the API's own words, as it does today; the pod is still there then.
+    let log = lab.state_dir().join("logs/controller.log");
+    eventually_within(Duration::from_secs(240), "the drain controller's report of the refused eviction", || async {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let reported = text
+            .lines()
+            .any(|line| line.contains("drain failed") && line.contains(&cordoned) && line.contains(REFUSED_BY_BUDGET));
+        let tail: Vec<&str> = text.lines().rev().take(5).collect();
+        if reported { Ok(()) } else { Err(mco_testenv::Verbatim(tail.join("\n"))) }
+    })
+    .await;
     let still = workload_serving(&client).await;
     assert!(held.iter().all(|uid| still.contains_key(uid)), "a budget of 3 of 3 let {held:?} go: {still:?}");
     let held_target = target(&pool(&client).await);
