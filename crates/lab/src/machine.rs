@@ -45,6 +45,8 @@ const PRIVATE_DIRS: [&str; 2] = ["/run/netns", "/var/log/containers"];
 const RUNTIME_TIMEOUT: Duration = Duration::from_secs(30);
 /// The kubelet's hard limit of open files here (`ulimit -Hn`): it fails to raise it further.
 const MAX_OPEN_FILES: u64 = 20000;
+/// The kubelet's static pod directory, in the node's root.
+const STATIC_PODS: &str = "etc/kubernetes/manifests";
 /// The machine's kubelet configuration drop-in, in the node's root.
 const KUBELET_DROP_IN: &str = "etc/kubernetes/kubelet.conf.d/50-lab-machine.conf";
 
@@ -331,7 +333,7 @@ async fn remove_cgroup(dir: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// containerd's configuration, the CNI network and the kubelet's drop-in, in the node's root.
+/// containerd's configuration, the CNI network, the kubelet's drop-in and static pod directory, in the node's root.
 fn write_files(spec: &MachineSpec) -> anyhow::Result<()> {
     for (path, text) in [
         ("etc/containerd/config.toml", containerd_config(spec)),
@@ -342,7 +344,8 @@ fn write_files(spec: &MachineSpec) -> anyhow::Result<()> {
         std::fs::create_dir_all(path.parent().context("a file has a directory")?)?;
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(())
+    // Where the kubelet looks for static pods (none: the lab's control plane is not made of pods).
+    std::fs::create_dir_all(spec.path(STATIC_PODS)).context("creating the static pod directory")
 }
 
 fn containerd_config(spec: &MachineSpec) -> String {
@@ -423,7 +426,9 @@ fn cni_config(spec: &MachineSpec) -> serde_json::Value {
 /// MachineConfig wrote): what differs from node to node when all share one file system, and
 /// what a kubelet needs on machines with cgroups v1 and without CAP_SYS_RESOURCE: no failing on
 /// cgroups v1, no QoS cgroups, no node allocatable enforcement, no eviction (but at the last MiB
-/// of memory), no open-files limit above the hard one, no serving certificate to wait for.
+/// of memory), no open-files limit above the hard one, no serving certificate to wait for, the
+/// kernel's settings left as they are, and no system cgroup (the kubelet would move every process
+/// of the host's root cgroup into it: into the machine, which a power-off kills).
 fn kubelet_drop_in(spec: &MachineSpec) -> serde_json::Value {
     json!({
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -434,13 +439,26 @@ fn kubelet_drop_in(spec: &MachineSpec) -> serde_json::Value {
         // Not empty: the kubelet merges its drop-ins through JSON, where an empty list or map
         // vanishes and takes the default ("pods", the default thresholds) again.
         "enforceNodeAllocatable": ["none"],
-        "evictionHard": {"memory.available": "1Mi"},
+        // Every signal, so that none keeps a threshold of the pool's configuration: the machines
+        // share one disk, which is no node's to keep free.
+        "evictionHard": {
+            "memory.available": "1Mi",
+            "nodefs.available": "1Mi",
+            "nodefs.inodesFree": "1",
+            "imagefs.available": "1Mi",
+            "imagefs.inodesFree": "1",
+        },
         "failSwapOn": false,
         "localStorageCapacityIsolation": false,
         "imageGCHighThresholdPercent": 100,
         "maxOpenFiles": MAX_OPEN_FILES,
         "serverTLSBootstrap": false,
         "rotateCertificates": false,
+        "protectKernelDefaults": false,
+        "systemCgroups": "",
+        "systemReservedCgroup": "",
+        "kubeReservedCgroup": "",
+        "staticPodPath": spec.path(STATIC_PODS).display().to_string(),
         "address": network::node_address(spec.index).to_string(),
         "healthzBindAddress": "127.0.0.1",
         "healthzPort": spec.healthz_port,
@@ -495,7 +513,10 @@ mod tests {
         assert_eq!(cni_config(&b)["plugins"][0]["ipam"]["ranges"][0][0]["subnet"], "10.244.2.0/24");
         assert_eq!(kubelet_drop_in(&b)["cgroupRoot"], "/mco-lab-1/worker-1");
         assert_eq!(kubelet_drop_in(&b)["address"], "10.200.0.11");
-        // Whatever the pool's configuration says, the kubelet runs on cgroups v1 here.
+        // Whatever the pool's configuration says (upstream's template too), the kubelet runs on
+        // cgroups v1 here, and touches no cgroup or file of the host's.
+        assert_eq!(kubelet_drop_in(&b)["systemCgroups"], "");
+        assert_eq!(kubelet_drop_in(&b)["staticPodPath"], "/lab/nodes/worker-1/root/etc/kubernetes/manifests");
         assert_eq!(
             (&kubelet_drop_in(&b)["failCgroupV1"], &kubelet_drop_in(&b)["cgroupsPerQOS"]),
             (&json!(false), &json!(false))

@@ -177,9 +177,16 @@ fn controller_config(inputs: &ClusterInputs) -> Value {
             "baseOSContainerImage": inputs.os_image,
             "osImageURL": "",
             "releaseImage": format!("{}/mco/release:{LAB_RELEASE}", inputs.registry),
+            // What the operator copies in: the templates (the kubelet's, for KubeletConfigs) need
+            // the platform and the cluster DNS address (in the API server's Service range).
+            "infra": infrastructure(inputs.platform),
+            "clusterDNSIP": CLUSTER_DNS_IP,
         },
     })
 }
+
+/// The address the kubelets give pods as their DNS server (no DNS answers there yet).
+const CLUSTER_DNS_IP: &str = "10.0.0.10";
 
 /// The pool's kubelet configuration (`/etc/kubernetes/kubelet.conf`), what upstream's templates
 /// write for every node of a pool. What this machine needs of a kubelet (cgroups v1, no
@@ -283,6 +290,7 @@ mod tests {
         let cc: ControllerConfig =
             serde_json::from_value(named(&objects, "ControllerConfig", "machine-config-controller").clone()).unwrap();
         assert_eq!(cc.spec.base_os_container_image.as_deref(), Some(inputs().os_image));
+        assert_eq!(serde_json::to_value(&cc.spec.infra).unwrap()["status"]["platformStatus"]["type"], "None");
         for pool in ["master", "worker"] {
             let pool: MachineConfigPool =
                 serde_json::from_value(named(&objects, "MachineConfigPool", pool).clone()).unwrap();
@@ -327,9 +335,18 @@ mod tests {
             // The lab state and `--platform` spell it the same way.
             assert_eq!(platform.name(), name);
             assert_eq!(serde_json::to_value(platform).unwrap(), name);
-            // The rest of the cluster does not depend on the platform.
+            // The ControllerConfig holds a copy of it, as the operator makes it; the rest of the
+            // cluster does not depend on the platform.
+            assert_eq!(&named(&objects, "ControllerConfig", CONTROLLER_CONFIG_NAME)["spec"]["infra"], raw);
             let others = |objects: &[Value]| -> Vec<Value> {
-                objects.iter().filter(|o| o["kind"] != "Infrastructure").cloned().collect()
+                let mut others: Vec<Value> =
+                    objects.iter().filter(|o| o["kind"] != "Infrastructure").cloned().collect();
+                for object in &mut others {
+                    if let Some(spec) = object["spec"].as_object_mut() {
+                        spec.remove("infra");
+                    }
+                }
+                others
             };
             assert_eq!(others(&objects), others(&cluster_objects(&inputs())));
         }

@@ -68,6 +68,27 @@ fn file_mc(name: &str, path: &str, text: &str) -> String {
     )
 }
 
+/// Waits until every Node is Ready with `pods` as its pods capacity (what its kubelet read).
+async fn pods_capacity(client: &Client, pods: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    eventually(&format!("every Node Ready with capacity.pods {pods}"), || async {
+        let seen: Vec<(String, bool, Option<String>)> = nodes
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .iter()
+            .map(|n| {
+                let capacity = n.status.as_ref().and_then(|s| s.capacity.as_ref()).and_then(|c| c.get("pods"));
+                (summary(n), mco_lab::node::is_ready(n), capacity.map(|q| q.0.clone()))
+            })
+            .collect();
+        satisfying(seen, |seen| {
+            seen.len() == NODES && seen.iter().all(|(_, ready, c)| *ready && c.as_deref() == Some(pods))
+        })
+    })
+    .await;
+}
+
 /// PRETTY_NAME of [`os_update`]'s image: what the kubelet reports as the node's OS image.
 const UPDATED_OS: &str = "MCO Test OS (lab update)";
 
@@ -553,6 +574,20 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
         satisfying(seen, |seen| seen.iter().all(|(_, ready, os)| *ready && os == UPDATED_OS))
     })
     .await;
+    workload_serving(&client).await;
+
+    // A KubeletConfig reaches the kubelets: its generated MachineConfig (the pool's kubelet.conf
+    // from upstream's template, maxPods 42) rolls out, and after their reboot every Node reports
+    // the capacity its kubelet read; deleting it rolls back to the lab's kubelet.conf.
+    let max_pods = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/lab/kubeletconfig-max-pods.yaml"),
+    );
+    lab.apply("kubeletconfig-max-pods", &max_pods.unwrap());
+    current = rolled_out(&client, &current).await;
+    pods_capacity(&client, "42").await;
+    Api::<mco_api::KubeletConfig>::all(client.clone()).delete("max-pods", &Default::default()).await.unwrap();
+    current = rolled_out(&client, &current).await;
+    pods_capacity(&client, "110").await;
     workload_serving(&client).await;
 
     // A paused pool gets a new target but no node moves; unpausing resumes.
