@@ -1,8 +1,9 @@
 //! The kubelet config and container runtime config controllers against a real API server
 //! (mco-testenv): a KubeletConfig and a ContainerRuntimeConfig get exactly the MachineConfigs the
 //! offline generation (`mco render`) computes, with upstream's owner, finalizer and conditions; a
-//! refused KubeletConfig gets upstream's failure condition and no MachineConfig; deleting one
-//! takes its MachineConfig with it.
+//! refused KubeletConfig gets upstream's failure condition and no MachineConfig; the render
+//! controller renders the pool with them once they are synced; deleting one takes its
+//! MachineConfig with it.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -79,7 +80,14 @@ async fn config_objects_generate_what_render_generates_and_take_it_away_when_del
         create(&client, pool).await;
     }
     create::<ControllerConfig>(&client, &example("controllerconfig.yaml")).await;
+    env.mark_controller_config_completed().await.unwrap();
+    create::<MachineConfig>(&client, &example("00-worker.yaml")).await;
     tokio::spawn(run(client.clone(), version(), Options { retry_delay: Duration::from_millis(500) }));
+    let render = mco_controller::render::controller::Options {
+        render_delay: Duration::from_millis(200),
+        retry_delay: Duration::from_millis(500),
+    };
+    tokio::spawn(mco_controller::render::controller::run(client.clone(), version(), render));
 
     let max_pods: KubeletConfig = object(
         "KubeletConfig",
@@ -123,6 +131,16 @@ async fn config_objects_generate_what_render_generates_and_take_it_away_when_del
     assert_eq!(synced.status.as_ref().and_then(|s| s.observed_generation), synced.metadata.generation);
     let crc = Api::<ContainerRuntimeConfig>::all(client.clone()).get("pids").await.unwrap();
     assert_eq!(crc.finalizers(), ["99-worker-generated-containerruntime"]);
+    // The worker pool renders with both, once both are synced.
+    let pools_api = Api::<MachineConfigPool>::all(client.clone());
+    eventually("the worker pool rendered with the generated MachineConfigs", || async {
+        let configuration = pools_api.get("worker").await.unwrap().spec.configuration;
+        let sources: Vec<String> =
+            configuration.iter().flat_map(|c| c.source.iter().flatten()).filter_map(|s| s.name.clone()).collect();
+        let wanted = ["00-worker", "99-worker-generated-containerruntime", "99-worker-generated-kubelet"];
+        satisfying(sources, |sources| *sources == wanted)
+    })
+    .await;
 
     // Refused as upstream refuses it: the failure condition, no MachineConfig for the pool.
     let refused: KubeletConfig = object(

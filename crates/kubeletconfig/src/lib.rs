@@ -27,6 +27,7 @@
 //! hold its outputs, produced by running its code.
 
 mod common;
+mod completed;
 mod crio;
 mod generate;
 mod kubelet;
@@ -41,6 +42,7 @@ mod template;
 mod tls;
 
 pub use common::{Cluster, Failure, Sync};
+pub use completed::generating_controllers_completed;
 pub use kubelet_sync::{FeatureGates, KubeletInputs, sync};
 pub use offline::{Generated, Offline, Refused, generate};
 pub use runtime_sync::sync_container_runtime;

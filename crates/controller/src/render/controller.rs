@@ -14,11 +14,13 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use mco_api::constants::{CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME};
-use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration};
+use mco_api::{
+    ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfiguration,
+};
 use mco_render::{ControllerVersion, StorageOverrides};
 use serde_json::json;
 
-use super::{NotReady, Plan, Target, plan, pools_for_machine_config};
+use super::{ConfigObjects, NotReady, Plan, Target, plan, pools_for_machine_config};
 use crate::{conditions, logging_errors};
 
 /// Upstream's name, used as field manager and event reporter.
@@ -136,7 +138,19 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
         .await
         .map_err(kube_error(format!("reading MachineConfiguration {MACHINE_CONFIGURATION_NAME}")))?;
     let overrides = StorageOverrides::from_configuration(configuration.as_ref());
-    let decision = plan(&pool, &machine_configs, controller_config.as_ref(), &context.version, overrides)?;
+    let runtime_configs = Api::<ContainerRuntimeConfig>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_error("listing ContainerRuntimeConfigs"))?
+        .items;
+    let kubelet_configs = Api::<KubeletConfig>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_error("listing KubeletConfigs"))?
+        .items;
+    let config_objects = ConfigObjects { runtime_configs: &runtime_configs, kubelet_configs: &kubelet_configs };
+    let decision =
+        plan(&pool, &machine_configs, controller_config.as_ref(), config_objects, &context.version, overrides)?;
     match decision {
         Plan::SelectingAll => {
             let note = mco_render::RenderError::SelectingAll.to_string();

@@ -13,7 +13,7 @@ use mco_api::constants::{CONTROLLER_CONFIG_NAME, MCFG_API_VERSION};
 use mco_api::machineconfiguration::{
     ControllerConfigStatusCondition, MachineConfigPoolStatusConfiguration, controller_config_condition,
 };
-use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
+use mco_api::{ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool};
 use mco_render::{ControllerVersion, Inputs, RenderError, Selection, StorageOverrides};
 
 /// What one pool needs.
@@ -50,13 +50,25 @@ pub enum NotReady {
     StaleStatus { observed: i64, generation: i64 },
     #[error("ControllerConfig has not completed: completed({completed}) running({running}) failing({failing})")]
     NotCompleted { completed: bool, running: bool, failing: bool },
+    /// A ContainerRuntimeConfig or KubeletConfig selecting the pool is not synced (upstream's message).
+    #[error("{0}")]
+    GeneratingControllers(String),
 }
 
-/// Decides what `pool` needs, given every MachineConfig of the cluster.
+/// The objects whose controllers generate MachineConfigs, which a pool's render waits for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ConfigObjects<'a> {
+    pub runtime_configs: &'a [ContainerRuntimeConfig],
+    pub kubelet_configs: &'a [KubeletConfig],
+}
+
+/// Decides what `pool` needs, given every MachineConfig of the cluster; waits for the
+/// ControllerConfig and for the controllers generating MachineConfigs from `config_objects`.
 pub fn plan(
     pool: &MachineConfigPool,
     machine_configs: &[MachineConfig],
     controller_config: Option<&ControllerConfig>,
+    config_objects: ConfigObjects,
     version: &ControllerVersion,
     storage_overrides: StorageOverrides,
 ) -> Result<Plan, NotReady> {
@@ -66,6 +78,12 @@ pub fn plan(
     }
     let controller_config = controller_config.ok_or(NotReady::NoControllerConfig)?;
     check_completed(controller_config)?;
+    mco_kubeletconfig::generating_controllers_completed(
+        pool,
+        config_objects.runtime_configs,
+        config_objects.kubelet_configs,
+    )
+    .map_err(NotReady::GeneratingControllers)?;
 
     let current_name = pool.spec.configuration.as_ref().and_then(|c| c.name.as_deref());
     let current =

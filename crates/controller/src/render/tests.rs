@@ -49,7 +49,7 @@ fn completed_cc() -> ControllerConfig {
 }
 
 fn plan_for(pool: &MachineConfigPool, mcs: &[MachineConfig], cc: Option<&ControllerConfig>) -> Result<Plan, NotReady> {
-    plan(pool, mcs, cc, &version(), StorageOverrides::default())
+    plan(pool, mcs, cc, ConfigObjects::default(), &version(), StorageOverrides::default())
 }
 
 fn target(plan: Result<Plan, NotReady>) -> Target {
@@ -201,6 +201,31 @@ fn controller_config_must_be_completed() {
         assert_eq!(with(&*change), want, "{name}");
     }
     assert_eq!(plan_for(&pool, &mcs, None), Err(NotReady::NoControllerConfig));
+}
+
+#[test]
+fn a_pool_waits_for_the_config_objects_selecting_it() {
+    let pool: MachineConfigPool = example("worker-pool.yaml");
+    let mcs = machine_configs();
+    let kc = |observed: i64| -> KubeletConfig {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "max-pods", "generation": 2},
+            "spec": {"machineConfigPoolSelector": {"matchLabels": {"pools.operator.machineconfiguration.openshift.io/worker": ""}}},
+            "status": {"observedGeneration": observed, "conditions": [{"type": "Accepted", "status": "True"}, {"type": "Success", "status": "True"}]},
+        }))
+        .unwrap()
+    };
+    let with = |kcs: &[KubeletConfig]| {
+        let objects = ConfigObjects { runtime_configs: &[], kubelet_configs: kcs };
+        plan(&pool, &mcs, Some(&completed_cc()), objects, &version(), StorageOverrides::default()).map(|_| ())
+    };
+    assert_eq!(
+        with(&[kc(1)]),
+        Err(NotReady::GeneratingControllers(
+            "status for KubeletConfig max-pods is being reported for 1, expecting it for 2".into()
+        ))
+    );
+    assert_eq!(with(&[kc(2)]), Ok(()));
 }
 
 #[test]
