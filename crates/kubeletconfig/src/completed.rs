@@ -4,7 +4,10 @@
 //! generation whose last condition says it succeeded, so that a pool never renders halfway through
 //! a change. A config object that failed keeps its pools from rendering, as upstream.
 
-use mco_api::machineconfiguration::config_condition;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use mco_api::machineconfiguration::{ConfigCondition, KubeletConfigStatus, config_condition};
 use mco_api::{ContainerRuntimeConfig, KubeletConfig, MachineConfigPool};
 use mco_render::Selection;
 
@@ -15,59 +18,47 @@ pub fn generating_controllers_completed(
     kubelet_configs: &[KubeletConfig],
 ) -> Result<(), String> {
     let labels = pool.metadata.labels.as_ref();
-    // As metav1.LabelSelectorAsSelector: nil selects nothing, {} every pool.
-    let selects = |selector| Selection::new(selector).map(|s| s.matches(labels)).map_err(|e| e.to_string());
     for crc in runtime_configs {
-        if !selects(crc.spec.machine_config_pool_selector.as_ref())? {
-            continue;
-        }
-        let status = crc.status.as_ref();
-        stale(
-            "ContainerRuntimeConfig",
-            crc.metadata.name.as_deref(),
-            crc.metadata.generation,
-            status.and_then(|s| s.observed_generation),
-        )?;
+        let selector = crc.spec.machine_config_pool_selector.as_ref();
         // Upstream indexes the last condition without looking (and panics on none).
-        let last = status.and_then(|s| s.conditions.as_ref()).and_then(|c| c.last());
-        if last.is_none_or(|c| c.type_ != config_condition::SUCCESS) {
-            return Err("ContainerRuntimeConfig has not completed".to_string());
-        }
+        let done = |last: &ConfigCondition| last.type_ == config_condition::SUCCESS;
+        check("ContainerRuntimeConfig", &crc.metadata, selector, crc.status.as_ref(), labels, done)?;
     }
     for kc in kubelet_configs {
-        if !selects(kc.spec.machine_config_pool_selector.as_ref())? {
-            continue;
-        }
-        let status = kc.status.as_ref();
-        stale(
-            "KubeletConfig",
-            kc.metadata.name.as_deref(),
-            kc.metadata.generation,
-            status.and_then(|s| s.observed_generation),
-        )?;
-        let last = status.and_then(|s| s.conditions.as_ref()).and_then(|c| c.last());
-        let done = last.is_some_and(|c| {
-            (c.type_ == config_condition::ACCEPTED && c.status.as_deref() == Some("True"))
-                || c.type_ == config_condition::SUCCESS
-        });
-        if !done {
-            return Err("KubeletConfig has not completed".to_string());
-        }
+        let selector = kc.spec.machine_config_pool_selector.as_ref();
+        let done = |last: &ConfigCondition| {
+            (last.type_ == config_condition::ACCEPTED && last.status.as_deref() == Some("True"))
+                || last.type_ == config_condition::SUCCESS
+        };
+        check("KubeletConfig", &kc.metadata, selector, kc.status.as_ref(), labels, done)?;
     }
     Ok(())
 }
 
-/// Upstream compares Go's int64 zero values: a missing generation or status reads 0.
-fn stale(kind: &str, name: Option<&str>, generation: Option<i64>, observed: Option<i64>) -> Result<(), String> {
-    let (generation, observed) = (generation.unwrap_or(0), observed.unwrap_or(0));
-    if generation == observed {
-        Ok(())
-    } else {
-        Err(format!(
-            "status for {kind} {} is being reported for {observed}, expecting it for {generation}",
-            name.unwrap_or_default()
-        ))
+/// One config object: nothing to wait for unless it selects the pool (as
+/// metav1.LabelSelectorAsSelector: nil selects nothing, `{}` every pool); then its status must be
+/// for its generation (Go's int64 zero values: a missing one reads 0) and its last condition `done`.
+fn check(
+    kind: &str,
+    meta: &ObjectMeta,
+    selector: Option<&LabelSelector>,
+    status: Option<&KubeletConfigStatus>,
+    pool_labels: Option<&BTreeMap<String, String>>,
+    done: impl Fn(&ConfigCondition) -> bool,
+) -> Result<(), String> {
+    if !Selection::new(selector).map_err(|e| e.to_string())?.matches(pool_labels) {
+        return Ok(());
     }
+    let (generation, observed) =
+        (meta.generation.unwrap_or(0), status.and_then(|s| s.observed_generation).unwrap_or(0));
+    if generation != observed {
+        return Err(format!(
+            "status for {kind} {} is being reported for {observed}, expecting it for {generation}",
+            meta.name.as_deref().unwrap_or_default()
+        ));
+    }
+    let last = status.and_then(|s| s.conditions.as_ref()).and_then(|c| c.last());
+    if last.is_some_and(done) { Ok(()) } else { Err(format!("{kind} has not completed")) }
 }
 
 #[cfg(test)]
