@@ -117,7 +117,7 @@ fn read(path: &Path) -> anyhow::Result<AddNode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{NotJoined, Phase};
+    use crate::state::{NodeReason, Phase};
 
     fn state() -> LabState {
         LabState {
@@ -130,7 +130,8 @@ mod tests {
             os_image: None,
             nodes: vec!["worker-0".into(), "worker-2".into()],
             pending: vec!["worker-1".into()],
-            not_joined: vec![NotJoined { name: "worker-3".into(), reason: "refused".into() }],
+            not_joined: vec![NodeReason { name: "worker-3".into(), reason: "refused".into() }],
+            down: vec![],
             pools: Default::default(),
         }
     }

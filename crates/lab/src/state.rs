@@ -45,14 +45,18 @@ pub struct LabState {
     pub pending: Vec<String>,
     /// Nodes that were added but did not join, and why (e.g. a boot image refused as too old).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub not_joined: Vec<NotJoined>,
+    pub not_joined: Vec<NodeReason>,
+    /// Joined nodes whose machine cannot run (e.g. it rebooted into an OS image without a
+    /// kubelet), and why: they stay down, as such a machine would.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub down: Vec<NodeReason>,
     /// The pool of every node above.
     #[serde(default)]
     pub pools: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NotJoined {
+pub struct NodeReason {
     pub name: String,
     pub reason: String,
 }
@@ -100,7 +104,8 @@ mod tests {
             os_image: None,
             nodes: vec!["worker-0".into()],
             pending: vec!["worker-1".into()],
-            not_joined: vec![NotJoined { name: "worker-2".into(), reason: "boot image is too old".into() }],
+            not_joined: vec![NodeReason { name: "worker-2".into(), reason: "boot image is too old".into() }],
+            down: vec![NodeReason { name: "worker-0".into(), reason: "no kubelet".into() }],
             pools: ["worker-0", "worker-1", "worker-2"].map(|n| (n.to_string(), "worker".to_string())).into(),
         };
         write(&path, &state).unwrap();

@@ -41,7 +41,7 @@ use crate::manifests::{ClusterInputs, Platform, cloud_objects, cluster_objects, 
 use crate::node::{Answer, Boot, LabNode, Provisioned, ask_server};
 use crate::process::{Service, free_ports, run_tool};
 use crate::request::{self, AddNode, BootImage};
-use crate::state::{self, LabState, NotJoined, Phase};
+use crate::state::{self, LabState, NodeReason, Phase};
 use crate::{apply, images, network};
 
 /// How long the controller gets to render the pools.
@@ -95,11 +95,30 @@ pub fn on_daemon_exit(reboot_requested: bool, restarts: u32) -> OnExit {
 struct RunningNode {
     node: LabNode,
     spec: MachineSpec,
-    /// None while it reboots.
+    /// None while it reboots, or when it is down.
     machine: Option<Machine>,
+    /// Why its machine cannot run, once powering it on failed: it stays down.
+    down: Option<String>,
     daemon: Option<Service>,
     restarts: u32,
     start_at: Option<Instant>,
+}
+
+impl RunningNode {
+    /// Powers the machine on; one that cannot run stays down, with the reason.
+    async fn power_on(&mut self) -> anyhow::Result<()> {
+        match Machine::power_on(&self.spec).await {
+            Ok(machine) => {
+                self.machine = Some(machine);
+                self.down = None;
+                Ok(())
+            }
+            Err(e) => {
+                self.down = Some(format!("{e:#}"));
+                Err(e)
+            }
+        }
+    }
 }
 
 /// Runs the lab until SIGTERM/SIGINT; the state file says how far it got. `host_ports` are
@@ -120,6 +139,7 @@ pub async fn supervise(options: Options, host_ports: [TcpListener; 4]) -> anyhow
         nodes: Vec::new(),
         pending: Vec::new(),
         not_joined: Vec::new(),
+        down: Vec::new(),
         pools: Default::default(),
     };
     let cgroup_parent = format!("mco-lab-{}", std::process::id());
@@ -348,7 +368,7 @@ async fn run(
                 };
                 if let Some(reason) = reason {
                     tracing::warn!(node = name, "did not join: {reason}");
-                    report.not_joined.push(NotJoined { name, reason });
+                    report.not_joined.push(NodeReason { name, reason });
                 }
                 progress(layout, report, format!("ready: {} nodes", nodes.len()))?;
             }
@@ -367,6 +387,14 @@ async fn run(
                     if let Err(e) = machines.look_after(running).await {
                         tracing::warn!(node = running.node.name, "{e:#}");
                     }
+                }
+                let down: Vec<NodeReason> = nodes
+                    .iter()
+                    .filter_map(|r| Some(NodeReason { name: r.node.name.clone(), reason: r.down.clone()? }))
+                    .collect();
+                if down != report.down {
+                    report.down = down;
+                    state::write(&layout.state_file(), report)?;
                 }
             }
         }
@@ -444,7 +472,15 @@ impl Machines<'_> {
         }
         let daemon = start_daemon(self.mco, self.layout, &node, self.kubeconfig)?;
         report.nodes.push(node.name.clone());
-        Ok(RunningNode { node, spec, machine: Some(machine), daemon: Some(daemon), restarts: 0, start_at: None })
+        Ok(RunningNode {
+            node,
+            spec,
+            machine: Some(machine),
+            down: None,
+            daemon: Some(daemon),
+            restarts: 0,
+            start_at: None,
+        })
     }
 
     async fn spec(&self, node: &LabNode, index: usize) -> anyhow::Result<MachineSpec> {
@@ -508,7 +544,7 @@ impl Machines<'_> {
             if let Some(machine) = running.machine.take() {
                 machine.power_off().await;
             }
-            running.machine = Some(Machine::power_on(&running.spec).await?);
+            running.power_on().await?;
         }
         if let Some(daemon) = running.daemon.as_mut()
             && let Some(status) = daemon.exited()?
@@ -521,7 +557,7 @@ impl Machines<'_> {
                         machine.power_off().await;
                     }
                     running.node.reboot(self.mco, self.layout).await?;
-                    running.machine = Some(Machine::power_on(&running.spec).await?);
+                    running.power_on().await?;
                     running.restarts = 0;
                     running.start_at = Some(Instant::now());
                 }
@@ -560,7 +596,7 @@ fn take_requests(layout: &Layout, report: &mut LabState) -> anyhow::Result<Vec<(
                 tracing::warn!(node = name, "ignoring a node request: {e:#}");
                 if !report.nodes.contains(&name) && !report.pending.contains(&name) {
                     report.not_joined.retain(|n| n.name != name);
-                    report.not_joined.push(NotJoined { name, reason: format!("{e:#}") });
+                    report.not_joined.push(NodeReason { name, reason: format!("{e:#}") });
                 }
             }
         }

@@ -321,7 +321,7 @@ fn status(layout: &Layout, output: crate::Report) -> anyhow::Result<ExitCode> {
 }
 
 /// `mco lab status -o json` (pure): the state file's facts, and every node the lab knows with its
-/// pool, directories and where it is (`Joined`, `Adding`, or `NotJoined` with the reason).
+/// pool, directories and where it is (`Joined`, `Adding`, or `NotJoined` or `Down` with the reason).
 fn status_json(phase: &str, state: &LabState, layout: &Layout) -> serde_json::Value {
     let node = |name: &str, node_state: &str| {
         let dirs = layout.node(name);
@@ -333,7 +333,15 @@ fn status_json(phase: &str, state: &LabState, layout: &Layout) -> serde_json::Va
             "state": node_state,
         })
     };
-    let joined = state.nodes.iter().map(|name| node(name, "Joined"));
+    let down = |name: &String| state.down.iter().find(|d| &d.name == name);
+    let joined = state.nodes.iter().map(|name| match down(name) {
+        None => node(name, "Joined"),
+        Some(d) => {
+            let mut value = node(name, "Down");
+            value["reason"] = json!(d.reason);
+            value
+        }
+    });
     let adding = state.pending.iter().map(|name| node(name, "Adding"));
     let not_joined = state.not_joined.iter().map(|n| {
         let mut value = node(&n.name, "NotJoined");
@@ -366,6 +374,9 @@ fn status_text(phase: &str, state: &LabState) -> String {
     }
     for node in &state.not_joined {
         text += &format!("not joined: {}: {}\n", node.name, node.reason);
+    }
+    for node in &state.down {
+        text += &format!("down: {}: {}\n", node.name, node.reason);
     }
     text
 }
@@ -425,7 +436,7 @@ fn apply(layout: &Layout, files: &[PathBuf]) -> anyhow::Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use mco_lab::state::NotJoined;
+    use mco_lab::state::NodeReason;
 
     use super::*;
 
@@ -442,15 +453,18 @@ mod tests {
             nodes: vec!["worker-0".into()],
             pending: vec![],
             not_joined: vec![],
+            down: vec![],
             pools: Default::default(),
         };
         assert_eq!(status_text("Ready", &state), "phase: Ready: ready: 1 nodes\nplatform: none\nnodes: worker-0\n");
         state.platform = Platform::Gcp;
         state.pending.push("worker-2".into());
-        state.not_joined.push(NotJoined { name: "worker-1".into(), reason: "firstboot: too old".into() });
+        state.not_joined.push(NodeReason { name: "worker-1".into(), reason: "firstboot: too old".into() });
+        state.down.push(NodeReason { name: "worker-0".into(), reason: "no kubelet".into() });
         assert_eq!(
             status_text("Ready", &state),
-            "phase: Ready: ready: 1 nodes\nplatform: gcp\nnodes: worker-0\nadding: worker-2\nnot joined: worker-1: firstboot: too old\n"
+            "phase: Ready: ready: 1 nodes\nplatform: gcp\nnodes: worker-0\nadding: worker-2\nnot joined: worker-1: firstboot: too old\n\
+             down: worker-0: no kubelet\n"
         );
 
         // The same for scripts, each node with its pool and directories.
@@ -465,12 +479,14 @@ mod tests {
         };
         let mut not_joined = node("worker-1", "worker", "NotJoined");
         not_joined["reason"] = json!("firstboot: too old");
+        let mut down = node("worker-0", "worker", "Down");
+        down["reason"] = json!("no kubelet");
         assert_eq!(
             status_json("Ready", &state, &Layout::new("/lab")),
             json!({
                 "phase": "Ready", "message": "ready: 1 nodes", "platform": "gcp", "kubeconfig": "/lab/kubeconfig",
                 "server": null, "registry": "127.0.0.1:5000", "osImage": null,
-                "nodes": [node("worker-0", "worker", "Joined"), node("worker-2", "infra", "Adding"), not_joined],
+                "nodes": [down, node("worker-2", "infra", "Adding"), not_joined],
             })
         );
     }

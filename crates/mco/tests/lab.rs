@@ -767,6 +767,24 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     assert!(status.contains("not joined: master-0: ") && status.contains("nodes: worker-0, worker-1"), "{status}");
     let worker = nodes.get("worker-0").await.unwrap();
     assert!(mco_lab::node::is_ready(&worker), "{}", summary(&worker));
+
+    // An OS update without a kubelet takes the first worker that reboots into it down for good, as
+    // such a machine would be: `mco lab status` says which and why (its kubelet never comes back,
+    // so the rollout goes no further).
+    lab.apply("99-worker-base-os", &os_image_mc("99-worker-base-os", &base));
+    let down = eventually("a worker reported down", || async {
+        let status = lab.mco(&["lab", "status", "-o", "json"]).success();
+        let status: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
+        let down: Vec<serde_json::Value> =
+            status["nodes"].as_array().unwrap().iter().filter(|n| n["state"] == "Down").cloned().collect();
+        satisfying((down, status), |(down, _)| !down.is_empty())
+    })
+    .await
+    .0;
+    assert_eq!(down.len(), 1, "{down:?}");
+    assert!(down[0]["reason"].as_str().unwrap().contains("has no kubelet (/usr/bin/kubelet)"), "{down:?}");
+    let text = stdout(&lab.mco(&["lab", "status"]).success());
+    assert!(text.contains(&format!("down: {}: ", down[0]["name"].as_str().unwrap())), "{text}");
 }
 
 /// The lab registry's `host:port`, from `mco lab status -o json`.
