@@ -768,6 +768,29 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     let worker = nodes.get("worker-0").await.unwrap();
     assert!(mco_lab::node::is_ready(&worker), "{}", summary(&worker));
 
+    // An OS image named by a tag strands the first worker it reaches (cordoned by its drain,
+    // Degraded); deleting the MachineConfig heals it with no one touching its annotations: the
+    // controller retargets it to the pool's config again.
+    let before = target(&pool(&client).await);
+    let tag = format!("{registry}/mco/node:latest");
+    lab.apply("99-worker-tag", &os_image_mc("99-worker-tag", &tag));
+    let stranded = eventually("a worker Degraded on the tag", || async {
+        let all = nodes.list(&Default::default()).await.unwrap().items;
+        let degraded = all.iter().find(|n| {
+            mco_rollout::node::annotation(n, REASON_ANNOTATION).is_some_and(|r| r.contains("neither HOST/NAME@sha256"))
+        });
+        degraded.and_then(|n| n.metadata.name.clone()).ok_or_else(|| all.iter().map(summary).collect::<Vec<_>>())
+    })
+    .await;
+    Api::<mco_api::MachineConfig>::all(client.clone()).delete("99-worker-tag", &Default::default()).await.unwrap();
+    eventually(&format!("{stranded} healed: Done on {before} and schedulable"), || async {
+        let all = nodes.list(&Default::default()).await.unwrap().items;
+        let healed =
+            all.iter().all(|n| done_on(n, &before) && !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false));
+        if healed { Ok(()) } else { Err(all.iter().map(summary).collect::<Vec<_>>()) }
+    })
+    .await;
+
     // An OS update without a kubelet takes the first worker that reboots into it down for good, as
     // such a machine would be: `mco lab status` says which and why (its kubelet never comes back,
     // so the rollout goes no further).

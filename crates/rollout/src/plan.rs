@@ -215,15 +215,24 @@ fn choose_targets(pool: &MachineConfigPool, nodes: &[&Node], inputs: &Inputs, up
     let (target, max) = (&update.target, update.max_unavailable);
     let unavailable = nodes.iter().filter(|n| node::unavailable_for_update(n)).count();
     update.unavailable = unavailable;
+    // A node that failed moving to a config the pool no longer targets (the admin reverted or
+    // replaced the change) and is unavailable already (cordoned by its drain) goes to the target
+    // without taking a slot: it holds one already, and would hold it forever. Upstream leaves it
+    // stuck until someone edits its desiredConfig.
+    let stranded = |n: &Node| node::is_candidate(n, target) && node::mcd_failing(n) && node::unavailable_for_update(n);
+    update.to_target = nodes.iter().filter(|n| stranded(n)).map(|n| node::name(n).to_string()).collect();
     if unavailable >= max || inputs.arbiter_unavailable {
-        update.waiting =
-            nodes.iter().filter(|n| node::is_candidate(n, target)).map(|n| node::name(n).to_string()).collect();
+        update.waiting = nodes
+            .iter()
+            .filter(|n| node::is_candidate(n, target) && !stranded(n))
+            .map(|n| node::name(n).to_string())
+            .collect();
         return;
     }
     let mut capacity = max - unavailable;
     let mut failing = 0;
     let mut candidates: Vec<&Node> = Vec::new();
-    for n in nodes {
+    for n in nodes.iter().filter(|n| !stranded(n)) {
         if !node::is_candidate(n, target) {
             if node::mcd_failing(n) {
                 failing += 1;
@@ -262,7 +271,7 @@ fn choose_targets(pool: &MachineConfigPool, nodes: &[&Node], inputs: &Inputs, up
         candidates.sort_by_key(|n| zone_order(n));
         update.waiting.extend(candidates.split_off(capacity).iter().map(|n| node::name(n).to_string()));
     }
-    update.to_target = candidates.iter().map(|n| node::name(n).to_string()).collect();
+    update.to_target.extend(candidates.iter().map(|n| node::name(n).to_string()));
 }
 
 /// The custom pool a node booted straight into and still lacks the labels of: its
@@ -429,11 +438,40 @@ mod tests {
             ("not-ready candidates are skipped", json!(2), vec![("a", "old", "old", "Done", false), old("b")], &["b"]),
             ("done nodes are no candidates", json!(1), vec![("a", "new", "new", "Done", true), old("b")], &["b"]),
             ("everything done", json!(1), vec![("a", "new", "new", "Done", true)], &[]),
+            (
+                "a node stranded on a config no longer targeted goes to the target without a slot",
+                json!(1),
+                vec![("a", "old", "reverted", "Degraded", false), old("b"), old("c")],
+                &["a"],
+            ),
+            (
+                "the free slots still go to the others",
+                json!(2),
+                vec![old("b"), ("a", "old", "reverted", "Unreconcilable", false), old("c")],
+                &["a", "b"],
+            ),
+            (
+                "a stranded node that is available takes a slot as any candidate",
+                json!(1),
+                vec![("a", "old", "reverted", "Degraded", true), old("b")],
+                &["a"],
+            ),
+            (
+                "a node failing the target itself stays",
+                json!(1),
+                vec![("a", "old", "new", "Degraded", false), old("b")],
+                &[],
+            ),
         ];
         for (what, max, specs, want) in cases {
             let got = update(&pool("worker", max.clone(), false), specs, None);
             assert_eq!(got.to_target, *want, "{what}: {got:?}");
-            assert!(got.to_target.len() + got.unavailable <= got.max_unavailable.max(got.unavailable), "{what}");
+            // Only nodes that were available add to the unavailable ones.
+            let newly = got.to_target.iter().filter(|n| {
+                let (name, current, desired, state, ready) = specs.iter().find(|s| s.0 == n.as_str()).unwrap();
+                !node::unavailable_for_update(&node(name, current, desired, state, *ready))
+            });
+            assert!(newly.count() + got.unavailable <= got.max_unavailable.max(got.unavailable), "{what}");
         }
     }
 
