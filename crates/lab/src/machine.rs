@@ -10,7 +10,7 @@
 //! - its own address on the lab bridge and pod bridge, and its state in the node's root
 //!   (`/var/lib/kubelet`, `/var/lib/containerd`, `/run/containerd`, `/etc/cni/net.d`, ...).
 //!
-//! The settings are the ones `../shared/design/kubelet-lab.md` found to work on machines with
+//! The settings are the ones found to work on machines with
 //! cgroups v1 and without CAP_SYS_RESOURCE (`failCgroupV1: false`, `cgroupsPerQOS: false`,
 //! containerd's `restrict_oom_score_adj`, ...).
 
