@@ -63,6 +63,6 @@ build() {
 
 build "$src/etcd" -- etcd
 build "$src/kubernetes" -ldflags "-X k8s.io/component-base/version.gitVersion=$kube_version" -- \
-    kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy
+    kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
 
 echo "$out"

@@ -34,10 +34,9 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     .collect()
 }
 
-/// [`crds`] as one multi-document YAML stream (`---` before each document).
-pub fn crds_yaml() -> String {
-    crds()
-        .iter()
+/// `crds` as one multi-document YAML stream (`---` before each document).
+pub fn crds_yaml(crds: &[CustomResourceDefinition]) -> String {
+    crds.iter()
         .map(|crd| {
             let yaml = serde_yaml::to_string(crd).expect("a CRD always serializes to YAML");
             format!("---\n{yaml}")

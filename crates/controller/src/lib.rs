@@ -9,6 +9,7 @@
 
 pub mod conditions;
 pub mod drain;
+pub mod health;
 pub mod kubeletconfig;
 pub mod leader;
 pub mod node;
@@ -116,6 +117,8 @@ pub struct Settings {
     /// The boot image controller's options; `None` leaves MachineSets alone.
     pub boot_images: Option<mco_bootimage_controller::Options>,
     pub lease: LeaseSettings,
+    /// Where `/healthz` is answered for the pod's probes, if anywhere.
+    pub health: Option<std::net::SocketAddr>,
 }
 
 /// Which Lease the instances compete for, and as whom.
@@ -148,6 +151,9 @@ pub async fn config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube
 /// the process must exit so that it cannot act on stale state) or SIGINT/SIGTERM arrives (the
 /// Lease is then released so that another instance takes over at once).
 pub async fn run(settings: Settings) -> anyhow::Result<()> {
+    if let Some(addr) = settings.health {
+        tokio::spawn(health::listen(addr).await?);
+    }
     let config = config(settings.kubeconfig.as_deref()).await?;
     let client = Client::try_from(config.clone())?;
     let lease = &settings.lease;

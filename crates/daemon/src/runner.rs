@@ -3,6 +3,7 @@
 //! failures read the same everywhere: the command line, the exit status and stderr.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::process::Command;
 
 /// A command line: the program and its arguments, exactly as they will be executed.
@@ -73,12 +74,29 @@ pub trait Runner: Send + Sync {
     }
 }
 
-/// Executes commands on this machine.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct HostRunner;
+/// Executes commands on this machine; with `root`, chrooted into the host's root mounted there (the
+/// daemon's pod), so that systemctl, rpm-ostree, bootc and rpm are the host's own.
+#[derive(Debug, Default, Clone)]
+pub struct HostRunner {
+    pub root: Option<PathBuf>,
+}
+
+impl HostRunner {
+    /// The command line actually executed for `cmd`.
+    fn host_cmd(&self, cmd: &Cmd) -> Cmd {
+        match &self.root {
+            None => cmd.clone(),
+            Some(root) => {
+                let args = [root.to_string_lossy().into_owned(), cmd.program.clone()];
+                Cmd::new("chroot", args.into_iter().chain(cmd.args.iter().cloned()))
+            }
+        }
+    }
+}
 
 impl Runner for HostRunner {
     fn output(&self, cmd: &Cmd) -> Result<Output, CommandError> {
+        let cmd = self.host_cmd(cmd);
         tracing::debug!(%cmd, "running");
         let out = Command::new(&cmd.program)
             .args(&cmd.args)
@@ -99,11 +117,25 @@ mod tests {
 
     #[test]
     fn failures_name_the_command_status_and_stderr() {
-        let err = HostRunner.run(&Cmd::new("sh", ["-c", "echo oops >&2; exit 3"])).unwrap_err();
+        let host = HostRunner::default();
+        let err = host.run(&Cmd::new("sh", ["-c", "echo oops >&2; exit 3"])).unwrap_err();
         assert_eq!(err.to_string(), "sh -c \"echo oops >&2; exit 3\" failed (exit status: 3): oops");
-        let out = HostRunner.run(&Cmd::new("sh", ["-c", "echo hi"])).unwrap();
+        let out = host.run(&Cmd::new("sh", ["-c", "echo hi"])).unwrap();
         assert_eq!(out, "hi\n");
-        let err = HostRunner.run(&Cmd::new("/nonexistent/prog", Vec::<String>::new())).unwrap_err();
+        let err = host.run(&Cmd::new("/nonexistent/prog", Vec::<String>::new())).unwrap_err();
         assert!(err.to_string().starts_with("running /nonexistent/prog: "), "{err}");
+    }
+
+    #[test]
+    fn a_mounted_host_root_runs_commands_chrooted_into_it() {
+        let mounted = HostRunner { root: Some("/rootfs".into()) };
+        let cmd = Cmd::new("systemctl", ["daemon-reload"]);
+        assert_eq!(mounted.host_cmd(&cmd), Cmd::new("chroot", ["/rootfs", "systemctl", "daemon-reload"]));
+        assert_eq!(HostRunner::default().host_cmd(&cmd), cmd);
+        // The host's root is "/" here: the chrooted command runs and fails as the plain one would.
+        let slash = HostRunner { root: Some("/".into()) };
+        assert_eq!(slash.run(&Cmd::new("sh", ["-c", "echo hi"])).unwrap(), "hi\n");
+        let err = slash.run(&Cmd::new("sh", ["-c", "exit 4"])).unwrap_err();
+        assert_eq!(err.to_string(), "chroot / sh -c \"exit 4\" failed (exit status: 4): ");
     }
 }

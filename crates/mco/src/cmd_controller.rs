@@ -56,6 +56,9 @@ pub struct ControllerArgs {
     /// The raw version the ControllerConfig's `generated-by-version` annotation must equal.
     #[arg(long, value_name = "RAW")]
     controller_version_raw: Option<String>,
+    /// Answer `GET /healthz` (the pod's probes) on this address.
+    #[arg(long, value_name = "ADDR")]
+    health_listen: Option<std::net::SocketAddr>,
 }
 
 /// A non-negative number of seconds, fractions allowed.
@@ -87,6 +90,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         },
         kubelet_configs: mco_controller::kubeletconfig::Options { retry_delay: args.retry_delay },
         boot_images: (!args.no_boot_images).then(mco_bootimage_controller::Options::default),
+        health: args.health_listen,
         lease: LeaseSettings {
             namespace: args.lease_namespace,
             name: args.lease_name,

@@ -69,6 +69,10 @@ pub struct NodeArgs {
     /// The node's root directory ("/" on a host: systemctl and rpm are used there).
     #[arg(long)]
     root: PathBuf,
+    /// ROOT is this host's root, mounted into the daemon's pod: host commands (systemctl, rpm-ostree,
+    /// bootc, rpm) run chrooted into it and updates reboot the host, as with root "/".
+    #[arg(long)]
+    host: bool,
     /// How OS changes (image, kernel arguments, kernel type, extensions) are made. Without one,
     /// configs that change the OS are refused.
     #[arg(long, value_enum, conflicts_with = "sysroot")]
@@ -85,6 +89,11 @@ pub struct NodeArgs {
 }
 
 impl NodeArgs {
+    /// Whether ROOT is this host's root (systemd, the OS tools and reboots are real).
+    pub(crate) fn is_host(&self) -> bool {
+        self.host || self.root == Path::new("/")
+    }
+
     /// The boot image's aleph file: in the OSTree sysroot when given, else in the root's /sysroot.
     pub(crate) fn aleph(&self) -> PathBuf {
         match &self.sysroot {
@@ -102,8 +111,8 @@ enum OsBackendKind {
 
 /// The node `args` describe: its root, systemd, OS backend and reboot.
 pub(crate) fn node(args: &NodeArgs) -> Node {
-    let host = args.root == Path::new("/");
-    let runner = Arc::new(HostRunner);
+    let host = args.is_host();
+    let runner = Arc::new(HostRunner { root: (args.root != Path::new("/")).then(|| args.root.clone()) });
     let mut os: Option<Box<dyn OsBackend>> = args.os_backend.map(|kind| -> Box<dyn OsBackend> {
         match kind {
             OsBackendKind::RpmOstree => {

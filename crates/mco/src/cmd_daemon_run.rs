@@ -1,6 +1,6 @@
 //! `mco daemon run --node NAME`: the node daemon in the cluster (crate `mco-agent`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -16,6 +16,9 @@ pub struct RunArgs {
     /// Kubeconfig file. Without it: $KUBECONFIG, ~/.kube/config or the in-cluster service account.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// Answer `GET /healthz` (the pod's probes) on this address.
+    #[arg(long, value_name = "ADDR")]
+    health_listen: Option<std::net::SocketAddr>,
     #[command(flatten)]
     node: NodeArgs,
 }
@@ -25,10 +28,13 @@ pub struct RunArgs {
 /// and whoever runs the root starts it again as the rebooted node.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let node = node(&args.node);
-    let host = node.root == Path::new("/");
+    let host = args.node.is_host();
     let settings = Settings { node_name: args.node_name, aleph: args.node.aleph(), timing: Timing::default() };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
+        if let Some(addr) = args.health_listen {
+            tokio::spawn(mco_controller::health::listen(addr).await?);
+        }
         let client = mco_controller::client(args.kubeconfig.as_deref()).await?;
         match mco_agent::run(client, node, settings).await {
             // Exiting would let systemd restart the daemon before the reboot, and it would then

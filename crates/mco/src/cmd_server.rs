@@ -8,7 +8,7 @@ use std::time::Duration;
 use mco_server::run::Mode;
 
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("source").required(true).args(["bootstrap_dir", "kubeconfig"])))]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["bootstrap_dir", "kubeconfig", "in_cluster"])))]
 pub struct ServerArgs {
     /// Bootstrap mode: a directory in the upstream bootstrap layout: machine-pools/<pool>.yaml
     /// (status.configuration.name names the rendered config), machine-configs/<name>.yaml,
@@ -16,23 +16,27 @@ pub struct ServerArgs {
     #[arg(long, value_name = "DIR")]
     bootstrap_dir: Option<PathBuf>,
     /// Bootstrap mode: kubeconfig served to machines as /etc/kubernetes/kubeconfig.
-    #[arg(long, value_name = "FILE", requires = "bootstrap_dir", required_unless_present = "kubeconfig")]
+    #[arg(long, value_name = "FILE", requires = "bootstrap_dir", required_unless_present_any = ["kubeconfig", "in_cluster"])]
     bootstrap_kubeconfig: Option<PathBuf>,
     /// Bootstrap mode: registry CA served as /etc/docker/certs.d/HOST/ca.crt; FILE is relative to
     /// the directory.
-    #[arg(long = "bootstrap-certs", value_name = "HOST=FILE", conflicts_with = "kubeconfig")]
+    #[arg(long = "bootstrap-certs", value_name = "HOST=FILE", requires = "bootstrap_dir")]
     bootstrap_certs: Vec<String>,
     /// Cluster mode: serve pools and rendered configs of the API server this kubeconfig reaches
     /// (a pool's target config only once one of its nodes runs it).
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
+    /// Cluster mode in a pod: reach the API server with the pod's service account (then give
+    /// --apiserver-url: booting machines cannot reach the cluster's Service address).
+    #[arg(long, requires = "apiserver_url")]
+    in_cluster: bool,
     /// Cluster mode: API server URL written into the kubeconfig served to nodes [default: the
     /// server of --kubeconfig].
     #[arg(long, value_name = "URL", conflicts_with = "bootstrap_dir")]
     apiserver_url: Option<String>,
     /// Cluster mode: directory holding `token` and `ca.crt` of the node-bootstrapper service
     /// account (its token secret's keys), from which the served kubeconfig is built.
-    #[arg(long, value_name = "DIR", requires = "kubeconfig", default_value = mco_server::source::cluster::DEFAULT_BOOTSTRAP_TOKEN_DIR)]
+    #[arg(long, value_name = "DIR", conflicts_with = "bootstrap_dir", default_value = mco_server::source::cluster::DEFAULT_BOOTSTRAP_TOKEN_DIR)]
     bootstrap_token_dir: PathBuf,
     /// Serving certificate (PEM chain); re-read when it changes.
     #[arg(long, value_name = "FILE")]
@@ -55,15 +59,15 @@ pub struct ServerArgs {
 const SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
-    let mode = match (args.bootstrap_dir, args.bootstrap_kubeconfig, args.kubeconfig) {
-        (Some(dir), Some(kubeconfig), None) => Mode::Bootstrap { dir, kubeconfig, certs: args.bootstrap_certs },
-        (None, None, Some(kubeconfig)) => Mode::Cluster {
-            kubeconfig,
+    let mode = match (args.bootstrap_dir, args.bootstrap_kubeconfig) {
+        (Some(dir), Some(kubeconfig)) => Mode::Bootstrap { dir, kubeconfig, certs: args.bootstrap_certs },
+        (None, None) => Mode::Cluster {
+            kubeconfig: args.kubeconfig,
             apiserver_url: args.apiserver_url,
             bootstrap_token_dir: args.bootstrap_token_dir,
             sync_timeout: SYNC_TIMEOUT,
         },
-        _ => unreachable!("clap allows exactly one of --bootstrap-dir (with --bootstrap-kubeconfig) and --kubeconfig"),
+        _ => unreachable!("clap requires --bootstrap-kubeconfig with --bootstrap-dir and refuses it without"),
     };
     let cache_bytes = args
         .cache_mib

@@ -60,7 +60,12 @@ enum Command {
     #[command(subcommand)]
     Skew(cmd_skew::SkewCommand),
     /// Print the CustomResourceDefinitions of the API types as YAML.
-    Crds,
+    Crds {
+        /// Only the CRDs of this API group (repeatable); deploy/crds.yaml holds mco's own groups,
+        /// without the Machine API's MachineSet, which a cloud provider's cluster brings.
+        #[arg(long = "group", value_name = "GROUP")]
+        groups: Vec<String>,
+    },
     /// The machine-config controller: render every pool's rendered config (leader-elected).
     Controller(Box<cmd_controller::ControllerArgs>),
     /// The Machine Config Server: serve each pool's config as Ignition over HTTPS.
@@ -102,8 +107,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Image(cmd) => cmd_image::run(cmd),
         Command::Bootimage(cmd) => cmd_bootimage::run(cmd),
         Command::Skew(cmd) => cmd_skew::run(cmd),
-        Command::Crds => {
-            print!("{}", mco_api::crds_yaml());
+        Command::Crds { groups } => {
+            let crds: Vec<_> =
+                mco_api::crds().into_iter().filter(|crd| groups.is_empty() || groups.contains(&crd.spec.group)).collect();
+            if crds.is_empty() {
+                anyhow::bail!("no CRD has any of the groups {groups:?}");
+            }
+            print!("{}", mco_api::crds_yaml(&crds));
             Ok(ExitCode::SUCCESS)
         }
         Command::Server(args) => cmd_server::run(args),

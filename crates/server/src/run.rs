@@ -38,10 +38,10 @@ pub enum Mode {
         /// `host=file` pairs, files relative to `dir`.
         certs: Vec<String>,
     },
-    /// The API server reached with `kubeconfig`.
+    /// The API server reached with `kubeconfig`, or with the pod's service account without one.
     Cluster {
-        kubeconfig: PathBuf,
-        /// Written into served kubeconfigs; the kubeconfig's server when not given.
+        kubeconfig: Option<PathBuf>,
+        /// Written into served kubeconfigs; the API server this server reaches when not given.
         apiserver_url: Option<String>,
         bootstrap_token_dir: PathBuf,
         sync_timeout: Duration,
@@ -67,7 +67,7 @@ pub fn run(options: Options) -> anyhow::Result<()> {
                 serve(source, &options, tls).await
             }
             Mode::Cluster { kubeconfig, apiserver_url, bootstrap_token_dir, sync_timeout } => {
-                let (client, kubeconfig_server) = client(&kubeconfig).await?;
+                let (client, kubeconfig_server) = client(kubeconfig.as_deref()).await?;
                 let apiserver_url = apiserver_url.unwrap_or(kubeconfig_server);
                 let cluster = ClusterOptions { apiserver_url, bootstrap_token_dir, sync_timeout };
                 let source = ClusterSource::start(client, cluster, cache).await?;
@@ -101,11 +101,17 @@ async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))
 }
 
-/// A client for `path`, and the API server URL it names.
-#[context("Connecting to the API server with {}", path.display())]
-async fn client(path: &std::path::Path) -> anyhow::Result<(kube::Client, String)> {
-    let kubeconfig = Kubeconfig::read_from(path)?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+/// A client for the kubeconfig at `path` (the pod's service account without one), and the API
+/// server URL it reaches.
+#[context("Connecting to the API server with {}", path.map_or("the pod's service account".into(), |p| p.display().to_string()))]
+async fn client(path: Option<&std::path::Path>) -> anyhow::Result<(kube::Client, String)> {
+    let config = match path {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?
+        }
+        None => kube::Config::incluster()?,
+    };
     let url = config.cluster_url.to_string().trim_end_matches('/').to_string();
     Ok((kube::Client::try_from(config)?, url))
 }

@@ -1,0 +1,72 @@
+//! `GET /healthz` for the kubelet's liveness and readiness probes of mco's pods. Answered by the
+//! component's own async runtime, so a runtime that stops making progress fails the probe.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+/// Binds `addr` (a failure to bind is the caller's error) and answers probes until dropped.
+pub async fn listen(addr: SocketAddr) -> anyhow::Result<impl Future<Output = ()>> {
+    let listener = TcpListener::bind(addr).await.with_context(|| format!("listening for health probes on {addr}"))?;
+    Ok(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service_fn(answer)));
+        }
+    })
+}
+
+async fn answer(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let (status, body) = match request.uri().path() {
+        "/healthz" => (StatusCode::OK, "ok\n"),
+        _ => (StatusCode::NOT_FOUND, "not found\n"),
+    };
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *response.status_mut() = status;
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        response
+    }
+
+    #[tokio::test]
+    async fn answers_healthz_and_nothing_else() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        tokio::spawn(listen(addr).await.unwrap());
+        let healthz = get(addr, "/healthz").await;
+        assert!(healthz.starts_with("HTTP/1.1 200 OK\r\n") && healthz.ends_with("\r\n\r\nok\n"), "{healthz}");
+        let other = get(addr, "/metrics").await;
+        assert!(other.starts_with("HTTP/1.1 404 Not Found\r\n"), "{other}");
+    }
+
+    #[tokio::test]
+    async fn an_address_in_use_is_an_error_naming_it() {
+        let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = taken.local_addr().unwrap();
+        let error = listen(addr).await.err().expect("binding a taken port fails");
+        assert!(format!("{error:#}").contains(&format!("listening for health probes on {addr}")), "{error:#}");
+    }
+}

@@ -1,0 +1,62 @@
+#!/bin/bash
+# Builds mco's container image (deploy/image/Containerfile) from an mco binary and pushes it to DEST;
+# prints the image's digest. The userland (minimal Debian: libostree, skopeo, ca-certificates,
+# e2fsprogs) comes from mmdebstrap and Debian's package mirror, built once (~20 s) and cached, keyed by
+# everything that chooses its content; nothing else is downloaded.
+#
+# Reproducible: mmdebstrap clamps file times to SOURCE_DATE_EPOCH and buildah fixes the layers' file
+# times and the creation time, so the same packages and the same binary give the same digest.
+#
+# Usage: hack/image.sh BINARY DEST
+#   BINARY  the mco binary: target/release/mco for a release; the lab uses target/debug/mco. Its debug
+#           info is stripped (a copy; the binary given is untouched).
+#   DEST    a containers-transports destination: oci:DIR:mco, docker://HOST/mco:TAG, ...
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+    echo "usage: $0 BINARY DEST" >&2
+    exit 2
+fi
+binary=$1 dest=$2
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export SOURCE_DATE_EPOCH=1767225600 # 2026-01-01T00:00:00Z
+
+suite=bookworm
+packages=libostree-1-1,skopeo,ca-certificates,e2fsprogs
+mmdebstrap_args=(
+    --variant=essential --format=tar --include="$packages"
+    # merged /usr without the usrmerge package (which drags in perl)
+    --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr
+    # skopeo's containers-common depends on a network stack that an image pull never runs
+    --dpkgopt='path-exclude=/usr/lib/cni/*'
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*'
+    --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*'
+    "$suite"
+)
+mirrors=("deb http://deb.debian.org/debian $suite main" "deb http://deb.debian.org/debian-security $suite-security main")
+
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/mco/image
+key=$(printf '%s\n' "${mmdebstrap_args[@]}" "${mirrors[@]}" "$SOURCE_DATE_EPOCH" | sha256sum | cut -c1-16)
+userland=$cache/userland-$key.tar
+mkdir -p "$cache"
+if [[ ! -f $userland ]]; then
+    echo "building the image's userland into $userland (about 20 s)" >&2
+    if ! mmdebstrap "${mmdebstrap_args[@]}" "$userland.partial" "${mirrors[@]}" >"$userland.log" 2>&1; then
+        cat "$userland.log" >&2
+        exit 1
+    fi
+    mv -f "$userland.partial" "$userland"
+fi
+
+work=$(mktemp -d "${TMPDIR:-/var/tmp}/mco-image.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir "$work/context" "$work/storage"
+ln "$userland" "$work/context/userland.tar" 2>/dev/null || cp "$userland" "$work/context/userland.tar"
+objcopy --strip-debug "$binary" "$work/context/mco"
+
+buildah=(buildah --root "$work/storage" --runroot "$work/storage" --storage-driver vfs)
+"${buildah[@]}" build --quiet --layers --timestamp "$SOURCE_DATE_EPOCH" --identity-label=false \
+    --file "$here/../deploy/image/Containerfile" --tag localhost/mco "$work/context" >&2
+"${buildah[@]}" push --quiet --digestfile "$work/digest" localhost/mco "$dest" >&2
+cat "$work/digest"
+echo
