@@ -87,9 +87,10 @@ pub enum Stopped {
 
 /// Runs the daemon for `settings.node_name` until a reboot is requested. Every failure is
 /// retried: node problems are reported on the Node first (Degraded or Unreconcilable with the
-/// reason), API errors only logged.
-pub async fn run(client: Client, node: Node, settings: Settings) -> Stopped {
-    let nodes: Api<KubeNode> = Api::all(client.clone());
+/// reason), API errors only logged. `node_client` reads and writes the Node (the node's own
+/// credentials, which NodeRestriction confines to this Node); `client` reads the rest.
+pub async fn run(client: Client, node_client: Client, node: Node, settings: Settings) -> Stopped {
+    let nodes: Api<KubeNode> = Api::all(node_client);
     let watch = watcher::Config::default().fields(&format!("metadata.name={}", settings.node_name));
     let mut changes = watcher(nodes.clone(), watch).default_backoff().boxed();
     let timing = settings.timing;

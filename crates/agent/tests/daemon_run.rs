@@ -84,7 +84,7 @@ fn config(name: &str, files: &[(&str, &str)], storage_extra: Value) -> MachineCo
 }
 
 struct Cluster {
-    _env: TestEnv,
+    env: TestEnv,
     client: Client,
     nodes: Api<KubeNode>,
 }
@@ -105,7 +105,7 @@ impl Cluster {
             .try_init();
         let env = TestEnv::start().await.unwrap();
         let client = env.client();
-        let cluster = Cluster { nodes: Api::all(client.clone()), client, _env: env };
+        let cluster = Cluster { nodes: Api::all(client.clone()), client, env };
         cluster.create_config(config("rendered-a", &[(APP_CONF, "v1\n")], json!({}))).await;
         cluster.create_config(config("rendered-b", &[(APP_CONF, "v2\n")], json!({}))).await;
         cluster
@@ -233,8 +233,42 @@ impl Cluster {
             },
         };
         let node = Node::directory_root(root.to_path_buf(), None);
-        tokio::spawn(mco_agent::run(self.client.clone(), node, settings))
+        let client = self.client.clone();
+        let node_kubeconfig = self.node_kubeconfig(name);
+        tokio::spawn(async move {
+            let node_client = mco_testenv::client_from_kubeconfig(&node_kubeconfig).await.unwrap();
+            mco_agent::run(client, node_client, node, settings).await
+        })
     }
+
+    /// The kubelet's credentials of Node `name` (`system:node:NAME` in `system:nodes`), which the
+    /// daemon writes its Node with.
+    fn node_kubeconfig(&self, name: &str) -> std::path::PathBuf {
+        let path = self.env.dir().join(format!("{name}.kubeconfig"));
+        self.env.write_client_kubeconfig(&path, &format!("system:node:{name}"), Some("system:nodes")).unwrap();
+        path
+    }
+}
+
+#[tokio::test]
+async fn a_nodes_own_credentials_write_its_node_and_no_other() {
+    let cluster = Cluster::start().await;
+    cluster.create_node("node-1", &[]).await;
+    cluster.create_node("node-2", &[]).await;
+    let node_1: Api<KubeNode> =
+        Api::all(mco_testenv::client_from_kubeconfig(&cluster.node_kubeconfig("node-1")).await.unwrap());
+    let patch = json!({"metadata": {"annotations": {"example.com/written-by": "node-1"}}});
+    node_1.patch("node-1", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let refused = node_1.patch("node-2", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap_err();
+    match refused {
+        kube::Error::Api(status) => {
+            assert_eq!(status.code, 403, "{status:?}");
+            assert!(status.message.contains("node \"node-1\" is not allowed to modify node \"node-2\""), "{status:?}");
+        }
+        other => panic!("expected a 403 from NodeRestriction, got {other:?}"),
+    }
+    let node_2 = cluster.nodes.get("node-2").await.unwrap();
+    assert!(!node_2.metadata.annotations.unwrap_or_default().contains_key("example.com/written-by"));
 }
 
 /// Waits for the daemon to end its run asking for a reboot.

@@ -14,12 +14,14 @@
 pub mod apply;
 pub mod control_plane;
 pub mod images;
+pub mod install;
 pub mod layout;
 pub mod machine;
 pub mod manifests;
 pub mod network;
 pub mod node;
 pub mod process;
+pub mod rbac_audit;
 pub mod request;
 pub mod state;
 pub mod supervisor;

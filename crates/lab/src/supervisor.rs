@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -35,6 +36,7 @@ use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 
 use crate::control_plane::ControlPlane;
+use crate::install::{self, Overlay};
 use crate::layout::Layout;
 use crate::machine::{Machine, MachineSpec};
 use crate::manifests::{ClusterInputs, Platform, cloud_objects, cluster_objects, config_crds};
@@ -47,6 +49,10 @@ use crate::{apply, images, network};
 /// How long the controller gets to render the pools.
 const RENDER_TIMEOUT: Duration = Duration::from_secs(180);
 /// How often the supervisor looks at its processes.
+/// How long mco's pods get to be pulled, started and Ready after `kubectl apply`.
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(300);
+/// mco's controller Deployment (upstream's name).
+const CONTROLLER_DEPLOYMENT: &str = "machine-config-controller";
 const TICK: Duration = Duration::from_secs(1);
 /// How long a new machine's kubelet gets to register its Node and report it Ready.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -72,6 +78,8 @@ pub struct Options {
     pub mco: PathBuf,
     /// `generated-by-version` the controller was built with.
     pub controller_version_raw: String,
+    /// The repository's `deploy/` (mco's manifests, its image's Containerfile beside `hack/image.sh`).
+    pub deploy: PathBuf,
 }
 
 /// What to do when a node's daemon has exited.
@@ -261,9 +269,16 @@ async fn run(
         apply::apply(&client, &cloud_objects(stub.trim_end())).await?;
     }
 
-    progress(layout, report, "starting the controller; waiting for the pools to be rendered")?;
+    // As an installer's bootstrap node does: a controller outside the cluster renders the pools and
+    // a server outside it serves the first machines, until mco runs on those machines as pods.
+    progress(layout, report, "starting the bootstrap controller; waiting for the pools to be rendered")?;
     let mut controller_cmd = Command::new(mco);
-    controller_cmd.arg("controller").arg("--kubeconfig").arg(&kubeconfig).env("MCO_LOG", "info");
+    controller_cmd
+        .arg("controller")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--identity", "bootstrap", "--retry-period", "2"])
+        .env("MCO_LOG", "info");
     let controller = Service::spawn("controller", controller_cmd, &layout.log("controller"))?;
     wait_rendered(&client, WORKER_POOL).await?;
 
@@ -299,6 +314,7 @@ async fn run(
         );
     }
     crate::node::write_shims(layout)?;
+    let image_registry = registry.clone();
     let machines = Machines {
         env: &env,
         mco,
@@ -336,6 +352,24 @@ async fn run(
             control_plane.start_proxy(&env, layout, &nodes[0].node.name)?;
         }
     }
+
+    progress(layout, report, "installing mco from deploy/: building its image, applying the lab overlay")?;
+    let digest = install::build_image(mco, &options.deploy, layout, &image_registry).await?;
+    let overlay = Overlay {
+        digest,
+        apiserver_url: format!("https://{}:{apiserver_port}", network::APISERVER_ADDRESS),
+        machine_api: options.platform.has_machinesets(),
+    };
+    let [kubectl] = mco_testenv::find_binaries(["kubectl"])?;
+    install::apply(&kubectl, &kubeconfig, &options.deploy, layout, &overlay).await?;
+    progress(layout, report, "waiting for the controller's pods; the bootstrap controller hands over")?;
+    if let Err(e) = wait_available(&client, CONTROLLER_DEPLOYMENT).await {
+        anyhow::bail!(
+            "{e:#}\n(pods: kubectl -n {MCO_NAMESPACE} get pods; the kubelets' logs are in {})",
+            layout.logs().display()
+        );
+    }
+    controller.stop().await;
 
     report.phase = Phase::Ready;
     progress(layout, report, format!("ready: {} nodes", nodes.len()))?;
@@ -411,7 +445,6 @@ async fn run(
         }
     }
     server.stop().await;
-    controller.stop().await;
     registry_service.stop().await;
     control_plane.stop().await;
     drop(env);
@@ -470,7 +503,7 @@ impl Machines<'_> {
             machine.power_off().await;
             return Err(e);
         }
-        let daemon = start_daemon(self.mco, self.layout, &node, self.kubeconfig)?;
+        let daemon = start_daemon(self.mco, self.layout, &node, self.kubeconfig, &spec.kubeconfig)?;
         report.nodes.push(node.name.clone());
         Ok(RunningNode {
             node,
@@ -569,7 +602,8 @@ impl Machines<'_> {
             }
         }
         if running.daemon.is_none() && running.start_at.is_some_and(|at| at <= Instant::now()) {
-            running.daemon = Some(start_daemon(self.mco, self.layout, &running.node, self.kubeconfig)?);
+            running.daemon =
+                Some(start_daemon(self.mco, self.layout, &running.node, self.kubeconfig, &running.spec.kubeconfig)?);
             running.start_at = None;
         }
         Ok(())
@@ -634,16 +668,49 @@ async fn wait_established(client: &Client, crds: &[serde_json::Value]) -> anyhow
     Ok(())
 }
 
-fn start_daemon(mco: &Path, layout: &Layout, node: &LabNode, kubeconfig: &Path) -> anyhow::Result<Service> {
+/// The node's daemon: its Node written with the node's kubelet credentials (`node_kubeconfig`),
+/// everything else read with `kubeconfig`.
+fn start_daemon(
+    mco: &Path,
+    layout: &Layout,
+    node: &LabNode,
+    kubeconfig: &Path,
+    node_kubeconfig: &Path,
+) -> anyhow::Result<Service> {
     let mut command = Command::new(mco);
     command
         .args(["daemon", "run", "--node", &node.name])
         .arg("--kubeconfig")
         .arg(kubeconfig)
+        .arg("--node-kubeconfig")
+        .arg(node_kubeconfig)
         .args(node.node_args())
         .env("MCO_LOG", "info")
         .env("CONTAINERS_REGISTRIES_CONF", layout.registries_conf());
     Service::spawn(&format!("daemon {}", node.name), command, &layout.log(&node.name))
+}
+
+/// Waits until every replica of the Deployment `name` (in mco's namespace) is available.
+async fn wait_available(client: &Client, name: &str) -> anyhow::Result<()> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), MCO_NAMESPACE);
+    let deadline = Instant::now() + INSTALL_TIMEOUT;
+    loop {
+        let deployment = deployments.get(name).await?;
+        let wanted = deployment.spec.replicas.unwrap_or(1);
+        let status = deployment.status.unwrap_or_default();
+        if status.available_replicas.unwrap_or(0) >= wanted && status.updated_replicas.unwrap_or(0) >= wanted {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!(
+                "Deployment {MCO_NAMESPACE}/{name} has {} of {wanted} replicas available after {INSTALL_TIMEOUT:?}; \
+                 its conditions: {}",
+                status.available_replicas.unwrap_or(0),
+                serde_json::to_string(&status.conditions).unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 async fn wait_rendered(client: &Client, pool: &str) -> anyhow::Result<()> {

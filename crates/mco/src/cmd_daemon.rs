@@ -89,6 +89,11 @@ pub struct NodeArgs {
 }
 
 impl NodeArgs {
+    /// ROOT when it is this host's root mounted elsewhere (the daemon's pod).
+    pub(crate) fn mounted_host_root(&self) -> Option<&Path> {
+        (self.host && self.root != Path::new("/")).then_some(self.root.as_path())
+    }
+
     /// Whether ROOT is this host's root (systemd, the OS tools and reboots are real).
     pub(crate) fn is_host(&self) -> bool {
         self.host || self.root == Path::new("/")

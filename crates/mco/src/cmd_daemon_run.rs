@@ -1,9 +1,10 @@
 //! `mco daemon run --node NAME`: the node daemon in the cluster (crate `mco-agent`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use mco_agent::{Settings, Stopped, Timing};
 
 use crate::cmd_daemon::{NodeArgs, node};
@@ -16,6 +17,12 @@ pub struct RunArgs {
     /// Kubeconfig file. Without it: $KUBECONFIG, ~/.kube/config or the in-cluster service account.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// The node's own credentials for its Node object: the kubelet's kubeconfig
+    /// (`system:node:NAME`), so that the API server's NodeRestriction lets this daemon write this
+    /// Node and no other. With --host, the files it names are the host's, read under --root.
+    /// Without it: the --kubeconfig credentials.
+    #[arg(long, value_name = "FILE")]
+    node_kubeconfig: Option<PathBuf>,
     /// Answer `GET /healthz` (the pod's probes) on this address.
     #[arg(long, value_name = "ADDR")]
     health_listen: Option<std::net::SocketAddr>,
@@ -36,11 +43,80 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             tokio::spawn(mco_controller::health::listen(addr).await?);
         }
         let client = mco_controller::client(args.kubeconfig.as_deref()).await?;
-        match mco_agent::run(client, node, settings).await {
+        let node_client = match &args.node_kubeconfig {
+            Some(path) => node_credentials(path, args.node.mounted_host_root()).await?,
+            None => client.clone(),
+        };
+        match mco_agent::run(client, node_client, node, settings).await {
             // Exiting would let systemd restart the daemon before the reboot, and it would then
             // report the update complete on a node that has not booted into it.
             Stopped::RebootRequested if host => std::future::pending().await,
             Stopped::RebootRequested => Ok(ExitCode::SUCCESS),
         }
     })
+}
+
+/// A client with the credentials of the kubeconfig at `path`, whose absolute file paths are under
+/// `host_root` when the host's root is mounted there.
+#[fn_error_context::context("Reading the node's credentials from {}", path.display())]
+async fn node_credentials(path: &Path, host_root: Option<&Path>) -> anyhow::Result<kube::Client> {
+    let mut kubeconfig = Kubeconfig::read_from(path)?;
+    if let Some(root) = host_root {
+        reroot(&mut kubeconfig, root);
+    }
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Puts every absolute file path of `kubeconfig` (certificates, keys, token files) under `root`.
+fn reroot(kubeconfig: &mut Kubeconfig, root: &Path) {
+    let under = |path: &mut Option<String>| {
+        if let Some(p) = path.as_mut().filter(|p| p.starts_with('/')) {
+            *p = root.join(p.trim_start_matches('/')).display().to_string();
+        }
+    };
+    for cluster in kubeconfig.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
+        under(&mut cluster.certificate_authority);
+    }
+    for auth in kubeconfig.auth_infos.iter_mut().filter_map(|a| a.auth_info.as_mut()) {
+        under(&mut auth.client_certificate);
+        under(&mut auth.client_key);
+        under(&mut auth.token_file);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mounted_host_roots_kubeconfig_paths_are_read_under_it() {
+        // As a kubelet writes it: certificates by absolute path on the host, one relative one.
+        let text = r#"
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://api-int.example:6443
+    certificate-authority: /etc/kubernetes/kubelet-ca.crt
+users:
+- name: kubelet
+  user:
+    client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem
+    client-key: relative/key.pem
+contexts:
+- name: kubelet
+  context: {cluster: local, user: kubelet}
+current-context: kubelet
+"#;
+        let mut kubeconfig = Kubeconfig::from_yaml(text).unwrap();
+        reroot(&mut kubeconfig, Path::new("/rootfs"));
+        let cluster = kubeconfig.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.certificate_authority.as_deref(), Some("/rootfs/etc/kubernetes/kubelet-ca.crt"));
+        let auth = kubeconfig.auth_infos[0].auth_info.as_ref().unwrap();
+        assert_eq!(auth.client_certificate.as_deref(), Some("/rootfs/var/lib/kubelet/pki/kubelet-client-current.pem"));
+        assert_eq!(auth.client_key.as_deref(), Some("relative/key.pem"));
+        assert_eq!(auth.token_file, None);
+    }
 }

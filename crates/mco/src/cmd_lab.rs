@@ -165,6 +165,7 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
                 platform: platform.into(),
                 mco: std::env::current_exe().context("finding the mco binary")?,
                 controller_version_raw: ControllerVersion::this_build().raw,
+                deploy: mco_lab::install::default_deploy_dir(),
             };
             runtime()?.block_on(mco_lab::supervisor::supervise(options, host_ports))?;
             Ok(ExitCode::SUCCESS)

@@ -108,8 +108,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bootimage(cmd) => cmd_bootimage::run(cmd),
         Command::Skew(cmd) => cmd_skew::run(cmd),
         Command::Crds { groups } => {
-            let crds: Vec<_> =
-                mco_api::crds().into_iter().filter(|crd| groups.is_empty() || groups.contains(&crd.spec.group)).collect();
+            let crds: Vec<_> = mco_api::crds()
+                .into_iter()
+                .filter(|crd| groups.is_empty() || groups.contains(&crd.spec.group))
+                .collect();
             if crds.is_empty() {
                 anyhow::bail!("no CRD has any of the groups {groups:?}");
             }

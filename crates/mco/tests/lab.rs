@@ -16,8 +16,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use kube::{Api, Client};
-use mco_api::constants::{CURRENT_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, REASON_ANNOTATION, STATE_ANNOTATION};
+use kube::{Api, Client, ResourceExt as _};
+use mco_api::constants::{
+    CURRENT_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, MCO_NAMESPACE, REASON_ANNOTATION, STATE_ANNOTATION,
+};
 use mco_api::operator::BootImageSkewEnforcementStatus;
 use mco_api::{MachineConfigPool, MachineConfiguration};
 use mco_testenv::{eventually, eventually_within, satisfying};
@@ -376,6 +378,52 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// Compares what `user` asked the lab's API server for (its audit log) with what the manifests the
+/// lab applied from deploy/ grant it, both ways. `unexercised` lists (verb, resource, why) grants
+/// the run is known not to use.
+fn assert_rbac_matches_use(lab: &Lab, user: &str, unexercised: &[(&str, &str, &str)]) {
+    use mco_lab::rbac_audit::{check, grants, parse_audit_log};
+    use serde::Deserialize as _;
+    let [kubectl] = mco_testenv::find_binaries(["kubectl"]).unwrap();
+    let rendered =
+        std::process::Command::new(kubectl).args(["kustomize"]).arg(lab.state_dir().join("install")).output().unwrap();
+    assert!(rendered.status.success(), "{}", String::from_utf8_lossy(&rendered.stderr));
+    let objects: Vec<serde_json::Value> = serde_yaml::Deserializer::from_slice(&rendered.stdout)
+        .map(|doc| serde_json::Value::deserialize(doc).unwrap())
+        .collect();
+    let grants = grants(&objects).unwrap();
+    let audit_dir = std::fs::read_dir(lab.state_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("apiserver-")))
+        .expect("the lab's API server directory");
+    let requests = parse_audit_log(&read(&audit_dir.join("audit.log"))).unwrap();
+    assert!(requests.iter().any(|r| r.user == user), "no request of {user} in the audit log");
+    let exempt: Vec<_> = grants
+        .iter()
+        .filter(|g| unexercised.iter().any(|(verb, resource, _)| g.verb == *verb && g.resource == *resource))
+        .collect();
+    let findings = check(&grants, &requests, &[user], &exempt);
+    let missing: Vec<String> = findings.missing.iter().map(ToString::to_string).collect();
+    let unused: Vec<String> = findings.unused.iter().map(ToString::to_string).collect();
+    assert!(
+        missing.is_empty() && unused.is_empty(),
+        "refused or not granted:\n{missing:#?}\ngranted, never used:\n{unused:#?}"
+    );
+}
+
+/// The logs of mco's controller pods (the leader's and the other's), through the API server and
+/// their kubelets.
+async fn controller_log(client: &kube::Client) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), MCO_NAMESPACE);
+    let listed = pods.list(&ListParams::default().labels("k8s-app=machine-config-controller")).await.unwrap();
+    let mut text = String::new();
+    for pod in listed.items {
+        text += &pods.logs(&pod.name_any(), &Default::default()).await.unwrap_or_default();
+    }
+    text
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     let _one = ONE_LAB.lock().await;
@@ -527,9 +575,8 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     assert!(!held.is_empty(), "no workload pod on {cordoned}: {serving_after:?}");
     // The drain controller reports the refused eviction when its attempt times out (90 s), with
     // the API's own words, as it does today; the pod is still there then.
-    let log = lab.state_dir().join("logs/controller.log");
     eventually_within(Duration::from_secs(240), "the drain controller's report of the refused eviction", || async {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let text = controller_log(&client).await;
         let reported = text
             .lines()
             .any(|line| line.contains("drain failed") && line.contains(&cordoned) && line.contains(REFUSED_BY_BUDGET));
@@ -633,6 +680,13 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     std::fs::remove_dir_all(&blocked).unwrap();
     rolled_out(&client, &current).await;
     assert_eq!(read(&blocked), "blocked\n");
+
+    // Least privilege, both ways: every request the controller's pods made in all of the above
+    // (the API server's audit log) was granted, and deploy/ grants them nothing they did not use
+    // apart from what this run cannot exercise.
+    let controller = format!("system:serviceaccount:{MCO_NAMESPACE}:machine-config-controller");
+    let unexercised: [(&str, &str, &str); 0] = [];
+    assert_rbac_matches_use(&lab, &controller, &unexercised);
 
     observer.abort();
     let down = lab.mco(&["lab", "down"]);

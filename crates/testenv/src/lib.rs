@@ -162,6 +162,7 @@ impl TestEnv {
         )?;
         etcd.wait_for_port(etcd_port, READY_TIMEOUT).await?;
 
+        std::fs::write(dir.path().join(AUDIT_POLICY_FILE), AUDIT_POLICY).context("writing the audit policy")?;
         let apiserver_args = apiserver_args(dir.path(), &files, &etcd_url, apiserver_port, network);
         let kubeconfig = dir.path().join("kubeconfig");
         write_kubeconfig(&kubeconfig, &pki.ca_cert, apiserver_port, "admin", (&pki.client_cert, &pki.client_key))?;
@@ -216,6 +217,12 @@ impl TestEnv {
     /// (`etcd.log`, `kube-apiserver.log`). Removed on drop unless [`KEEP_ENV`] is set.
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// The audit log: one JSON event (audit.k8s.io/v1, level Metadata) per request that a service
+    /// account of mco's namespace made (mco's components as pods), nothing else.
+    pub fn audit_log(&self) -> PathBuf {
+        self.dir.path().join(AUDIT_LOG_FILE)
     }
 
     /// Kills the API server (SIGKILL, like a crash). etcd and its data stay; requests fail until
@@ -379,6 +386,18 @@ fn write_pki(dir: &Path, pki: &Pki) -> anyhow::Result<PkiFiles> {
     Ok(files)
 }
 
+const AUDIT_POLICY_FILE: &str = "audit-policy.yaml";
+const AUDIT_LOG_FILE: &str = "audit.log";
+/// What [`TestEnv::audit_log`] records: who asked for what, once per request (at completion).
+const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+  - level: Metadata
+    userGroups: ["system:serviceaccounts:openshift-machine-config-operator"]
+  - level: None
+"#;
+
 /// As in a real cluster: kubelets are authorized as their own Node only, and may run privileged pods.
 fn apiserver_args(dir: &Path, files: &PkiFiles, etcd_url: &str, port: u16, network: &Network) -> Vec<String> {
     let path = |p: &Path| p.display().to_string();
@@ -402,6 +421,10 @@ fn apiserver_args(dir: &Path, files: &PkiFiles, etcd_url: &str, port: u16, netwo
         format!("--service-account-signing-key-file={}", path(&files.service_account_key)),
         "--service-account-issuer=https://kubernetes.default.svc".to_string(),
         format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
+        format!("--audit-policy-file={}", path(&dir.join(AUDIT_POLICY_FILE))),
+        format!("--audit-log-path={}", path(&dir.join(AUDIT_LOG_FILE))),
+        // Written as requests complete, so a test reads what has happened so far.
+        "--audit-log-mode=blocking".to_string(),
     ]
 }
 

@@ -1,0 +1,151 @@
+//! `deploy/`: mco's manifests. Their CRDs are what `mco crds` generates, and the whole of them (with
+//! the Machine API component and the lab's overlay) is applied with the real kubectl to a real API
+//! server, whose RBAC authorizer then answers for each component's service account.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mco_lab::install::{Overlay, kustomization, relative_path};
+use mco_testenv::{TestEnv, find_binaries};
+
+const CRD_GROUPS: [&str; 2] = ["machineconfiguration.openshift.io", "operator.openshift.io"];
+const NAMESPACE: &str = "openshift-machine-config-operator";
+
+fn deploy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy").canonicalize().unwrap()
+}
+
+#[test]
+fn deploy_crds_are_what_mco_crds_generates() {
+    let mut mco = common::mco();
+    mco.arg("crds");
+    for group in CRD_GROUPS {
+        mco.args(["--group", group]);
+    }
+    let generated = common::stdout(&mco.assert().success());
+    let shipped = std::fs::read_to_string(deploy().join("base/crds.yaml")).unwrap();
+    assert!(
+        generated == shipped,
+        "deploy/base/crds.yaml is stale: regenerate it with \
+         `mco crds --group {} --group {} > deploy/base/crds.yaml`",
+        CRD_GROUPS[0],
+        CRD_GROUPS[1]
+    );
+}
+
+#[test]
+fn crds_refuses_a_group_it_has_no_crd_of() {
+    let assert = common::mco().args(["crds", "--group", "example.com"]).assert().failure();
+    assert!(common::stderr(&assert).contains("no CRD has any of the groups [\"example.com\"]"));
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> std::process::Output {
+    let [kubectl] = find_binaries(["kubectl"]).unwrap();
+    Command::new(kubectl).arg("--kubeconfig").arg(kubeconfig).args(args).output().unwrap()
+}
+
+/// `kubectl auth can-i VERB RESOURCE[/SUBRESOURCE] [-n NS] --as SA`: the API server's RBAC
+/// authorizer's answer.
+fn can(kubeconfig: &Path, account: &str, verb: &str, resource: &str, namespace: Option<&str>) -> bool {
+    let user = format!("system:serviceaccount:{NAMESPACE}:{account}");
+    let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
+    let subresource = format!("--subresource={subresource}");
+    let mut args = vec!["auth", "can-i", verb, resource, &subresource, "--as", &user];
+    if let Some(namespace) = namespace {
+        args.extend(["--namespace", namespace]);
+    }
+    let output = kubectl(kubeconfig, &args);
+    let answer = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    assert!(answer == "yes" || answer == "no", "{args:?}: {answer} {}", String::from_utf8_lossy(&output.stderr));
+    answer == "yes"
+}
+
+#[tokio::test]
+async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
+    let env = TestEnv::start().await.unwrap();
+    let kubeconfig = env.kubeconfig();
+    let created = kubectl(kubeconfig, &["create", "namespace", "openshift-machine-api"]);
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+
+    // The lab's overlay over deploy/, with the Machine API component, as `mco lab up` writes it.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("deploy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    let overlay = Overlay {
+        digest: format!("sha256:{}", "0".repeat(64)),
+        apiserver_url: "https://10.200.0.1:6443".into(),
+        machine_api: true,
+    };
+    std::fs::write(dir.join("kustomization.yaml"), kustomization(&overlay, &relative_path(&dir, &deploy()))).unwrap();
+    let applied = kubectl(kubeconfig, &["apply", "--kustomize", dir.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&applied.stdout);
+    assert!(applied.status.success(), "{out}{}", String::from_utf8_lossy(&applied.stderr));
+    for object in [
+        "deployment.apps/machine-config-controller created",
+        "clusterrole.rbac.authorization.k8s.io/machine-config-controller-boot-images created",
+        "rolebinding.rbac.authorization.k8s.io/machine-config-controller-machine-api created",
+        "serviceaccount/machine-config-daemon created",
+    ] {
+        assert!(out.contains(object), "{object} missing from:\n{out}");
+    }
+    // The lab overlay runs the server and the daemons outside pods for now.
+    assert!(!out.contains("daemonset.apps"), "{out}");
+    let image = kubectl(
+        kubeconfig,
+        &[
+            "-n",
+            NAMESPACE,
+            "get",
+            "deployment/machine-config-controller",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].args}",
+        ],
+    );
+    let image = String::from_utf8_lossy(&image.stdout).to_string();
+    assert!(image.starts_with(&format!("lab-registry.local/mco/mco@{} ", overlay.digest)), "{image}");
+    assert!(image.contains("--retry-period=2"), "{image}");
+
+    let mcd = "machine-config-daemon";
+    let mcc = "machine-config-controller";
+    let mcs = "machine-config-server";
+    let granted = [
+        (mcc, "patch", "nodes", None),
+        (mcc, "create", "pods/eviction", Some("default")),
+        (mcc, "update", "machineconfigs.machineconfiguration.openshift.io", None),
+        (mcc, "update", "secrets", Some("openshift-machine-api")),
+        (mcc, "update", "machinesets.machine.openshift.io", Some("openshift-machine-api")),
+        (mcc, "create", "leases.coordination.k8s.io", Some(NAMESPACE)),
+        (mcs, "watch", "machineconfigs.machineconfiguration.openshift.io", None),
+        (mcd, "get", "machineconfigs.machineconfiguration.openshift.io", None),
+    ];
+    let refused = [
+        // No Secret outside the Machine API's namespace (upstream's controller has them all).
+        (mcc, "get", "secrets", Some("kube-system")),
+        (mcc, "delete", "nodes", None),
+        (mcc, "create", "pods", Some("default")),
+        (mcs, "get", "secrets", Some(NAMESPACE)),
+        (mcs, "update", "machineconfigs.machineconfiguration.openshift.io", None),
+        (mcs, "patch", "nodes", None),
+        // The daemon's Node is written with the kubelet's credentials, never the service account's.
+        (mcd, "patch", "nodes", None),
+        (mcd, "get", "nodes", None),
+        (mcd, "update", "machineconfigs.machineconfiguration.openshift.io", None),
+        (mcd, "list", "secrets", None),
+        (mcd, "create", "pods/eviction", Some("default")),
+    ];
+    for (account, verb, resource, namespace) in granted {
+        assert!(
+            can(kubeconfig, account, verb, resource, namespace),
+            "{account} may not {verb} {resource} in {namespace:?}"
+        );
+    }
+    for (account, verb, resource, namespace) in refused {
+        assert!(
+            !can(kubeconfig, account, verb, resource, namespace),
+            "{account} may {verb} {resource} in {namespace:?}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
