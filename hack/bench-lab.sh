@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Lab benchmark. For a 1-node and an N-node lab: the time `mco lab up` takes until every node has
 # joined (binaries cached), the lab's memory (RSS of the supervisor and every process under it:
-# etcd, the control plane, registry, mco controller and server, node daemons, kubelets and
-# containerd, and the shims and containers of the machines' cgroups) once idle and at its
-# peak during a rollout, and the time for a file-change MachineConfig to roll out (drain, write,
+# etcd, the control plane, registry, mco server, node daemons, kubelets and containerd, and the
+# shims and containers of the machines' cgroups, mco's controller pods among them) once idle and at
+# its peak during a rollout, and the time for a file-change MachineConfig to roll out (drain, write,
 # reboot, uncordon, Done) with maxUnavailable 1, next to the ideal: N × the 1-node rollout.
 # Needs root (the lab does).
 #

@@ -41,11 +41,14 @@ userland=$cache/userland-$key.tar
 mkdir -p "$cache"
 if [[ ! -f $userland ]]; then
     echo "building the image's userland into $userland (about 20 s)" >&2
-    if ! mmdebstrap "${mmdebstrap_args[@]}" "$userland.partial" "${mirrors[@]}" >"$userland.log" 2>&1; then
-        cat "$userland.log" >&2
+    partial=$userland.partial.$$
+    if ! mmdebstrap "${mmdebstrap_args[@]}" "$partial" "${mirrors[@]}" >"$partial.log" 2>&1; then
+        cat "$partial.log" >&2
+        rm -f "$partial" "$partial.log"
         exit 1
     fi
-    mv -f "$userland.partial" "$userland"
+    mv -f "$partial.log" "$userland.log"
+    mv -f "$partial" "$userland"
 fi
 
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/mco-image.XXXXXX")

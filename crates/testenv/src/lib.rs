@@ -388,10 +388,11 @@ fn write_pki(dir: &Path, pki: &Pki) -> anyhow::Result<PkiFiles> {
 
 const AUDIT_POLICY_FILE: &str = "audit-policy.yaml";
 const AUDIT_LOG_FILE: &str = "audit.log";
-/// What [`TestEnv::audit_log`] records: who asked for what, once per request (at completion).
+/// What [`TestEnv::audit_log`] records: who asked for what, at completion, and for a watch also
+/// when it starts (it may not complete before the test ends).
 const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
 kind: Policy
-omitStages: [RequestReceived, ResponseStarted]
+omitStages: [RequestReceived]
 rules:
   - level: Metadata
     userGroups: ["system:serviceaccounts:openshift-machine-config-operator"]
