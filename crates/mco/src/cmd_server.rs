@@ -20,7 +20,7 @@ pub struct ServerArgs {
     bootstrap_kubeconfig: Option<PathBuf>,
     /// Bootstrap mode: registry CA served as /etc/docker/certs.d/HOST/ca.crt; FILE is relative to
     /// the directory.
-    #[arg(long = "bootstrap-certs", value_name = "HOST=FILE", requires = "bootstrap_dir")]
+    #[arg(long = "bootstrap-certs", value_name = "HOST=FILE", conflicts_with_all = ["kubeconfig", "in_cluster"])]
     bootstrap_certs: Vec<String>,
     /// Cluster mode: serve pools and rendered configs of the API server this kubeconfig reaches
     /// (a pool's target config only once one of its nodes runs it).

@@ -447,6 +447,13 @@ fn server_flags_are_checked() {
     let (code, stderr) = run(&["--kubeconfig", "k", "--bootstrap-certs", "r=ca.crt"]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("'--kubeconfig <FILE>' cannot be used with '--bootstrap-certs <HOST=FILE>'"), "{stderr}");
+    // In a pod: the service account's API server address is no use to booting machines.
+    let (code, stderr) = run(&["--in-cluster"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--apiserver-url <URL>"), "{stderr}");
+    let (code, stderr) = run(&["--in-cluster", "--kubeconfig", "k"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
     let (code, stderr) = run(&["--bootstrap-dir", "d", "--bootstrap-kubeconfig", "k", "--apiserver-url", "https://x"]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("'--bootstrap-dir <DIR>' cannot be used with '--apiserver-url <URL>'"), "{stderr}");
