@@ -30,10 +30,10 @@ echo
 echo "== Applying examples/lab/workload.yaml (a Deployment of 3 pods behind a PodDisruptionBudget)"
 lab lab apply -f examples/lab/workload.yaml
 KUBECONFIG=$(lab lab kubeconfig)
-if command -v kubectl >/dev/null; then
-  $SUDO kubectl --kubeconfig "$KUBECONFIG" -n lab-workload rollout status deployment/web --timeout 120s
-  $SUDO kubectl --kubeconfig "$KUBECONFIG" get nodes,pods -A -o wide
-fi
+# The kubectl of the lab's Kubernetes version, built with the other binaries.
+KUBECTL=$KUBE_BIN_DIR/kubectl
+$SUDO "$KUBECTL" --kubeconfig "$KUBECONFIG" -n lab-workload rollout status deployment/web --timeout 120s
+$SUDO "$KUBECTL" --kubeconfig "$KUBECONFIG" get nodes,pods -A -o wide
 echo
 echo "== Rolling out examples/lab/99-worker-motd.yaml (one node at a time: drain, write, reboot, uncordon;"
 echo "   the drains evict the workload's pods, which their ReplicaSet re-creates on the other nodes)"
@@ -42,4 +42,4 @@ lab status -w --until-updated --timeout 900
 echo
 echo "The lab is still running in $DIR. With MCO_LAB_DIR=$DIR (and root):"
 echo "  target/release/mco status -w | lab apply -f FILE | lab kubeconfig | lab down"
-echo "  kubectl --kubeconfig $KUBECONFIG get nodes,pods -A -o wide   (logs, exec, drain work too)"
+echo "  $KUBECTL --kubeconfig $KUBECONFIG get nodes,pods -A -o wide   (logs, exec, drain work too)"
