@@ -21,7 +21,7 @@ use mco_api::constants::{
 };
 use mco_api::machine::provider;
 use mco_api::operator::{MachineConfiguration, MachineConfigurationStatus, MachineManagerSelectorMode};
-use mco_bootimage::ec2::KnownOwners;
+use mco_bootimage::ec2::{AmiOwner, KnownOwners};
 use mco_bootimage::platform::Platform;
 use mco_bootimage::skew::{ClusterVersion, is_machinesets};
 use mco_bootimage::stub::{rfc3339, upgrade_user_data_secret};
@@ -344,7 +344,7 @@ impl Controller {
         default_arch: Option<mco_bootimage::Arch>,
     ) -> anyhow::Result<Outcome> {
         let name = machineset.name_any();
-        let amis = self.ami_owners(machineset, infrastructure).await?;
+        let amis = self.ami_owners(machineset, stream, infrastructure).await?;
         // The context (a `dyn` lookup, not `Sync`) must not live across an await.
         let decision =
             plan(machineset, &PlanContext { stream, infrastructure: Some(infrastructure), default_arch, amis: &amis })?;
@@ -383,10 +383,13 @@ impl Controller {
         Ok(Outcome::Synced)
     }
 
-    /// On AWS, the owner of the MachineSet's AMI from EC2 (other platforms need none).
+    /// On AWS, the owner of the MachineSet's AMI from EC2 (other platforms need none). An AMI of
+    /// the current stream is Red Hat's without asking: it is what this controller patches in, so
+    /// the sync after a patch needs no credentials and no EC2 round trip.
     async fn ami_owners(
         &mut self,
         machineset: &MachineSet,
+        stream: &Stream,
         infrastructure: &Infrastructure,
     ) -> anyhow::Result<KnownOwners> {
         let mut owners = KnownOwners::default();
@@ -400,6 +403,10 @@ impl Controller {
             // The planner reports what is missing.
             return Ok(owners);
         };
+        if stream.all_amis().contains(ami) {
+            owners.0.insert(ami.to_string(), AmiOwner::RedHat);
+            return Ok(owners);
+        }
         let (credentials, version) = self.aws_credentials().await?;
         let client = self.ec2.get(region, &credentials, &version);
         let owner = ec2::describe_owner(&client, ami, region).await?;

@@ -191,3 +191,26 @@ async fn missing_credentials_degrade() {
     let after = cluster.machinesets().get("worker-rhcos").await.unwrap();
     assert_eq!(after.resource_version(), before.resource_version());
 }
+
+/// The sync after a patch finds the stream's own AMI: Red Hat's by definition, so it is up to date
+/// without credentials or an EC2 round trip (there is no EC2 endpoint and no secret here).
+#[tokio::test]
+async fn a_machineset_on_the_streams_ami_needs_no_lookup() {
+    let mut cluster = Cluster::start("AWS", &[("4.16.0", "Completed")]).await;
+    let stream_json = std::fs::read_to_string(common::testdata("rhcos-4.16-stream.json")).unwrap();
+    let target = Stream::parse(stream_json.as_bytes()).unwrap().aws_image(Arch::X86_64, REGION).unwrap().ami;
+    cluster.set_boot_images(&stream_json, "4.16.0").await;
+    let mut current = machineset("aws.yaml", "worker-rhcos");
+    set_ami(&mut current, &target);
+    let before = cluster.create_machineset(&current).await;
+    cluster.start_controller(Options { retry_delay: Duration::from_secs(1), ..Options::default() });
+    let message = cluster
+        .condition("BootImageUpdateProgressing", |status, message| {
+            status == "False" && message.starts_with("Reconciled 1 of 1 MAPI MachineSets")
+        })
+        .await;
+    // A failed lookup would count the MachineSet as errored: "Reconciled 0 of 1".
+    assert!(!message.contains("skipped"), "{message}");
+    let after = cluster.machinesets().get("worker-rhcos").await.unwrap();
+    assert_eq!(after.resource_version(), before.resource_version());
+}
