@@ -1,16 +1,18 @@
 #!/bin/bash
 # Builds mco's container image (deploy/image/Containerfile) from an mco binary and pushes it to DEST;
-# prints the image's digest. The userland (minimal Debian: libostree, skopeo, ca-certificates,
-# e2fsprogs) comes from mmdebstrap and Debian's package mirror, built once (~20 s) and cached, keyed by
+# prints the image's digest. The userland (minimal Debian: libostree and the ostree command, skopeo,
+# ca-certificates, e2fsprogs) comes from mmdebstrap and Debian's package mirror, built once (~20 s) and cached, keyed by
 # everything that chooses its content; nothing else is downloaded.
 #
 # Reproducible: mmdebstrap clamps file times to SOURCE_DATE_EPOCH and buildah fixes the layers' file
 # times and the creation time, so the same packages and the same binary give the same digest.
 #
-# Usage: hack/image.sh BINARY DEST
+# Usage: [MCO_IMAGE_VERSION=V] hack/image.sh BINARY DEST
 #   BINARY  the mco binary: target/release/mco for a release; the lab uses target/debug/mco. Its debug
 #           info is stripped (a copy; the binary given is untouched).
 #   DEST    a containers-transports destination: oci:DIR:mco, docker://HOST/mco:TAG, ...
+#   MCO_IMAGE_VERSION  the image's org.opencontainers.image.version label [default: the binary's
+#           version, from `BINARY --version`]
 set -euo pipefail
 
 if [[ $# -ne 2 ]]; then
@@ -18,11 +20,13 @@ if [[ $# -ne 2 ]]; then
     exit 2
 fi
 binary=$1 dest=$2
+version=${MCO_IMAGE_VERSION:-$("$binary" --version | cut -d' ' -f2)}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export SOURCE_DATE_EPOCH=1767225600 # 2026-01-01T00:00:00Z
 
 suite=bookworm
-packages=libostree-1-1,skopeo,ca-certificates,e2fsprogs
+# ostree: ostree-ext commits an image's non-OSTree layers (a layered OS image's) with `ostree commit`.
+packages=libostree-1-1,ostree,skopeo,ca-certificates,e2fsprogs
 mmdebstrap_args=(
     --variant=essential --format=tar --include="$packages"
     # merged /usr without the usrmerge package (which drags in perl)
@@ -59,6 +63,7 @@ objcopy --strip-debug "$binary" "$work/context/mco"
 
 buildah=(buildah --root "$work/storage" --runroot "$work/storage" --storage-driver vfs)
 "${buildah[@]}" build --quiet --layers --timestamp "$SOURCE_DATE_EPOCH" --identity-label=false \
+    --label "org.opencontainers.image.version=$version" \
     --file "$here/../deploy/image/Containerfile" --tag localhost/mco "$work/context" >&2
 "${buildah[@]}" push --quiet --digestfile "$work/digest" localhost/mco "$dest" >&2
 cat "$work/digest"

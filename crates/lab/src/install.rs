@@ -4,9 +4,13 @@
 //! lab's own that pins the image by digest.
 
 use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use fn_error_context::context;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use kube::{Api, Client};
+use mco_api::constants::MCO_NAMESPACE;
 
 use crate::images::REGISTRY_ALIAS;
 use crate::layout::Layout;
@@ -17,8 +21,17 @@ pub fn default_deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
 }
 
+/// How long mco's pods get to be pulled, started and Ready after `kubectl apply`.
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(300);
+/// mco's controller Deployment and daemon DaemonSet (upstream's names).
+const CONTROLLER_DEPLOYMENT: &str = "machine-config-controller";
+const DAEMON_DAEMONSET: &str = "machine-config-daemon";
+/// The overlay last applied, beside its kustomization.yaml (what `mco lab install` starts from).
+const OVERLAY_FILE: &str = "overlay.json";
+
 /// What the lab's overlay sets on top of `deploy/overlays/lab`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Overlay {
     /// `sha256:…` of mco's image in the lab registry.
     pub digest: String,
@@ -62,18 +75,40 @@ pub fn relative_path(from: &Path, to: &Path) -> PathBuf {
     path
 }
 
-/// Builds mco's image from `mco` with `hack/image.sh` beside `deploy`, pushes it to the lab registry
-/// (`registry`: `127.0.0.1:PORT`) and returns its digest.
+/// Builds mco's image from `mco` with `hack/image.sh` beside `deploy` (labelled with `version` if
+/// given, else the binary's), pushes it to the lab registry (`registry`: `127.0.0.1:PORT`) and
+/// returns its digest.
 #[context("Building mco's image")]
-pub async fn build_image(mco: &Path, deploy: &Path, layout: &Layout, registry: &str) -> anyhow::Result<String> {
+pub async fn build_image(
+    mco: &Path,
+    deploy: &Path,
+    layout: &Layout,
+    registry: &str,
+    version: Option<&str>,
+) -> anyhow::Result<String> {
     let script = deploy.join("../hack/image.sh");
     let to = format!("docker://{registry}/mco/mco:lab");
     let conf = layout.registries_conf();
     let args = [script.as_os_str(), mco.as_os_str(), to.as_ref()];
-    let digest =
-        run_tool(Path::new("bash"), args, &[("CONTAINERS_REGISTRIES_CONF", conf.as_os_str())], &layout.log("images"))
-            .await?;
+    let mut env = vec![("CONTAINERS_REGISTRIES_CONF", conf.as_os_str())];
+    if let Some(version) = version {
+        env.push(("MCO_IMAGE_VERSION", version.as_ref()));
+    }
+    let digest = run_tool(Path::new("bash"), args, &env, &layout.log("images")).await?;
     Ok(digest.trim().to_string())
+}
+
+/// The kubectl of the lab's Kubernetes version (built with its other binaries).
+pub fn kubectl() -> anyhow::Result<PathBuf> {
+    let [kubectl] = mco_testenv::find_binaries(["kubectl"])?;
+    Ok(kubectl)
+}
+
+/// The overlay the lab applied last.
+#[context("Reading the lab's installation ({OVERLAY_FILE})")]
+pub fn applied_overlay(layout: &Layout) -> anyhow::Result<Overlay> {
+    let text = std::fs::read_to_string(layout.dir.join("install").join(OVERLAY_FILE))?;
+    Ok(serde_json::from_str(&text)?)
 }
 
 /// Writes the lab's overlay into the lab directory and applies it with `kubectl`.
@@ -93,7 +128,76 @@ pub async fn apply(
     let args =
         ["--kubeconfig".as_ref(), kubeconfig.as_os_str(), "apply".as_ref(), "--kustomize".as_ref(), dir.as_os_str()];
     run_tool(kubectl, args, &[], &layout.log("install")).await?;
+    std::fs::write(dir.join(OVERLAY_FILE), serde_json::to_vec_pretty(overlay)?)?;
     Ok(())
+}
+
+/// Waits until every replica of the controller's Deployment is available and of its current template.
+pub async fn wait_controller(client: &Client) -> anyhow::Result<()> {
+    wait_available(client, CONTROLLER_DEPLOYMENT, deployment_available).await
+}
+
+/// Waits until a daemon's pod of the DaemonSet's current template is available on each of `nodes` nodes.
+pub async fn wait_daemons(client: &Client, nodes: usize) -> anyhow::Result<()> {
+    wait_available(client, DAEMON_DAEMONSET, |ds| daemonset_available(ds, nodes)).await
+}
+
+/// Waits until `check` finds the workload `name` (in mco's namespace) fully available; says what it
+/// saw last otherwise.
+async fn wait_available<K>(client: &Client, name: &str, check: impl Fn(&K) -> Result<(), String>) -> anyhow::Result<()>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), MCO_NAMESPACE);
+    let deadline = Instant::now() + INSTALL_TIMEOUT;
+    loop {
+        let seen = check(&api.get(name).await?);
+        match seen {
+            Ok(()) => return Ok(()),
+            Err(seen) if Instant::now() > deadline => {
+                anyhow::bail!(
+                    "{} {MCO_NAMESPACE}/{name} after {INSTALL_TIMEOUT:?}: {seen}",
+                    K::kind(&K::DynamicType::default())
+                )
+            }
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+}
+
+/// Every replica available and of the current template.
+fn deployment_available(deployment: &Deployment) -> Result<(), String> {
+    let wanted = deployment.spec.replicas.unwrap_or(1);
+    let status = deployment.status.clone().unwrap_or_default();
+    if status.available_replicas.unwrap_or(0) >= wanted && status.updated_replicas.unwrap_or(0) >= wanted {
+        return Ok(());
+    }
+    Err(format!(
+        "{} of {wanted} replicas available; conditions: {}",
+        status.available_replicas.unwrap_or(0),
+        serde_json::to_string(&status.conditions).unwrap_or_default()
+    ))
+}
+
+/// A pod of the current template available on each of `nodes` nodes (a node that is down has
+/// none: it is not counted).
+fn daemonset_available(daemonset: &DaemonSet, nodes: usize) -> Result<(), String> {
+    let status = daemonset.status.clone().unwrap_or_default();
+    let wanted = i32::try_from(nodes).unwrap_or(i32::MAX);
+    let (available, updated) = (status.number_available.unwrap_or(0), status.updated_number_scheduled.unwrap_or(0));
+    let current = status.observed_generation.is_some() && status.observed_generation >= daemonset.metadata.generation;
+    if current && available >= wanted && updated >= wanted {
+        return Ok(());
+    }
+    Err(format!(
+        "{available} of {} pods available, {updated} of the current template ({wanted} nodes; generation {:?} \
+         observed {:?})",
+        status.desired_number_scheduled, daemonset.metadata.generation, status.observed_generation
+    ))
 }
 
 #[cfg(test)]
@@ -106,6 +210,42 @@ mod tests {
             [("/a/b/c", "/a/d", "../../d"), ("/a", "/a/b", "b"), ("/a/b", "/a/b", ""), ("/x/y", "/a/b", "../../a/b")];
         for (from, to, want) in cases {
             assert_eq!(relative_path(Path::new(from), Path::new(to)), PathBuf::from(want), "{from} -> {to}");
+        }
+    }
+
+    #[test]
+    fn daemons_are_available_when_every_node_has_one_of_the_current_template() {
+        let daemonset = |generation: i64, observed: Option<i64>, available: i32, updated: i32| -> DaemonSet {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "machine-config-daemon", "generation": generation},
+                "status": {
+                    "observedGeneration": observed, "desiredNumberScheduled": 3, "currentNumberScheduled": 3,
+                    "numberMisscheduled": 0, "numberReady": available, "numberAvailable": available,
+                    "updatedNumberScheduled": updated,
+                },
+            }))
+            .unwrap()
+        };
+        for (generation, observed, available, updated, nodes, want) in [
+            (2, Some(2), 3, 3, 3, true),
+            (2, Some(2), 2, 3, 3, false),
+            (2, Some(2), 3, 2, 3, false),
+            // The controller has not seen the new template yet: its counts are the old one's.
+            (2, Some(1), 3, 3, 3, false),
+            (1, None, 3, 3, 3, false),
+            // One node is down: its pod cannot be available.
+            (2, Some(2), 2, 2, 2, true),
+        ] {
+            let got = daemonset_available(&daemonset(generation, observed, available, updated), nodes);
+            assert_eq!(got.is_ok(), want, "{generation} {observed:?} {available} {updated} {nodes}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn the_lab_overlay_mounts_where_the_machines_bind_their_node() {
+        let overlay = std::fs::read_to_string(default_deploy_dir().join("overlays/lab/kustomization.yaml")).unwrap();
+        for path in [crate::machine::MACHINE_ROOT, crate::machine::MACHINE_SYSROOT] {
+            assert!(overlay.contains(&format!(" {path}\n")), "{path} not mounted by the lab overlay");
         }
     }
 

@@ -41,6 +41,11 @@ pub const CNI_BIN_DIR: &str = "/usr/lib/cni";
 /// namespaces in the first, the kubelet links container logs in the second, both by names that
 /// only make sense on one machine.
 const PRIVATE_DIRS: [&str; 2] = ["/run/netns", "/var/log/containers"];
+/// Where each machine sees its node's root and sysroot, whichever node it is: the paths the lab
+/// overlay's daemon DaemonSet mounts (`deploy/overlays/lab`), as a host's `/` and `/sysroot` are
+/// the same paths on every node of a real cluster.
+pub const MACHINE_ROOT: &str = "/run/mco-lab/machine/root";
+pub const MACHINE_SYSROOT: &str = "/run/mco-lab/machine/sysroot";
 /// How long containerd gets to serve its socket.
 const RUNTIME_TIMEOUT: Duration = Duration::from_secs(30);
 /// The kubelet's hard limit of open files here (`ulimit -Hn`): it fails to raise it further.
@@ -122,12 +127,15 @@ impl Machine {
 
         // Pod network namespaces and the kubelet's container log links are the machine's own,
         // on file systems that go with its mount namespace.
-        for dir in PRIVATE_DIRS {
+        for dir in PRIVATE_DIRS.iter().chain(&[MACHINE_ROOT, MACHINE_SYSROOT]) {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {dir}"))?;
         }
-        // And the kubelet reports the booted OS (its os-release) as the node's OS image.
         let mut mounts: Vec<String> =
             PRIVATE_DIRS.iter().map(|dir| format!("mount -t tmpfs mco-lab {dir} && ")).collect();
+        for (dir, at) in [(&spec.root, MACHINE_ROOT), (&spec.sysroot, MACHINE_SYSROOT)] {
+            mounts.push(format!("mount --bind '{}' {at} && ", dir.display()));
+        }
+        // And the kubelet reports the booted OS (its os-release) as the node's OS image.
         let os_release = booted.join("usr/lib/os-release");
         mounts.push(format!("mount --bind '{}' /etc/os-release && ", os_release.display()));
         let mut holder_cmd = Command::new("sh");

@@ -54,8 +54,8 @@ pub fn enter_lab_namespace<const N: usize>() -> anyhow::Result<[TcpListener; N]>
     Ok(listeners.try_into().unwrap_or_else(|_| unreachable!("N listeners were bound")))
 }
 
-/// Brings up loopback and the lab bridge with the API server's address, and lets the namespace
-/// route between the nodes' pod bridges.
+/// Brings up loopback and the lab bridge with the API server's address and the default route, and
+/// lets the namespace route between the nodes' pod bridges.
 #[context("Setting up the lab's network namespace")]
 pub async fn set_up(log: &Path) -> anyhow::Result<()> {
     let ip = Path::new("ip");
@@ -63,6 +63,10 @@ pub async fn set_up(log: &Path) -> anyhow::Result<()> {
     run_tool(ip, ["link", "add", BRIDGE, "type", "bridge"], &[], log).await?;
     run_tool(ip, ["addr", "add", &format!("{APISERVER_ADDRESS}/24"), "dev", BRIDGE], &[], log).await?;
     run_tool(ip, ["link", "set", BRIDGE, "up"], &[], log).await?;
+    // A node's host network has a default route, which is what lets its host-network pods (mco's
+    // daemons) reach Service IPs: kube-proxy rewrites them after the kernel found a route. Here it
+    // ends on the lab's bridge, which has no way out.
+    run_tool(ip, ["route", "add", "default", "dev", BRIDGE], &[], log).await?;
     // /proc/sys/net is the namespace of the process that writes it: this one.
     std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").context("enabling IP forwarding")
 }

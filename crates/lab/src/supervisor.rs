@@ -7,11 +7,13 @@
 //! images → certificates → cluster objects → controller (which renders the pools) → server →
 //! nodes, one after another (install, Ignition, firstboot, reboot, then the machine's containerd
 //! and kubelet, which registers the Node; the supervisor gives it its pool's role label, as an
-//! installer would, and starts its daemon), kube-proxy once the first node is there. Then it adds the nodes `mco lab add-node`
-//! asks for ([`crate::request`]), each provisioned in a task of its own, and plays the machines'
-//! part: a daemon that exits after requesting a reboot is rebooted (the machine powered off, which
-//! kills its kubelet and every container, the default deployment booted, the machine powered on);
-//! one that exits otherwise is restarted with a backoff, as systemd would, and so is a kubelet.
+//! installer would), kube-proxy once the first node is there → mco installed from `deploy/` (its
+//! daemons as a DaemonSet's pods on every node, its controller as a Deployment's). Then it adds the
+//! nodes `mco lab add-node` asks for ([`crate::request`]), each provisioned in a task of its own,
+//! and plays the machines' part: a node whose daemon requested a reboot is rebooted (the machine
+//! powered off, which kills its kubelet and every container, the daemon's too, the default
+//! deployment booted, the machine powered on), a kubelet that exits is restarted, as systemd
+//! would.
 
 use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -19,7 +21,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -49,10 +50,6 @@ use crate::{apply, images, network};
 /// How long the controller gets to render the pools.
 const RENDER_TIMEOUT: Duration = Duration::from_secs(180);
 /// How often the supervisor looks at its processes.
-/// How long mco's pods get to be pulled, started and Ready after `kubectl apply`.
-const INSTALL_TIMEOUT: Duration = Duration::from_secs(300);
-/// mco's controller Deployment (upstream's name).
-const CONTROLLER_DEPLOYMENT: &str = "machine-config-controller";
 const TICK: Duration = Duration::from_secs(1);
 /// How long a new machine's kubelet gets to register its Node and report it Ready.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -62,8 +59,6 @@ const NODES_GROUP: &str = "system:nodes";
 const NODE_BOOTSTRAPPER: &str = "node-bootstrapper";
 /// A lab lives for days at most.
 const BOOTSTRAP_TOKEN_SECONDS: i64 = 7 * 24 * 3600;
-/// Longest wait before a crashed daemon is started again.
-const MAX_RESTART_DELAY: Duration = Duration::from_secs(30);
 /// How long the Machine Config Server gets to serve its first config.
 const SERVING_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long the API server gets to serve a new CRD.
@@ -82,24 +77,6 @@ pub struct Options {
     pub deploy: PathBuf,
 }
 
-/// What to do when a node's daemon has exited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnExit {
-    /// It asked for a reboot: boot the default deployment and start it again.
-    Reboot,
-    /// It failed or stopped: start it again after this long.
-    Restart(Duration),
-}
-
-/// `restarts` = how many times in a row the daemon exited without a reboot request.
-pub fn on_daemon_exit(reboot_requested: bool, restarts: u32) -> OnExit {
-    if reboot_requested {
-        OnExit::Reboot
-    } else {
-        OnExit::Restart(Duration::from_secs(1u64 << restarts.min(5)).min(MAX_RESTART_DELAY))
-    }
-}
-
 struct RunningNode {
     node: LabNode,
     spec: MachineSpec,
@@ -107,9 +84,6 @@ struct RunningNode {
     machine: Option<Machine>,
     /// Why its machine cannot run, once powering it on failed: it stays down.
     down: Option<String>,
-    daemon: Option<Service>,
-    restarts: u32,
-    start_at: Option<Instant>,
 }
 
 impl RunningNode {
@@ -319,7 +293,6 @@ async fn run(
         env: &env,
         mco,
         layout,
-        kubeconfig: &kubeconfig,
         nodes_api: Api::all(client.clone()),
         registry: registry.clone(),
         sandbox_image,
@@ -354,22 +327,26 @@ async fn run(
     }
 
     progress(layout, report, "installing mco from deploy/: building its image, applying the lab overlay")?;
-    let digest = install::build_image(mco, &options.deploy, layout, &image_registry).await?;
+    let digest = install::build_image(mco, &options.deploy, layout, &image_registry, None).await?;
     let overlay = Overlay {
         digest,
         apiserver_url: format!("https://{}:{apiserver_port}", network::APISERVER_ADDRESS),
         machine_api: options.platform.has_machinesets(),
     };
-    let [kubectl] = mco_testenv::find_binaries(["kubectl"])?;
-    install::apply(&kubectl, &kubeconfig, &options.deploy, layout, &overlay).await?;
+    install::apply(&install::kubectl()?, &kubeconfig, &options.deploy, layout, &overlay).await?;
     progress(layout, report, "waiting for the controller's pods; the bootstrap controller hands over")?;
-    if let Err(e) = wait_available(&client, CONTROLLER_DEPLOYMENT).await {
+    let installed = async {
+        install::wait_controller(&client).await?;
+        controller.stop().await;
+        progress(layout, report, "waiting for a daemon's pod on every node")?;
+        install::wait_daemons(&client, nodes.len()).await
+    };
+    if let Err(e) = installed.await {
         anyhow::bail!(
             "{e:#}\n(pods: kubectl -n {MCO_NAMESPACE} get pods; the kubelets' logs are in {})",
             layout.logs().display()
         );
     }
-    controller.stop().await;
 
     report.phase = Phase::Ready;
     progress(layout, report, format!("ready: {} nodes", nodes.len()))?;
@@ -437,9 +414,6 @@ async fn run(
     joining.shutdown().await;
     progress(layout, report, "stopping")?;
     for running in nodes {
-        if let Some(daemon) = running.daemon {
-            daemon.stop().await;
-        }
         if let Some(machine) = running.machine {
             machine.power_off().await;
         }
@@ -484,8 +458,6 @@ struct Machines<'a> {
     env: &'a mco_testenv::TestEnv,
     mco: &'a Path,
     layout: &'a Layout,
-    /// The administrator's, which the daemons use (until mco installs as pods with its own accounts).
-    kubeconfig: &'a Path,
     nodes_api: Api<Node>,
     registry: String,
     sandbox_image: String,
@@ -494,7 +466,8 @@ struct Machines<'a> {
 
 impl Machines<'_> {
     /// A provisioned node joins: its machine powered on, its kubelet registers the Node and reports
-    /// it Ready, the Node gets its pool's role label, the daemon starts, the state says so. A node
+    /// it Ready, the Node gets its pool's role label, the state says so (its daemon is the
+    /// DaemonSet's pod, which the cluster starts once mco is installed). A node
     /// that does not get there is powered off and the error says why (its kubelet's log).
     async fn join(&self, node: LabNode, index: usize, report: &mut LabState) -> anyhow::Result<RunningNode> {
         let spec = self.spec(&node, index).await?;
@@ -503,22 +476,15 @@ impl Machines<'_> {
             machine.power_off().await;
             return Err(e);
         }
-        let daemon = start_daemon(self.mco, self.layout, &node, self.kubeconfig, &spec.kubeconfig)?;
         report.nodes.push(node.name.clone());
-        Ok(RunningNode {
-            node,
-            spec,
-            machine: Some(machine),
-            down: None,
-            daemon: Some(daemon),
-            restarts: 0,
-            start_at: None,
-        })
+        Ok(RunningNode { node, spec, machine: Some(machine), down: None })
     }
 
     async fn spec(&self, node: &LabNode, index: usize) -> anyhow::Result<MachineSpec> {
         network::add_node_address(index, &self.layout.log("network")).await?;
-        let kubeconfig = self.layout.dir.join("control-plane").join(format!("kubelet-{}.kubeconfig", node.name));
+        // Where upstream's nodes keep it, and the daemon's pod reads it (its --node-kubeconfig).
+        let kubeconfig = node.dirs.root.join("var/lib/kubelet/kubeconfig");
+        std::fs::create_dir_all(kubeconfig.parent().context("a file has a directory")?)?;
         self.env.write_client_kubeconfig(&kubeconfig, &format!("system:node:{}", node.name), Some(NODES_GROUP))?;
         let [healthz_port] = free_ports()?;
         Ok(MachineSpec {
@@ -567,8 +533,8 @@ impl Machines<'_> {
         }
     }
 
-    /// Reboots or restarts a node's daemon that has exited; starts one whose restart delay
-    /// passed; looks after its machine (a kubelet restarted, a machine whose runtime died power-cycled).
+    /// Reboots a node whose daemon asked for it; looks after its machine (a kubelet restarted, a
+    /// machine whose runtime died power-cycled).
     async fn look_after(&self, running: &mut RunningNode) -> anyhow::Result<()> {
         if let Some(machine) = running.machine.as_mut()
             && let Some(failure) = machine.look_after()?
@@ -579,32 +545,13 @@ impl Machines<'_> {
             }
             running.power_on().await?;
         }
-        if let Some(daemon) = running.daemon.as_mut()
-            && let Some(status) = daemon.exited()?
-        {
-            running.daemon = None;
-            match on_daemon_exit(running.node.reboot_requested(), running.restarts) {
-                OnExit::Reboot => {
-                    tracing::info!(node = running.node.name, "rebooting");
-                    if let Some(machine) = running.machine.take() {
-                        machine.power_off().await;
-                    }
-                    running.node.reboot(self.mco, self.layout).await?;
-                    running.power_on().await?;
-                    running.restarts = 0;
-                    running.start_at = Some(Instant::now());
-                }
-                OnExit::Restart(delay) => {
-                    tracing::warn!(node = running.node.name, %status, "daemon exited; restarting in {delay:?}");
-                    running.restarts += 1;
-                    running.start_at = Some(Instant::now() + delay);
-                }
+        if running.machine.is_some() && running.node.reboot_requested() {
+            tracing::info!(node = running.node.name, "rebooting");
+            if let Some(machine) = running.machine.take() {
+                machine.power_off().await;
             }
-        }
-        if running.daemon.is_none() && running.start_at.is_some_and(|at| at <= Instant::now()) {
-            running.daemon =
-                Some(start_daemon(self.mco, self.layout, &running.node, self.kubeconfig, &running.spec.kubeconfig)?);
-            running.start_at = None;
+            running.node.reboot(self.mco, self.layout).await?;
+            running.power_on().await?;
         }
         Ok(())
     }
@@ -668,51 +615,6 @@ async fn wait_established(client: &Client, crds: &[serde_json::Value]) -> anyhow
     Ok(())
 }
 
-/// The node's daemon: its Node written with the node's kubelet credentials (`node_kubeconfig`),
-/// everything else read with `kubeconfig`.
-fn start_daemon(
-    mco: &Path,
-    layout: &Layout,
-    node: &LabNode,
-    kubeconfig: &Path,
-    node_kubeconfig: &Path,
-) -> anyhow::Result<Service> {
-    let mut command = Command::new(mco);
-    command
-        .args(["daemon", "run", "--node", &node.name])
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--node-kubeconfig")
-        .arg(node_kubeconfig)
-        .args(node.node_args())
-        .env("MCO_LOG", "info")
-        .env("CONTAINERS_REGISTRIES_CONF", layout.registries_conf());
-    Service::spawn(&format!("daemon {}", node.name), command, &layout.log(&node.name))
-}
-
-/// Waits until every replica of the Deployment `name` (in mco's namespace) is available.
-async fn wait_available(client: &Client, name: &str) -> anyhow::Result<()> {
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), MCO_NAMESPACE);
-    let deadline = Instant::now() + INSTALL_TIMEOUT;
-    loop {
-        let deployment = deployments.get(name).await?;
-        let wanted = deployment.spec.replicas.unwrap_or(1);
-        let status = deployment.status.unwrap_or_default();
-        if status.available_replicas.unwrap_or(0) >= wanted && status.updated_replicas.unwrap_or(0) >= wanted {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            anyhow::bail!(
-                "Deployment {MCO_NAMESPACE}/{name} has {} of {wanted} replicas available after {INSTALL_TIMEOUT:?}; \
-                 its conditions: {}",
-                status.available_replicas.unwrap_or(0),
-                serde_json::to_string(&status.conditions).unwrap_or_default()
-            );
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
 async fn wait_rendered(client: &Client, pool: &str) -> anyhow::Result<()> {
     let pools: Api<MachineConfigPool> = Api::all(client.clone());
     let deadline = Instant::now() + RENDER_TIMEOUT;
@@ -759,24 +661,4 @@ async fn bootstrap_token(client: &Client, apiserver_dir: &Path, layout: &Layout)
     std::fs::write(dir.join("token"), token)?;
     std::fs::copy(apiserver_dir.join("ca.crt"), dir.join("ca.crt")).context("copying the API server's CA")?;
     Ok(dir)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exits_reboot_when_asked_and_restart_with_a_bounded_backoff() {
-        for (requested, restarts, expected) in [
-            (true, 0, OnExit::Reboot),
-            (true, 7, OnExit::Reboot),
-            (false, 0, OnExit::Restart(Duration::from_secs(1))),
-            (false, 1, OnExit::Restart(Duration::from_secs(2))),
-            (false, 4, OnExit::Restart(Duration::from_secs(16))),
-            (false, 5, OnExit::Restart(MAX_RESTART_DELAY)),
-            (false, 60, OnExit::Restart(MAX_RESTART_DELAY)),
-        ] {
-            assert_eq!(on_daemon_exit(requested, restarts), expected, "{requested} {restarts}");
-        }
-    }
 }

@@ -79,6 +79,16 @@ pub enum LabCommand {
         #[command(flatten)]
         dir: DirArg,
     },
+    /// Install this mco into the running lab, as an administrator upgrades mco on a cluster: its
+    /// image built and pushed to the lab registry, deploy/'s lab overlay applied with the new
+    /// digest. Returns once the controller's and the daemons' pods all run it (no node reboots).
+    Install {
+        /// The image's version label (a rebuild of the same binary then gets another digest).
+        #[arg(long, value_name = "VERSION")]
+        image_version: Option<String>,
+        #[command(flatten)]
+        dir: DirArg,
+    },
     /// Print the path of the lab's kubeconfig (for kubectl and `mco status --kubeconfig`).
     Kubeconfig {
         #[command(flatten)]
@@ -150,6 +160,7 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
             add_node(&dir.layout(), pool, name, boot_image, !no_version_header, Duration::from_secs(timeout))
         }
         LabCommand::Status { output, dir } => status(&dir.layout(), output),
+        LabCommand::Install { image_version, dir } => install(&dir.layout(), image_version.as_deref()),
         LabCommand::Kubeconfig { dir } => {
             let layout = dir.layout();
             running(&layout)?;
@@ -417,6 +428,27 @@ fn remove_dir(layout: &Layout) -> anyhow::Result<()> {
         }
     }
     std::fs::remove_dir_all(&layout.dir).with_context(|| format!("removing {}", layout.dir.display()))
+}
+
+fn install(layout: &Layout, image_version: Option<&str>) -> anyhow::Result<ExitCode> {
+    use mco_lab::install;
+    let state = running(layout)?;
+    let registry = state.registry.as_deref().context("the lab's state names no registry")?;
+    let mut overlay = install::applied_overlay(layout)?;
+    let deploy = install::default_deploy_dir();
+    let mco = std::env::current_exe().context("finding the mco binary")?;
+    let kubectl = install::kubectl()?;
+    runtime()?.block_on(async {
+        eprintln!("lab: building mco's image from {}", mco.display());
+        overlay.digest = install::build_image(&mco, &deploy, layout, registry, image_version).await?;
+        eprintln!("lab: applying {} with image {}", deploy.join("overlays/lab").display(), overlay.digest);
+        install::apply(&kubectl, &state.kubeconfig, &deploy, layout, &overlay).await?;
+        let client = mco_controller::client(Some(&state.kubeconfig)).await?;
+        install::wait_controller(&client).await?;
+        install::wait_daemons(&client, state.nodes.len() - state.down.len()).await
+    })?;
+    println!("{}", overlay.digest);
+    Ok(ExitCode::SUCCESS)
 }
 
 fn apply(layout: &Layout, files: &[PathBuf]) -> anyhow::Result<ExitCode> {

@@ -370,6 +370,18 @@ async fn set_min_available(client: &Client, min_available: i32) {
     .await;
 }
 
+/// The daemon's pod on `node`, unless it is being deleted.
+async fn daemon_pod(client: &Client, node: &str) -> Option<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), MCO_NAMESPACE);
+    let listed = pods.list(&ListParams::default().labels("k8s-app=machine-config-daemon")).await.unwrap();
+    listed.items.into_iter().find(|p| {
+        p.metadata.deletion_timestamp.is_none() && p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+    })
+}
+
+/// Where a lab node's boot id is (a new one at every boot).
+const BOOT_ID: &str = mco_daemon::journal::DIRECTORY_ROOT_BOOT_ID;
+
 fn worker_roots(lab: &Lab) -> Vec<std::path::PathBuf> {
     (0..NODES).map(|i| lab.state_dir().join(format!("nodes/worker-{i}/root"))).collect()
 }
@@ -418,6 +430,7 @@ fn assert_rbac_matches_use(lab: &Lab, user: &str, unexercised: &[(&str, &str, &s
 }
 
 const CONTROLLER_ACCOUNT: &str = "system:serviceaccount:openshift-machine-config-operator:machine-config-controller";
+const DAEMON_ACCOUNT: &str = "system:serviceaccount:openshift-machine-config-operator:machine-config-daemon";
 
 /// The logs of mco's controller pods (the leader's and the other's), through the API server and
 /// their kubelets.
@@ -491,6 +504,26 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
         assert_eq!(info.kubelet_version, "v1.36.3", "{}", summary(&node));
         assert!(info.container_runtime_version.starts_with("containerd://"), "{info:?}");
     }
+    // mco runs as it would on any cluster: each node's daemon is a pod of deploy/'s DaemonSet on
+    // that node (which brought the node to Done above), under the daemon's own service account.
+    let mco_pods: Api<Pod> = Api::namespaced(client.clone(), MCO_NAMESPACE);
+    let daemons = mco_pods.list(&ListParams::default().labels("k8s-app=machine-config-daemon")).await.unwrap();
+    let mut daemon_nodes: Vec<String> = daemons
+        .iter()
+        .map(|pod| {
+            let owner = pod.owner_references().iter().find(|o| o.controller == Some(true)).map(|o| o.kind.as_str());
+            let spec = pod.spec.as_ref().unwrap();
+            assert_eq!(
+                (owner, spec.service_account_name.as_deref()),
+                (Some("DaemonSet"), Some("machine-config-daemon")),
+                "{}",
+                pod.name_any()
+            );
+            spec.node_name.clone().unwrap_or_default()
+        })
+        .collect();
+    daemon_nodes.sort();
+    assert_eq!(daemon_nodes, (0..NODES).map(|i| format!("worker-{i}")).collect::<Vec<_>>());
 
     // The control plane is real: the workload's ReplicaSet makes its pods, the scheduler binds
     // them to the nodes, their kubelets run them from the lab registry's image, the disruption
@@ -688,6 +721,60 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     rolled_out(&client, &current).await;
     assert_eq!(read(&blocked), "blocked\n");
 
+    // A daemon restarted in the middle of its node's update (its pod deleted, as an upgrade of mco
+    // or an administrator would) leaves no half-done node: the DaemonSet's new pod takes the
+    // update up from the node's journal and the rollout completes.
+    lab.apply("99-worker-restart", &file_mc("99-worker-restart", "/etc/lab/restart", "restart\n"));
+    let (updating, deleted) = eventually("a node Working on the new config, with its daemon's pod", || async {
+        let listed = nodes.list(&Default::default()).await.unwrap().items;
+        let working = listed.iter().find(|n| mco_rollout::node::annotation(n, STATE_ANNOTATION) == Some("Working"));
+        let pod = match working {
+            Some(node) => daemon_pod(&client, &node.name_any()).await,
+            None => None,
+        };
+        match (working, pod) {
+            (Some(node), Some(pod)) => Ok((node.name_any(), pod.name_any())),
+            _ => Err(listed.iter().map(summary).collect::<Vec<_>>()),
+        }
+    })
+    .await;
+    let mco_pods: Api<Pod> = Api::namespaced(client.clone(), MCO_NAMESPACE);
+    mco_pods.delete(&deleted, &Default::default()).await.unwrap();
+    current = rolled_out(&client, &current).await;
+    for root in worker_roots(&lab) {
+        assert_eq!(read(&root.join("etc/lab/restart")), "restart\n", "{}", root.display());
+    }
+    let replacement = daemon_pod(&client, &updating).await.map(|p| p.name_any());
+    assert!(replacement.is_some_and(|name| name != deleted), "{updating}'s daemon pod {deleted} was not replaced");
+
+    // Upgrading mco itself: a new image digest applied with deploy/ rolls the controller's and the
+    // daemons' pods, and no node is updated or rebooted for it.
+    let boot_ids: Vec<String> =
+        worker_roots(&lab).iter().map(|root| read(&mco_daemon::fsutil::host_path(root, BOOT_ID))).collect();
+    let installed = lab.mco(&["lab", "install", "--image-version", "lab-upgrade"]);
+    assert!(installed.get_output().status.success(), "lab install: {}", stderr(&installed));
+    let digest = stdout(&installed).trim().to_string();
+    assert!(digest.starts_with("sha256:"), "{digest}");
+    eventually("every mco pod on the new image", || async {
+        let pods = mco_pods.list(&Default::default()).await.unwrap().items;
+        let images: Vec<(String, String)> = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| (p.name_any(), p.spec.as_ref().unwrap().containers[0].image.clone().unwrap_or_default()))
+            .collect();
+        let on_new = images.iter().filter(|(_, image)| image.ends_with(&format!("@{digest}"))).count();
+        // Two controller pods and a daemon on every node.
+        if on_new == images.len() && images.len() == 2 + NODES { Ok(()) } else { Err(images) }
+    })
+    .await;
+    for (root, before) in worker_roots(&lab).iter().zip(&boot_ids) {
+        assert_eq!(&read(&mco_daemon::fsutil::host_path(root, BOOT_ID)), before, "{} rebooted", root.display());
+    }
+    for node in nodes.list(&Default::default()).await.unwrap() {
+        assert!(done_on(&node, &current), "{}", summary(&node));
+    }
+    assert_eq!(target(&pool(&client).await), current);
+
     // Least privilege, both ways: every request the controller's pods made in all of the above
     // (the API server's audit log) was granted, and deploy/ grants them nothing they did not use
     // apart from what this run cannot exercise.
@@ -718,6 +805,10 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
         ("get", "configmaps", "coreos-bootimages: only read on platforms with boot image support"),
     ];
     assert_rbac_matches_use(&lab, CONTROLLER_ACCOUNT, &unexercised, None);
+    // The daemons' pods too: no Node access of their own (they write their Node with the kubelet's
+    // credentials, which are not in this audit), the rest used.
+    let unexercised = [("get", "configmaps", "image-registry-override-drain: only read when registries.conf changes")];
+    assert_rbac_matches_use(&lab, DAEMON_ACCOUNT, &unexercised, Some(&["machine-config-daemon"]));
 
     observer.abort();
     let down = lab.mco(&["lab", "down"]);
