@@ -26,6 +26,9 @@ const INSTALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// mco's controller Deployment and daemon DaemonSet (upstream's names).
 const CONTROLLER_DEPLOYMENT: &str = "machine-config-controller";
 const DAEMON_DAEMONSET: &str = "machine-config-daemon";
+const SERVER_DAEMONSET: &str = "machine-config-server";
+/// The server's serving certificate (upstream's name).
+const SERVER_TLS_SECRET: &str = "machine-config-server-tls";
 /// The overlay last applied, beside its kustomization.yaml (what `mco lab install` starts from).
 const OVERLAY_FILE: &str = "overlay.json";
 
@@ -135,6 +138,24 @@ pub async fn apply(
 /// Waits until every replica of the controller's Deployment is available and of its current template.
 pub async fn wait_controller(client: &Client) -> anyhow::Result<()> {
     wait_available(client, CONTROLLER_DEPLOYMENT, deployment_available).await
+}
+
+/// Waits until a server's pod of the DaemonSet's current template is available on each of
+/// `masters` control-plane nodes.
+pub async fn wait_servers(client: &Client, masters: usize) -> anyhow::Result<()> {
+    wait_available(client, SERVER_DAEMONSET, |ds| daemonset_available(ds, masters)).await
+}
+
+/// The server's serving certificate Secret from PEM files.
+pub fn server_tls_secret(cert: &Path, key: &Path) -> anyhow::Result<serde_json::Value> {
+    let read = |path: &Path| std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()));
+    Ok(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": SERVER_TLS_SECRET, "namespace": MCO_NAMESPACE},
+        "type": "kubernetes.io/tls",
+        "stringData": {"tls.crt": read(cert)?, "tls.key": read(key)?},
+    }))
 }
 
 /// Waits until a daemon's pod of the DaemonSet's current template is available on each of `nodes` nodes.

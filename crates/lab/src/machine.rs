@@ -80,6 +80,8 @@ pub struct MachineSpec {
     pub healthz_port: u16,
     /// Where `<name>-kubelet.log` and `<name>-containerd.log` go.
     pub logs: PathBuf,
+    /// `KEY[=VALUE]:EFFECT` taints the kubelet registers its Node with (a control-plane node's).
+    pub taints: Vec<String>,
 }
 
 impl MachineSpec {
@@ -171,6 +173,9 @@ impl Machine {
             .arg(format!("--root-dir={}", spec.path("var/lib/kubelet").display()))
             .arg(format!("--cert-dir={}", spec.path("var/lib/kubelet/pki").display()))
             .arg(format!("--node-labels=topology.kubernetes.io/zone={}", spec.zone));
+        if !spec.taints.is_empty() {
+            command.arg(format!("--register-with-taints={}", spec.taints.join(",")));
+        }
         self.kubelet = Some(spawn_in(spec, command, "kubelet", Some(&self.mount_namespace))?);
         Ok(())
     }
@@ -495,6 +500,7 @@ mod tests {
             cgroup_parent: "mco-lab-1".into(),
             healthz_port: 10248,
             logs: "/lab/logs".into(),
+            taints: vec![],
         }
     }
 

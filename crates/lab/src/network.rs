@@ -8,7 +8,7 @@
 //! each of them to the same port on the lab's loopback, where the service listens: the same
 //! `127.0.0.1:PORT` works on both sides, so one kubeconfig serves `kubectl` and the kubelets.
 
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::Path;
 
 use anyhow::Context as _;
@@ -85,22 +85,33 @@ pub async fn add_node_address(index: usize, log: &Path) -> anyhow::Result<()> {
 /// loopback, until the runtime stops.
 pub fn forward(listener: TcpListener) -> anyhow::Result<()> {
     let port = listener.local_addr()?.port();
+    balance(listener, vec![SocketAddr::from((Ipv4Addr::LOCALHOST, port))])
+}
+
+/// Forwards every connection to `listener` to the first of `backends` that accepts it, as a
+/// cloud's TCP load balancer in front of the control plane does, until the runtime stops.
+pub fn balance(listener: TcpListener, backends: Vec<SocketAddr>) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::from_std(listener)?;
+    let backends = std::sync::Arc::new(backends);
     tokio::spawn(async move {
         loop {
             let (mut outside, _) = match listener.accept().await {
                 Ok(accepted) => accepted,
                 Err(e) => {
-                    tracing::warn!(port, "accepting a connection to forward: {e}");
+                    tracing::warn!(?backends, "accepting a connection to forward: {e}");
                     continue;
                 }
             };
+            let backends = backends.clone();
             tokio::spawn(async move {
-                match tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).await {
-                    Ok(mut inside) => {
-                        let _ = tokio::io::copy_bidirectional(&mut outside, &mut inside).await;
+                for backend in backends.iter() {
+                    match tokio::net::TcpStream::connect(backend).await {
+                        Ok(mut inside) => {
+                            let _ = tokio::io::copy_bidirectional(&mut outside, &mut inside).await;
+                            return;
+                        }
+                        Err(e) => tracing::debug!(%backend, "nothing answers inside the lab: {e}"),
                     }
-                    Err(e) => tracing::debug!(port, "nothing answers inside the lab: {e}"),
                 }
             });
         }

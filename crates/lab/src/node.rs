@@ -62,10 +62,6 @@ pub struct LabNode {
 }
 
 impl LabNode {
-    pub fn new(layout: &Layout, pool: &str, index: usize) -> Self {
-        Self::named(layout, pool, &format!("{pool}-{index}"), index)
-    }
-
     /// A node with its own name; `index` picks its zone.
     pub fn named(layout: &Layout, pool: &str, name: &str, index: usize) -> Self {
         LabNode {

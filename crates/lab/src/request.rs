@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use fn_error_context::context;
-use mco_api::constants::{MASTER_POOL, WORKER_POOL};
 use serde::{Deserialize, Serialize};
 
 use crate::layout::Layout;
@@ -38,23 +37,17 @@ pub struct AddNode {
 }
 
 /// Why a request cannot be carried out (pure): the name must be a DNS label no node of the lab
-/// has, except one that did not join (it is provisioned again from scratch); the pool one of the
-/// lab's.
+/// has, except one that did not join (it is provisioned again from scratch); the pool a DNS label
+/// too (a pool of the cluster: the server refuses the node's first boot otherwise).
 pub fn check(request: &AddNode, state: &LabState) -> Result<(), String> {
     let name = &request.name;
-    let label_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
-    if name.is_empty()
-        || name.len() > 63
-        || !name.chars().all(label_char)
-        || name.starts_with('-')
-        || name.ends_with('-')
-    {
+    if !is_dns_label(name) {
         return Err(format!(
             "node name {name:?} is not a DNS label (lowercase letters, digits and '-', at most 63, no '-' at either end)"
         ));
     }
-    if ![MASTER_POOL, WORKER_POOL].contains(&request.pool.as_str()) {
-        return Err(format!("pool {:?} is not one of the lab's pools ({MASTER_POOL}, {WORKER_POOL})", request.pool));
+    if !is_dns_label(&request.pool) {
+        return Err(format!("pool {:?} is not a DNS label, so no pool's name", request.pool));
     }
     if state.nodes.contains(name) {
         return Err(format!("node {name} already joined the lab"));
@@ -63,6 +56,15 @@ pub fn check(request: &AddNode, state: &LabState) -> Result<(), String> {
         return Err(format!("node {name} is being added already"));
     }
     Ok(())
+}
+
+fn is_dns_label(text: &str) -> bool {
+    let label_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    !text.is_empty()
+        && text.len() <= 63
+        && text.chars().all(label_char)
+        && !text.starts_with('-')
+        && !text.ends_with('-')
 }
 
 /// The first `<pool>-<n>` no node of the lab has.
@@ -148,7 +150,8 @@ mod tests {
             ("master-9", "master", Ok(())),
             ("worker-0", "worker", Err("node worker-0 already joined the lab")),
             ("worker-1", "worker", Err("node worker-1 is being added already")),
-            ("worker-4", "infra", Err("pool \"infra\" is not one of the lab's pools (master, worker)")),
+            ("infra-0", "infra", Ok(())),
+            ("worker-4", "Infra", Err("pool \"Infra\" is not a DNS label")),
             ("Worker", "worker", Err("node name \"Worker\" is not a DNS label")),
             ("-a", "worker", Err("is not a DNS label")),
             ("", "worker", Err("is not a DNS label")),

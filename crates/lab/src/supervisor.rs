@@ -15,7 +15,7 @@
 //! deployment booted, the machine powered on), a kubelet that exits is restarted, as systemd
 //! would.
 
-use std::net::{IpAddr, Ipv4Addr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use mco_api::MachineConfigPool;
-use mco_api::constants::{MCO_NAMESPACE, WORKER_POOL};
+use mco_api::constants::{MASTER_POOL, MCO_NAMESPACE, WORKER_POOL};
 use serde_json::json;
 use tokio::process::Command;
 use tokio::signal::unix::{SignalKind, signal};
@@ -51,6 +51,13 @@ use crate::{apply, images, network};
 const RENDER_TIMEOUT: Duration = Duration::from_secs(180);
 /// How often the supervisor looks at its processes.
 const TICK: Duration = Duration::from_secs(1);
+/// Control-plane nodes (pool `master`): where mco's server runs, as on upstream's clusters.
+const MASTERS: usize = 1;
+/// A control-plane node's role label and taint key, and the newer role label it also carries.
+const MASTER_ROLE: &str = "node-role.kubernetes.io/master";
+const CONTROL_PLANE_ROLE: &str = "node-role.kubernetes.io/control-plane";
+/// The server's ports on a control-plane node (upstream's), behind the lab's load balancer.
+const SERVER_PORTS: [u16; 2] = [22623, 22624];
 /// How long a new machine's kubelet gets to register its Node and report it Ready.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(120);
 /// The group kubelets' client certificates are in (what the Node authorizer recognises).
@@ -307,10 +314,16 @@ async fn run(
         old_boot: Arc::default(),
     };
     let mut nodes = Vec::new();
-    for index in 0..options.workers {
-        let node = LabNode::new(layout, WORKER_POOL, index);
+    let planned: Vec<LabNode> = (0..MASTERS)
+        .map(|i| (MASTER_POOL, i))
+        .chain((0..options.workers).map(|i| (WORKER_POOL, i)))
+        .enumerate()
+        .map(|(index, (pool, i))| LabNode::named(layout, pool, &format!("{pool}-{i}"), index))
+        .collect();
+    let total = planned.len();
+    for (index, node) in planned.into_iter().enumerate() {
         report.pools.insert(node.name.clone(), node.pool.clone());
-        progress(layout, report, format!("booting node {} ({}/{})", node.name, index + 1, options.workers))?;
+        progress(layout, report, format!("booting node {} ({}/{total})", node.name, index + 1))?;
         let request = AddNode {
             name: node.name.clone(),
             pool: node.pool.clone(),
@@ -334,18 +347,33 @@ async fn run(
         machine_api: options.platform.has_machinesets(),
     };
     install::apply(&install::kubectl()?, &kubeconfig, &options.deploy, layout, &overlay).await?;
+    // What an administrator creates beside deploy/: the server's certificate (the lab's, which
+    // the stubs' CA signed for the address machines ask).
+    apply::apply(&client, &[install::server_tls_secret(&certs.join("tls.crt"), &certs.join("tls.key"))?]).await?;
     progress(layout, report, "waiting for the controller's pods; the bootstrap controller hands over")?;
+    let masters: Vec<usize> = (0..nodes.len()).filter(|&i| nodes[i].node.pool == MASTER_POOL).collect();
     let installed = async {
         install::wait_controller(&client).await?;
         controller.stop().await;
-        progress(layout, report, "waiting for a daemon's pod on every node")?;
-        install::wait_daemons(&client, nodes.len()).await
+        progress(layout, report, "waiting for a daemon's pod on every node and the server's on the control plane")?;
+        install::wait_daemons(&client, nodes.len()).await?;
+        install::wait_servers(&client, masters.len()).await
     };
     if let Err(e) = installed.await {
         anyhow::bail!(
             "{e:#}\n(pods: kubectl -n {MCO_NAMESPACE} get pods; the kubelets' logs are in {})",
             layout.logs().display()
         );
+    }
+
+    // As the installer's load balancer drops the bootstrap node: machines that ask the server's
+    // address from now on reach the servers on the control-plane nodes.
+    server.stop().await;
+    let backends = |port: u16| masters.iter().map(|&i| SocketAddr::from((network::node_address(i), port))).collect();
+    for (port, server_port) in [server_port, insecure_port].into_iter().zip(SERVER_PORTS) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).with_context(|| format!("binding {port}"))?;
+        listener.set_nonblocking(true)?;
+        network::balance(listener, backends(server_port))?;
     }
 
     report.phase = Phase::Ready;
@@ -418,7 +446,6 @@ async fn run(
             machine.power_off().await;
         }
     }
-    server.stop().await;
     registry_service.stop().await;
     control_plane.stop().await;
     drop(env);
@@ -500,6 +527,7 @@ impl Machines<'_> {
             cgroup_parent: self.cgroup_parent.clone(),
             healthz_port,
             logs: self.layout.logs(),
+            taints: if node.pool == MASTER_POOL { vec![format!("{MASTER_ROLE}:NoSchedule")] } else { vec![] },
         })
     }
 
@@ -514,7 +542,12 @@ impl Machines<'_> {
             }
             if let Some(registered) = self.nodes_api.get_opt(&node.name).await? {
                 if !labelled {
-                    let role = json!({"metadata": {"labels": {format!("node-role.kubernetes.io/{}", node.pool): ""}}});
+                    let mut roles = serde_json::Map::new();
+                    roles.insert(format!("node-role.kubernetes.io/{}", node.pool), json!(""));
+                    if node.pool == MASTER_POOL {
+                        roles.insert(CONTROL_PLANE_ROLE.to_string(), json!(""));
+                    }
+                    let role = json!({"metadata": {"labels": roles}});
                     self.nodes_api.patch(&node.name, &PatchParams::default(), &Patch::Merge(&role)).await?;
                     labelled = true;
                 }

@@ -5,6 +5,7 @@ use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use mco_api::constants::MASTER_POOL;
 use mco_lab::layout::{Layout, default_dir};
 use mco_lab::manifests::Platform;
 use mco_lab::request::{self, AddNode, BootImage};
@@ -444,8 +445,11 @@ fn install(layout: &Layout, image_version: Option<&str>) -> anyhow::Result<ExitC
         eprintln!("lab: applying {} with image {}", deploy.join("overlays/lab").display(), overlay.digest);
         install::apply(&kubectl, &state.kubeconfig, &deploy, layout, &overlay).await?;
         let client = mco_controller::client(Some(&state.kubeconfig)).await?;
+        let up: Vec<&String> = state.nodes.iter().filter(|n| !state.down.iter().any(|d| &d.name == *n)).collect();
+        let masters = up.iter().filter(|n| state.pools.get(**n).is_some_and(|p| p == MASTER_POOL)).count();
         install::wait_controller(&client).await?;
-        install::wait_daemons(&client, state.nodes.len() - state.down.len()).await
+        install::wait_daemons(&client, up.len()).await?;
+        install::wait_servers(&client, masters).await
     })?;
     println!("{}", overlay.digest);
     Ok(ExitCode::SUCCESS)

@@ -29,7 +29,9 @@ mod common;
 
 use common::{mco, stderr, stdout};
 
+/// Worker nodes; every lab also has one control-plane node, `master-0`.
 const NODES: usize = 3;
+const MASTER: &str = "master-0";
 const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(600);
 /// One lab at a time: two would share the two cores and the timeouts.
 static ONE_LAB: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -75,7 +77,7 @@ async fn pods_capacity(client: &Client, pods: &str) {
     let nodes: Api<Node> = Api::all(client.clone());
     eventually(&format!("every Node Ready with capacity.pods {pods}"), || async {
         let seen: Vec<(String, bool, Option<String>)> = nodes
-            .list(&Default::default())
+            .list(&workers())
             .await
             .unwrap()
             .iter()
@@ -142,7 +144,8 @@ fn observe(client: Client) -> (Arc<Mutex<Observed>>, tokio::task::JoinHandle<()>
     let shared = observed.clone();
     let task = tokio::spawn(async move {
         let nodes: Api<Node> = Api::all(client);
-        let mut events = watcher(nodes, watcher::Config::default()).default_backoff().boxed();
+        let selector = watcher::Config::default().labels("node-role.kubernetes.io/worker");
+        let mut events = watcher(nodes, selector).default_backoff().boxed();
         while let Some(event) = events.next().await {
             let Ok(event) = event else { continue };
             let mut observed = shared.lock().unwrap();
@@ -193,7 +196,7 @@ async fn rolled_out(client: &Client, old: &str) -> String {
     eventually_within(ROLLOUT_TIMEOUT, &format!("the rollout from {old:?} on every node"), || async {
         let pool = pool(client).await;
         let new = target(&pool);
-        let all = nodes.list(&Default::default()).await.unwrap().items;
+        let all = nodes.list(&workers()).await.unwrap().items;
         let done = all.iter().filter(|n| done_on(n, &new)).count();
         let updated = pool.status.as_ref().and_then(|s| s.updated_machine_count);
         if new != old && done == NODES && updated == Some(NODES as i32) {
@@ -382,6 +385,11 @@ async fn daemon_pod(client: &Client, node: &str) -> Option<Pod> {
 /// Where a lab node's boot id is (a new one at every boot).
 const BOOT_ID: &str = mco_daemon::journal::DIRECTORY_ROOT_BOOT_ID;
 
+/// The worker pool's nodes (the lab's control-plane node is in the master pool).
+fn workers() -> ListParams {
+    ListParams::default().labels("node-role.kubernetes.io/worker")
+}
+
 fn worker_roots(lab: &Lab) -> Vec<std::path::PathBuf> {
     (0..NODES).map(|i| lab.state_dir().join(format!("nodes/worker-{i}/root"))).collect()
 }
@@ -430,6 +438,7 @@ fn assert_rbac_matches_use(lab: &Lab, user: &str, unexercised: &[(&str, &str, &s
 }
 
 const CONTROLLER_ACCOUNT: &str = "system:serviceaccount:openshift-machine-config-operator:machine-config-controller";
+const SERVER_ACCOUNT: &str = "system:serviceaccount:openshift-machine-config-operator:machine-config-server";
 const DAEMON_ACCOUNT: &str = "system:serviceaccount:openshift-machine-config-operator:machine-config-daemon";
 
 /// The logs of mco's controller pods (the leader's and the other's), through the API server and
@@ -465,8 +474,9 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     assert_eq!(lab_status["kubeconfig"], json!(lab.state_dir().join("kubeconfig")));
     assert!(lab_status["registry"].as_str().is_some_and(|r| r.starts_with("127.0.0.1:")), "{lab_status}");
     let listed = lab_status["nodes"].as_array().unwrap();
-    assert_eq!(listed.len(), NODES, "{lab_status}");
-    for (node, root) in listed.iter().zip(worker_roots(&lab)) {
+    assert_eq!(listed.len(), NODES + 1, "{lab_status}");
+    assert_eq!((&listed[0]["name"], &listed[0]["pool"]), (&json!(MASTER), &json!("master")), "{lab_status}");
+    for (node, root) in listed[1..].iter().zip(worker_roots(&lab)) {
         assert_eq!((&node["pool"], &node["state"], &node["root"]), (&json!("worker"), &json!("Joined"), &json!(root)));
         assert!(Path::new(node["sysroot"].as_str().unwrap()).join("ostree").is_dir(), "{node}");
     }
@@ -478,7 +488,7 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     let nodes: Api<Node> = Api::all(client.clone());
     eventually("every node reporting the boot image it was installed from", || async {
         let reported: Vec<(String, Option<serde_json::Value>)> = nodes
-            .list(&Default::default())
+            .list(&workers())
             .await
             .unwrap()
             .iter()
@@ -523,7 +533,15 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
         })
         .collect();
     daemon_nodes.sort();
-    assert_eq!(daemon_nodes, (0..NODES).map(|i| format!("worker-{i}")).collect::<Vec<_>>());
+    let every_node: Vec<String> =
+        std::iter::once(MASTER.to_string()).chain((0..NODES).map(|i| format!("worker-{i}"))).collect();
+    assert_eq!(daemon_nodes, every_node);
+    // The server's pod on the control-plane node, as upstream's, serving machines that boot from
+    // now on (the lab's load balancer sends them there: the bootstrap server has stopped).
+    let servers = mco_pods.list(&ListParams::default().labels("k8s-app=machine-config-server")).await.unwrap();
+    let server_nodes: Vec<Option<String>> =
+        servers.iter().map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone())).collect();
+    assert_eq!(server_nodes, [Some(MASTER.to_string())]);
 
     // The control plane is real: the workload's ReplicaSet makes its pods, the scheduler binds
     // them to the nodes, their kubelets run them from the lab registry's image, the disruption
@@ -605,7 +623,7 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     set_pool(&client, json!({ "maxUnavailable": 1 })).await;
     lab.apply("99-worker-held", &file_mc("99-worker-held", "/etc/lab/held", "held\n"));
     let cordoned = eventually("a node cordoned for its drain", || async {
-        let all = nodes.list(&Default::default()).await.unwrap().items;
+        let all = nodes.list(&workers()).await.unwrap().items;
         let cordoned = all.iter().find(|n| n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true));
         cordoned.and_then(|n| n.metadata.name.clone()).ok_or_else(|| all.iter().map(summary).collect::<Vec<_>>())
     })
@@ -627,14 +645,8 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     let still = workload_serving(&client).await;
     assert!(held.iter().all(|uid| still.contains_key(uid)), "a budget of 3 of 3 let {held:?} go: {still:?}");
     let held_target = target(&pool(&client).await);
-    let moved: Vec<String> = nodes
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .iter()
-        .filter(|n| done_on(n, &held_target))
-        .map(summary)
-        .collect();
+    let moved: Vec<String> =
+        nodes.list(&workers()).await.unwrap().iter().filter(|n| done_on(n, &held_target)).map(summary).collect();
     assert!(moved.is_empty(), "nodes updated while the drain was held: {moved:?}");
     set_min_available(&client, 2).await;
     current = rolled_out(&client, &current).await;
@@ -650,7 +662,7 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     lab.apply("99-worker-os-update", &os_image_mc("99-worker-os-update", &update));
     current = rolled_out(&client, &current).await;
     eventually("every Node Ready on the updated OS", || async {
-        let all = nodes.list(&Default::default()).await.unwrap().items;
+        let all = nodes.list(&workers()).await.unwrap().items;
         let seen: Vec<(String, bool, String)> = all
             .iter()
             .map(|n| {
@@ -702,7 +714,7 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     assert!(message.contains("99-worker-bad"), "{message}");
     assert_eq!(target(&pool(&client).await), current);
     let nodes: Api<Node> = Api::all(client.clone());
-    for node in nodes.list(&Default::default()).await.unwrap() {
+    for node in nodes.list(&workers()).await.unwrap() {
         let desired = mco_rollout::node::annotation(&node, mco_api::constants::DESIRED_CONFIG_ANNOTATION);
         assert_eq!(desired, Some(current.as_str()), "{}", summary(&node));
     }
@@ -726,7 +738,7 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     // update up from the node's journal and the rollout completes.
     lab.apply("99-worker-restart", &file_mc("99-worker-restart", "/etc/lab/restart", "restart\n"));
     let (updating, deleted) = eventually("a node Working on the new config, with its daemon's pod", || async {
-        let listed = nodes.list(&Default::default()).await.unwrap().items;
+        let listed = nodes.list(&workers()).await.unwrap().items;
         let working = listed.iter().find(|n| mco_rollout::node::annotation(n, STATE_ANNOTATION) == Some("Working"));
         let pod = match working {
             Some(node) => daemon_pod(&client, &node.name_any()).await,
@@ -763,14 +775,14 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
             .map(|p| (p.name_any(), p.spec.as_ref().unwrap().containers[0].image.clone().unwrap_or_default()))
             .collect();
         let on_new = images.iter().filter(|(_, image)| image.ends_with(&format!("@{digest}"))).count();
-        // Two controller pods and a daemon on every node.
-        if on_new == images.len() && images.len() == 2 + NODES { Ok(()) } else { Err(images) }
+        // Two controller pods, a daemon on every node and the control-plane node's server.
+        if on_new == images.len() && images.len() == 2 + (NODES + 1) + 1 { Ok(()) } else { Err(images) }
     })
     .await;
     for (root, before) in worker_roots(&lab).iter().zip(&boot_ids) {
         assert_eq!(&read(&mco_daemon::fsutil::host_path(root, BOOT_ID)), before, "{} rebooted", root.display());
     }
-    for node in nodes.list(&Default::default()).await.unwrap() {
+    for node in nodes.list(&workers()).await.unwrap() {
         assert!(done_on(&node, &current), "{}", summary(&node));
     }
     assert_eq!(target(&pool(&client).await), current);
@@ -809,6 +821,8 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     // credentials, which are not in this audit), the rest used.
     let unexercised = [("get", "configmaps", "image-registry-override-drain: only read when registries.conf changes")];
     assert_rbac_matches_use(&lab, DAEMON_ACCOUNT, &unexercised, Some(&["machine-config-daemon"]));
+    // And the server's pod on the control-plane node.
+    assert_rbac_matches_use(&lab, SERVER_ACCOUNT, &[], Some(&["machine-config-server"]));
 
     observer.abort();
     let down = lab.mco(&["lab", "down"]);
@@ -897,7 +911,7 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     })
     .await;
     let status = stdout(&lab.mco(&["lab", "status"]).success());
-    assert!(status.contains("nodes: worker-0, worker-1") && !status.contains("not joined"), "{status}");
+    assert!(status.contains("nodes: master-0, worker-0, worker-1") && !status.contains("not joined"), "{status}");
 
     // Recording an older boot image blocks cluster upgrades, with upstream's message.
     lab.apply("skew-old", &skew_manual(old));
@@ -911,9 +925,10 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     );
     status_showing(&kubeconfig, &blocked).await;
 
-    // A pool whose OS image has no kubelet (the base image, without the node layer): its node
+    // A pool whose OS image has no kubelet (the base image, without the node layer): its new node
     // pivots and reboots into it, cannot start a kubelet, and is reported as not joined, with
-    // the reason; the lab's other node runs on.
+    // the reason; the lab's other nodes run on. (A custom pool of no node yet, as an admin makes
+    // one for infrastructure nodes: it serves the config it rendered at once.)
     let registry = lab_registry(&lab);
     let inspected = mco()
         .args(["image", "inspect", "-o", "json", &format!("docker://{registry}/mco/os:base")])
@@ -922,25 +937,41 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
         .success();
     let digest = serde_json::from_str::<serde_json::Value>(&stdout(&inspected)).unwrap()["digest"].clone();
     let base = format!("{registry}/mco/os@{}", digest.as_str().unwrap());
-    lab.apply("99-master-base-os", &os_image_mc("99-master-base-os", &base).replace("role: worker", "role: master"));
-    eventually("the master pool to render the base image", || async {
+    let infra = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfigPool",
+        "metadata": {"name": "infra"},
+        "spec": {
+            "machineConfigSelector": {"matchExpressions": [{
+                "key": "machineconfiguration.openshift.io/role", "operator": "In", "values": ["worker", "infra"],
+            }]},
+            "nodeSelector": {"matchLabels": {"node-role.kubernetes.io/infra": ""}},
+        },
+    });
+    lab.apply("infra-pool", &infra.to_string());
+    lab.apply("99-infra-base-os", &os_image_mc("99-infra-base-os", &base).replace("role: worker", "role: infra"));
+    eventually("the infra pool to serve the base image", || async {
         let pools: Api<MachineConfigPool> = Api::all(client.clone());
-        let target = target(&pools.get("master").await.unwrap());
-        let rendered = Api::<mco_api::MachineConfig>::all(client.clone()).get_opt(&target).await.unwrap();
+        let served = pools.get("infra").await.unwrap().status.and_then(|s| s.configuration?.name).unwrap_or_default();
+        let mcs = Api::<mco_api::MachineConfig>::all(client.clone());
+        let rendered = if served.is_empty() { None } else { mcs.get_opt(&served).await.unwrap() };
         let image = rendered.map(|mc| mc.spec.os_image_url);
-        if image.as_deref() == Some(base.as_str()) { Ok(()) } else { Err((target, image)) }
+        if image.as_deref() == Some(base.as_str()) { Ok(()) } else { Err((served, image)) }
     })
     .await;
-    let add = lab.mco(&["lab", "add-node", "--pool", "master", "--name", "master-0"]);
+    let add = lab.mco(&["lab", "add-node", "--pool", "infra", "--name", "infra-0"]);
     let said = stdout(&add);
     assert_eq!(add.get_output().status.code(), Some(1), "{said}\n{}", stderr(&add));
     assert!(
-        said.contains("node master-0 did not join: ") && said.contains("has no kubelet (/usr/bin/kubelet)"),
+        said.contains("node infra-0 did not join: ") && said.contains("has no kubelet (/usr/bin/kubelet)"),
         "{said}"
     );
-    assert!(nodes.get_opt("master-0").await.unwrap().is_none());
+    assert!(nodes.get_opt("infra-0").await.unwrap().is_none());
     let status = stdout(&lab.mco(&["lab", "status"]).success());
-    assert!(status.contains("not joined: master-0: ") && status.contains("nodes: worker-0, worker-1"), "{status}");
+    assert!(
+        status.contains("not joined: infra-0: ") && status.contains("nodes: master-0, worker-0, worker-1"),
+        "{status}"
+    );
     let worker = nodes.get("worker-0").await.unwrap();
     assert!(mco_lab::node::is_ready(&worker), "{}", summary(&worker));
 
@@ -951,7 +982,7 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     let tag = format!("{registry}/mco/node:latest");
     lab.apply("99-worker-tag", &os_image_mc("99-worker-tag", &tag));
     let stranded = eventually("a worker Degraded on the tag", || async {
-        let all = nodes.list(&Default::default()).await.unwrap().items;
+        let all = nodes.list(&workers()).await.unwrap().items;
         let degraded = all.iter().find(|n| {
             mco_rollout::node::annotation(n, REASON_ANNOTATION).is_some_and(|r| r.contains("neither HOST/NAME@sha256"))
         });
@@ -960,7 +991,7 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     .await;
     Api::<mco_api::MachineConfig>::all(client.clone()).delete("99-worker-tag", &Default::default()).await.unwrap();
     eventually(&format!("{stranded} healed: Done on {before} and schedulable"), || async {
-        let all = nodes.list(&Default::default()).await.unwrap().items;
+        let all = nodes.list(&workers()).await.unwrap().items;
         let healed =
             all.iter().all(|n| done_on(n, &before) && !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false));
         if healed { Ok(()) } else { Err(all.iter().map(summary).collect::<Vec<_>>()) }
