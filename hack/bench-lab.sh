@@ -4,8 +4,8 @@
 # etcd, the control plane, registry, mco server, node daemons, kubelets and containerd, and the
 # shims and containers of the machines' cgroups, mco's controller pods among them) once idle and at
 # its peak during a rollout, and the time for a file-change MachineConfig to roll out (drain, write,
-# reboot, uncordon, Done) with maxUnavailable 1, next to the ideal: N/2 × the 2-node rollout. (A
-# 1-node lab cannot roll out: its drain evicts both of mco's controller pods, with nowhere to go.)
+# reboot, uncordon, Done) with maxUnavailable 1, next to the ideal: N/2 × the 2-node rollout. Node
+# counts are workers; every lab also has its control-plane node.
 # Needs root (the lab does).
 #
 #   MCO=target/release/mco bash hack/bench-lab.sh [N]
