@@ -87,11 +87,28 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
         "clusterrole.rbac.authorization.k8s.io/machine-config-controller-boot-images created",
         "rolebinding.rbac.authorization.k8s.io/machine-config-controller-machine-api created",
         "serviceaccount/machine-config-daemon created",
+        "daemonset.apps/machine-config-daemon created",
+        "daemonset.apps/machine-config-server created",
     ] {
         assert!(out.contains(object), "{object} missing from:\n{out}");
     }
-    // The lab overlay runs the server and the daemons outside pods for now.
-    assert!(!out.contains("daemonset.apps"), "{out}");
+    // The lab's daemons manage libostree sysroots at the lab machines' paths, on their own node's address.
+    let daemon = kubectl(
+        kubeconfig,
+        &[
+            "-n",
+            NAMESPACE,
+            "get",
+            "daemonset/machine-config-daemon",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].args} {.spec.template.spec.volumes[*].hostPath.path}",
+        ],
+    );
+    let daemon = String::from_utf8_lossy(&daemon.stdout).to_string();
+    for wanted in ["--sysroot=/sysroot", "--health-listen=$(HOST_IP):8798", mco_lab::machine::MACHINE_ROOT] {
+        assert!(daemon.contains(wanted), "{wanted} not in {daemon}");
+    }
+    assert!(!daemon.contains("--host"), "{daemon}");
     let image = kubectl(
         kubeconfig,
         &[
