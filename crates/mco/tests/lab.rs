@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -823,6 +824,46 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     assert_rbac_matches_use(&lab, DAEMON_ACCOUNT, &unexercised, Some(&["machine-config-daemon"]));
     // And the server's pod on the control-plane node.
     assert_rbac_matches_use(&lab, SERVER_ACCOUNT, &[], Some(&["machine-config-server"]));
+
+    // A daemon pod's own credentials (a token bound to the pod, as the kubelet mounts it) may not
+    // touch any Node, its own or another: the daemon writes its Node with the kubelet's.
+    // (Last: the audit checks above would count these refusals.)
+    let daemon = daemon_pod(&client, "worker-0").await.expect("worker-0's daemon pod");
+    let bound = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            bound_object_ref: Some(BoundObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(daemon.name_any()),
+                uid: daemon.uid(),
+            }),
+            expiration_seconds: Some(600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(client.clone(), MCO_NAMESPACE)
+        .create_token_request("machine-config-daemon", &Default::default(), &bound)
+        .await
+        .unwrap()
+        .status
+        .and_then(|status| status.token)
+        .unwrap();
+    let mut as_daemon = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(lab.state_dir().join("kubeconfig")).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    as_daemon.auth_info = kube::config::AuthInfo { token: Some(token.into()), ..Default::default() };
+    let daemon_nodes_api: Api<Node> = Api::all(Client::try_from(as_daemon).unwrap());
+    let annotate = json!({"metadata": {"annotations": {"lab.mco/written-by": "a daemon pod"}}});
+    for node in ["worker-0", "worker-1"] {
+        match daemon_nodes_api.patch(node, &PatchParams::default(), &Patch::Merge(&annotate)).await {
+            Err(kube::Error::Api(response)) => assert_eq!(response.code, 403, "{node}: {response:?}"),
+            other => panic!("a daemon pod's token annotating Node {node}: {other:?}"),
+        }
+    }
 
     observer.abort();
     let down = lab.mco(&["lab", "down"]);
