@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The main job: the local lab, a whole cluster on this machine. Installs what it needs, builds
 # mco and the real etcd and Kubernetes components, starts the lab (API server, controller-manager,
-# scheduler, kube-proxy, OCI registry with OSTree and container images, controller, Machine Config
-# Server, and nodes that boot with the real Ignition client, pivot to the pool's OS image, reboot
-# and join with the kubelet of that image on their own containerd), then rolls a MachineConfig out
-# across the workers and leaves the lab running for you, with a small workload whose pods the
-# rollout's drains move.
+# scheduler, kube-proxy, OCI registry with OSTree and container images, a bootstrap controller and
+# Machine Config Server, and a control-plane node and workers that boot with the real Ignition
+# client, pivot to the pool's OS image, reboot and join with the kubelet of that image on their own
+# containerd), installs mco from deploy/ as pods (controller, a daemon on every node, the server on
+# the control-plane node), then rolls a MachineConfig out across the workers and leaves the lab
+# running for you, with a small workload whose pods the rollout's drains move.
 #
-#   NODES=5 bash hack/lab.sh          more nodes (default 3)
+#   NODES=5 bash hack/lab.sh          more workers (default 3)
 #   MCO_LAB_DIR=DIR bash hack/lab.sh  state directory (default /var/tmp/mco-lab)
 #
 # The build runs as you; the lab runs as root (through sudo when you are not root): the real
