@@ -351,7 +351,8 @@ async fn run(
     // the stubs' CA signed for the address machines ask).
     apply::apply(&client, &[install::server_tls_secret(&certs.join("tls.crt"), &certs.join("tls.key"))?]).await?;
     progress(layout, report, "waiting for the controller's pods; the bootstrap controller hands over")?;
-    let masters: Vec<usize> = (0..nodes.len()).filter(|&i| nodes[i].node.pool == MASTER_POOL).collect();
+    // The control-plane nodes' network indices (their addresses).
+    let masters: Vec<usize> = nodes.iter().filter(|r| r.node.pool == MASTER_POOL).map(|r| r.spec.index).collect();
     let installed = async {
         install::wait_controller(&client).await?;
         controller.stop().await;
@@ -369,7 +370,8 @@ async fn run(
     // As the installer's load balancer drops the bootstrap node: machines that ask the server's
     // address from now on reach the servers on the control-plane nodes.
     server.stop().await;
-    let backends = |port: u16| masters.iter().map(|&i| SocketAddr::from((network::node_address(i), port))).collect();
+    let backends =
+        |port: u16| masters.iter().map(|&index| SocketAddr::from((network::node_address(index), port))).collect();
     for (port, server_port) in [server_port, insecure_port].into_iter().zip(SERVER_PORTS) {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).with_context(|| format!("binding {port}"))?;
         listener.set_nonblocking(true)?;
