@@ -6,10 +6,12 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::machineconfiguration::{CONTAINER_RUNTIME_CONFIG_SCHEMA, KUBELET_CONFIG_SCHEMA, OS_IMAGE_STREAM_SCHEMA};
+use crate::machineconfiguration::{
+    CONTAINER_RUNTIME_CONFIG_SCHEMA, KUBELET_CONFIG_SCHEMA, MACHINE_CONFIG_NODE_SCHEMA, OS_IMAGE_STREAM_SCHEMA,
+};
 use crate::{
-    ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfiguration,
-    MachineOSBuild, MachineOSConfig, MachineSet, OSImageStream, PinnedImageSet,
+    ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigNode, MachineConfigPool,
+    MachineConfiguration, MachineOSBuild, MachineOSConfig, MachineSet, OSImageStream, PinnedImageSet,
 };
 
 /// The CRDs of every type of this crate, in a stable order.
@@ -28,6 +30,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         CONTAINER_RUNTIME_CONFIG_SCHEMA.apply(ContainerRuntimeConfig::crd()),
         UpstreamSchema::default().apply(PinnedImageSet::crd()),
         OS_IMAGE_STREAM_SCHEMA.apply(OSImageStream::crd()),
+        MACHINE_CONFIG_NODE_SCHEMA.apply(MachineConfigNode::crd()),
     ]
     .into_iter()
     .map(tidy)

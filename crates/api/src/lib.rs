@@ -2,7 +2,8 @@
 //!
 //! * [`machineconfiguration`]: `machineconfiguration.openshift.io/v1` — [`MachineConfig`],
 //!   [`MachineConfigPool`], [`ControllerConfig`], [`MachineOSConfig`], [`MachineOSBuild`],
-//!   [`KubeletConfig`], [`ContainerRuntimeConfig`], [`PinnedImageSet`], [`OSImageStream`].
+//!   [`KubeletConfig`], [`ContainerRuntimeConfig`], [`PinnedImageSet`], [`OSImageStream`],
+//!   [`MachineConfigNode`].
 //! * [`operator`]: `operator.openshift.io/v1` — [`MachineConfiguration`].
 //! * [`config`]: `config.openshift.io/v1` types those kinds embed (the TLS security profile).
 //! * [`machine`]: `machine.openshift.io/v1beta1` — [`MachineSet`] and in-place accessors for the
@@ -37,7 +38,9 @@ pub mod validate;
 pub use crd::{crds, crds_yaml};
 pub use machine::MachineSet;
 pub use machineconfiguration::{
-    ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfigSpec,
-    MachineOSBuild, MachineOSConfig, OSImageStream, PinnedImageSet,
+    ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigNode, MachineConfigNodeSpec,
+    MachineConfigNodeSpecMachineConfigVersion, MachineConfigNodeStatus, MachineConfigNodeStatusMachineConfigVersion,
+    MachineConfigPool, MachineConfigSpec, MachineOSBuild, MachineOSConfig, NameReference, OSImageStream,
+    PinnedImageSet,
 };
 pub use operator::MachineConfiguration;

@@ -94,6 +94,73 @@ pub(crate) fn dns1123_subdomain(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
+/// An RFC 1123 subdomain of at most 253 characters as upstream's MachineConfigNode writes it: no
+/// minimum length (the CEL rule refuses an empty name) and "a lowercase RFC 1123 subdomain" in the
+/// message, where [`dns1123_subdomain`] has `minLength: 1` and "a RFC 1123 subdomain".
+pub(crate) fn lowercase_dns1123_subdomain(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "maxLength": 253,
+        "x-kubernetes-validations": [{
+            "rule": "!format.dns1123Subdomain().validate(self).hasValue()",
+            "message": "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character.",
+        }],
+    })
+}
+
+/// A list of `metav1.Condition`s as upstream's CRDs describe it: a list map keyed by `type`, each
+/// condition with the bounds, patterns and enum of the kubebuilder markers on `metav1.Condition`
+/// (k8s-openapi's schema has only the types). The list's own bounds are the field's
+/// (`#[schemars(length(...))]`).
+pub(crate) fn conditions(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "items": {
+            "type": "object",
+            "description": "Condition contains details for one aspect of the current state of this API Resource.",
+            "properties": {
+                "lastTransitionTime": {
+                    "type": "string",
+                    "format": "date-time",
+                    "description": "lastTransitionTime is the last time the condition transitioned from one status to another.",
+                },
+                "message": {
+                    "type": "string",
+                    "maxLength": 32768,
+                    "description": "message is a human readable message indicating details about the transition. This may be an empty string.",
+                },
+                "observedGeneration": {
+                    "type": "integer",
+                    "format": "int64",
+                    "minimum": 0,
+                    "description": "observedGeneration represents the .metadata.generation that the condition was set based upon.",
+                },
+                "reason": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 1024,
+                    "pattern": "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+                    "description": "reason contains a programmatic identifier indicating the reason for the condition's last transition, in CamelCase.",
+                },
+                "status": {
+                    "type": "string",
+                    "enum": ["True", "False", "Unknown"],
+                    "description": "status of the condition, one of True, False, Unknown.",
+                },
+                "type": {
+                    "type": "string",
+                    "maxLength": 316,
+                    "pattern": r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+                    "description": "type of condition in CamelCase or in foo.example.com/CamelCase.",
+                },
+            },
+            "required": ["lastTransitionTime", "message", "reason", "status", "type"],
+        },
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+    })
+}
+
 /// A `metav1.LabelSelector` as upstream's CRDs describe it (atomic map and lists; k8s-openapi's
 /// schema lacks those markers).
 pub(crate) fn label_selector(_: &mut SchemaGenerator) -> Schema {

@@ -125,6 +125,16 @@ fn names_scopes_and_subresources_match_upstream() {
             scale: false,
         },
         Expected {
+            kind: "MachineConfigNode",
+            group: MCFG,
+            version: "v1",
+            plural: "machineconfignodes",
+            short_names: &[],
+            scope: "Cluster",
+            status: true,
+            scale: false,
+        },
+        Expected {
             kind: "MachineSet",
             group: "machine.openshift.io",
             version: "v1beta1",
@@ -198,6 +208,38 @@ fn printer_columns_match_upstream() {
     assert_eq!(columns("MachineConfig"), owned(&expected_mc));
 }
 
+#[test]
+fn machine_config_node_printer_columns_match_upstream() {
+    let condition = |name: &str, condition: &str| -> (String, String, Option<i32>) {
+        (name.into(), format!(r#".status.conditions[?(@.type=="{condition}")].status"#), Some(1))
+    };
+    let mut expected: Vec<(String, String, Option<i32>)> = vec![
+        ("PoolName".into(), ".spec.pool.name".into(), None),
+        ("DesiredConfig".into(), ".spec.configVersion.desired".into(), None),
+        ("CurrentConfig".into(), ".status.configVersion.current".into(), None),
+        ("Updated".into(), r#".status.conditions[?(@.type=="Updated")].status"#.into(), None),
+        ("Age".into(), ".metadata.creationTimestamp".into(), None),
+    ];
+    expected.extend([
+        condition("UpdatePrepared", "UpdatePrepared"),
+        condition("UpdateExecuted", "UpdateExecuted"),
+        condition("UpdatePostActionComplete", "UpdatePostActionComplete"),
+        condition("UpdateComplete", "UpdateComplete"),
+        condition("Resumed", "Resumed"),
+        condition("UpdatedFilesAndOS", "AppliedFilesAndOS"),
+        condition("CordonedNode", "Cordoned"),
+        condition("DrainedNode", "Drained"),
+        condition("RebootedNode", "RebootedNode"),
+        condition("UncordonedNode", "Uncordoned"),
+    ]);
+    let columns = crd("MachineConfigNode").spec.versions[0].additional_printer_columns.clone().unwrap();
+    let actual: Vec<_> = columns.iter().map(|c| (c.name.clone(), c.json_path.clone(), c.priority)).collect();
+    assert_eq!(actual, expected);
+    let types: Vec<_> = columns.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(types[4], "date");
+    assert!(types.iter().enumerate().all(|(i, t)| i == 4 || *t == "string"), "{types:?}");
+}
+
 fn schema(kind: &str) -> Value {
     let crd = crd(kind);
     let schema = crd.spec.versions[0].schema.clone().unwrap().open_api_v3_schema.unwrap();
@@ -218,6 +260,7 @@ fn spec_is_required_only_where_upstream_requires_it() {
         ("ContainerRuntimeConfig", true),
         ("PinnedImageSet", true),
         ("OSImageStream", true),
+        ("MachineConfigNode", true),
     ] {
         let root = schema(kind);
         let listed = root["required"].as_array().is_some_and(|r| r.contains(&"spec".into()));

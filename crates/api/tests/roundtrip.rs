@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use mco_api::config::TlsProfileType;
 use mco_api::constants::default_pools;
 use mco_api::machine::provider::{aws, gcp, user_data_secret_name};
-use mco_api::machineconfiguration::{DefaultRuntime, config_condition};
+use mco_api::machineconfiguration::{DefaultRuntime, config_condition, machine_config_node_condition};
 use mco_api::{
-    ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfiguration,
-    MachineOSBuild, MachineOSConfig, MachineSet, OSImageStream, PinnedImageSet,
+    ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigNode, MachineConfigPool,
+    MachineConfiguration, MachineOSBuild, MachineOSConfig, MachineSet, OSImageStream, PinnedImageSet,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -145,6 +145,31 @@ fn container_runtime_config_pinned_image_set_and_os_image_stream_roundtrip() {
     assert_eq!(pis.spec.pinned_images.len(), 2);
     let [stream]: [OSImageStream; 1] = assert_roundtrip("osimagestreams.yaml").try_into().unwrap();
     assert_eq!(stream.status.unwrap().available_streams[1].name, "rhel-10");
+}
+
+#[test]
+fn machine_config_nodes_roundtrip() {
+    let [updated, updating]: [MachineConfigNode; 2] = assert_roundtrip("machineconfignodes.yaml").try_into().unwrap();
+    assert_eq!(updated.spec.node.name, updated.metadata.name.clone().unwrap());
+    assert_eq!(updated.spec.pool.name, "worker");
+    let status = updated.status.unwrap();
+    let version = status.config_version.unwrap();
+    assert_eq!(version.current.as_deref(), Some(version.desired.as_str()));
+    assert_eq!(version.desired, updated.spec.config_version.desired);
+    let conditions = status.conditions.unwrap();
+    let is_true = |type_: &str| conditions.iter().any(|c| c.type_ == type_ && c.status == "True");
+    assert!(is_true(machine_config_node_condition::UPDATED));
+    assert!(!is_true(machine_config_node_condition::NODE_DEGRADED));
+
+    let status = updating.status.unwrap();
+    let version = status.config_version.unwrap();
+    assert_ne!(version.current.unwrap(), version.desired);
+    let conditions = status.conditions.unwrap();
+    let drained = conditions.iter().find(|c| c.type_ == machine_config_node_condition::DRAINED).unwrap();
+    assert_eq!((drained.status.as_str(), drained.observed_generation), ("Unknown", Some(2)));
+    let sets = status.pinned_image_sets.unwrap();
+    assert_eq!((sets[0].current_generation, sets[0].desired_generation), (Some(1), Some(2)));
+    assert_eq!(sets[0].last_failed_generation, None);
 }
 
 #[test]

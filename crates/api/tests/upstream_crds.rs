@@ -190,6 +190,11 @@ fn osimagestream_matches_upstream() {
     assert_matches_upstream("osimagestreams.crd.yaml");
 }
 
+#[test]
+fn machineconfignode_matches_upstream() {
+    assert_matches_upstream("machineconfignodes-Default.crd.yaml");
+}
+
 /// The comparison itself finds what it should.
 #[test]
 fn differences_are_found() {

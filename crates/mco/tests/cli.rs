@@ -262,6 +262,7 @@ fn crds_are_printed_for_every_kind() {
         "ContainerRuntimeConfig",
         "PinnedImageSet",
         "OSImageStream",
+        "MachineConfigNode",
     ] {
         assert!(text.contains(&format!("kind: {kind}\n")), "{kind}");
     }

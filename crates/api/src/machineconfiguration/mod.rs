@@ -4,6 +4,7 @@ mod controllerconfig;
 mod kubeletconfig;
 mod layering;
 mod machineconfig;
+mod machineconfignode;
 mod osimagestream;
 mod pinnedimageset;
 mod pool;
@@ -24,6 +25,13 @@ pub use layering::{
     MachineOSImageBuilderType, ObjectReference, machine_os_build_condition,
 };
 pub use machineconfig::{MachineConfig, MachineConfigSpec};
+pub(crate) use machineconfignode::MACHINE_CONFIG_NODE_SCHEMA;
+pub use machineconfignode::{
+    IrreconcilableChangeDiff, MachineConfigNode, MachineConfigNodeSpec, MachineConfigNodeSpecMachineConfigVersion,
+    MachineConfigNodeStatus, MachineConfigNodeStatusInternalReleaseImage,
+    MachineConfigNodeStatusInternalReleaseImageRef, MachineConfigNodeStatusMachineConfigVersion,
+    MachineConfigNodeStatusPinnedImageSet, internal_release_image_condition, machine_config_node_condition,
+};
 pub(crate) use osimagestream::OS_IMAGE_STREAM_SCHEMA;
 pub use osimagestream::{OSImageStream, OSImageStreamSet, OSImageStreamSpec, OSImageStreamStatus};
 pub use pinnedimageset::{PinnedImageRef, PinnedImageSet, PinnedImageSetSpec};
