@@ -24,6 +24,7 @@ use mco_daemon::fsutil::host_path;
 use mco_daemon::plan::{self, Side};
 use mco_daemon::{state, validate};
 use mco_disruption::ConfigDiff;
+use mco_mcn::{Recorder, Step};
 use serde_json::Value;
 
 use crate::aleph;
@@ -95,6 +96,8 @@ pub async fn run(client: Client, node_client: Client, node: Node, settings: Sett
     let mut changes = watcher(nodes.clone(), watch).default_backoff().boxed();
     let timing = settings.timing;
     let mut agent = Agent {
+        progress: Recorder::new(client.clone()),
+        reported_updated: None,
         client,
         nodes,
         node: Arc::new(node),
@@ -169,6 +172,15 @@ struct Waiting {
     reported: bool,
 }
 
+/// What an update changes, as the MachineConfigNode conditions report it.
+struct Checked {
+    plan: mco_disruption::Plan,
+    /// The OS image, extensions or kernel type change.
+    os: bool,
+    /// The passwd section or a file changes (upstream's "SSH Keys" in its messages).
+    files: bool,
+}
+
 /// The cluster-wide inputs of an update.
 struct ClusterInputs {
     disruption: Disruption,
@@ -189,6 +201,10 @@ struct Agent {
     validated: Option<Instant>,
     waiting: Option<Waiting>,
     backoff: Backoff,
+    /// Writes the MachineConfigNode conditions of each step.
+    progress: Recorder,
+    /// The config this process last reported `Updated` for (one write per config, not per poll).
+    reported_updated: Option<String>,
 }
 
 impl Agent {
@@ -235,6 +251,12 @@ impl Agent {
             Next::WaitForDrain(request) => self.wait_for_drain(request),
             Next::Idle => {
                 self.backoff.reset();
+                if let Some(config) = observed.current
+                    && self.reported_updated.as_deref() != Some(config)
+                {
+                    self.progress.record_or_log(self.name(), &annotations, &Step::updated(self.name())).await;
+                    self.reported_updated = Some(config.to_string());
+                }
                 // Config drift between updates: validate again, as at start (a mismatch degrades
                 // the node and is checked again on every retry until it is put back).
                 if self.validated.is_some_and(|at| at.elapsed() >= self.settings.timing.drift_check) {
@@ -254,12 +276,16 @@ impl Agent {
                 let changes = annotations::done(&annotations, &config, image.as_deref());
                 self.patch(&mut annotations, &changes).await?;
                 tracing::info!(node = self.name(), %config, "update complete: state Done");
+                if self.booting {
+                    self.progress.record_or_log(self.name(), &annotations, &Step::resumed(&config)).await;
+                }
                 self.booting = false;
                 self.backoff.reset();
                 Ok(Flow::Again)
             }
             Next::Update { from, to } => {
                 self.booting = false;
+                self.reported_updated = None;
                 self.update(annotations, on_disk, from, to, force).await
             }
         }
@@ -286,6 +312,7 @@ impl Agent {
             self.patch_raw(&mut annotations, &patch).await?;
         }
         if annotations.get(POST_CONFIG_ACTION_ANNOTATION).map(String::as_str) == Some(STATE_REBOOTING) {
+            self.progress.record_or_log(self.name(), &annotations, &Step::rebooted()).await;
             self.patch(&mut annotations, &[annotations::rebooting(false)]).await?;
         }
         match aleph::read(&self.settings.aleph) {
@@ -378,12 +405,23 @@ impl Agent {
             (None, _) => MachineConfig::new("mco-empty-mc", Default::default()),
         };
         let inputs = self.cluster_inputs(&annotations).await?;
-        let plan = check(&old, &new, &inputs.disruption, force)?;
+        let checked = match check(&old, &new, &inputs.disruption, force) {
+            Ok(checked) => checked,
+            Err(e) => {
+                let step = Step::incompatible(name_of(&old), &to, &e.reason());
+                self.progress.record_or_log(self.name(), &annotations, &step).await;
+                return Err(e.into());
+            }
+        };
+        let Checked { plan, os, files } = checked;
         let observed = Observed::from_annotations(&annotations);
         let drain = handshake::drain_required(plan.drain, inputs.topology.as_deref());
         match handshake::update_step(observed.state, observed.desired_drain, &to, drain) {
             UpdateStep::SetWorking => {
+                self.progress.record_or_log(self.name(), &annotations, &Step::needs_update(self.name())).await;
                 self.patch(&mut annotations, &[(STATE_ANNOTATION, Some(STATE_WORKING.to_string()))]).await?;
+                let actions: Vec<String> = plan.actions.iter().map(mco_disruption::describe).collect();
+                self.progress.record_or_log(self.name(), &annotations, &Step::prepared(&actions, drain)).await;
                 Ok(Flow::Again)
             }
             UpdateStep::RequestDrain(request) => {
@@ -394,7 +432,9 @@ impl Agent {
             UpdateStep::Apply => {
                 if !drain {
                     tracing::info!(node = self.name(), reason = %plan.drain_reason, "no drain");
+                    self.progress.record_or_log(self.name(), &annotations, &Step::drain_not_required()).await;
                 }
+                self.progress.record_or_log(self.name(), &annotations, &Step::applying(os, files)).await;
                 let reboots = plan.reboots();
                 if reboots {
                     self.patch(&mut annotations, &[annotations::rebooting(true)]).await?;
@@ -404,12 +444,20 @@ impl Agent {
                     let failpoints = Failpoints::from_env().map_err(|e| ApplyError::Degraded(format!("{e:#}")))?;
                     apply::apply(node, &old, &new, &disruption, &failpoints)
                 });
-                match applied.await {
+                let applied = applied.await;
+                if applied.is_ok() {
+                    for step in [Step::applied(os, files), Step::degraded(self.name(), None)] {
+                        self.progress.record_or_log(self.name(), &annotations, &step).await;
+                    }
+                }
+                match applied {
                     Ok(done) if done.disruption.reboots() => {
+                        self.progress.record_or_log(self.name(), &annotations, &Step::reboot_required()).await;
                         tracing::info!(node = self.name(), config = %to, "applied; rebooting into it");
                         Ok(Flow::Stop(Stopped::RebootRequested))
                     }
                     Ok(_) => {
+                        self.progress.record_or_log(self.name(), &annotations, &Step::no_reboot()).await;
                         tracing::info!(node = self.name(), config = %to, "applied without a reboot");
                         Ok(Flow::Again)
                     }
@@ -496,7 +544,10 @@ impl Agent {
         tracing::error!(node = self.name(), state = e.state(), reason = %e.reason(), "update failed; retrying");
         let written = async {
             let mut annotations = self.get_node().await?.metadata.annotations.unwrap_or_default();
-            self.patch(&mut annotations, &annotations::failed(e.state(), e.reason())).await
+            self.patch(&mut annotations, &annotations::failed(e.state(), e.reason())).await?;
+            let step = Step::degraded(self.name(), Some(&e.reason()));
+            self.progress.record_or_log(self.name(), &annotations, &step).await;
+            Ok(())
         };
         match written.await {
             Ok(()) => {}
@@ -513,7 +564,7 @@ fn check(
     new: &MachineConfig,
     disruption: &Disruption,
     force: bool,
-) -> Result<mco_disruption::Plan, ApplyError> {
+) -> Result<Checked, ApplyError> {
     let (old_name, new_name) = (name_of(old), name_of(new));
     let old_ignition = plan::ignition_of(old_name, &old.spec)?;
     let new_ignition = plan::ignition_of(new_name, &new.spec)?;
@@ -523,7 +574,12 @@ fn check(
         force,
     )?;
     let diff = ConfigDiff::between(Some(old), new, force).map_err(|e| ApplyError::Degraded(e.to_string()))?;
-    disruption.plan(&diff).map_err(|e| ApplyError::Degraded(e.to_string()))
+    let plan = disruption.plan(&diff).map_err(|e| ApplyError::Degraded(e.to_string()))?;
+    Ok(Checked {
+        plan,
+        os: diff.os_update || diff.extensions || diff.kernel_type,
+        files: diff.passwd || !diff.files.is_empty(),
+    })
 }
 
 fn name_of(mc: &MachineConfig) -> &str {

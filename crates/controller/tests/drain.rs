@@ -1,6 +1,7 @@
 //! The drain controller against a real API server (mco-testenv): cordon, evictions through the
 //! Eviction API held by a PodDisruptionBudget, DaemonSet and mirror pods left alone, the warning
-//! events of a drain that keeps failing, uncordon, and a request it does not understand.
+//! events of a drain that keeps failing, uncordon, and a request it does not understand; each
+//! step also as the node's MachineConfigNode conditions.
 
 mod common;
 
@@ -12,6 +13,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
+use mco_api::MachineConfigNode;
 use mco_api::constants::{DESIRED_DRAIN_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION};
 use mco_controller::drain::controller::{Options, run};
 use mco_rollout::drain::RetryPolicy;
@@ -62,6 +64,21 @@ fn cordoned(node: &Node) -> bool {
 async fn request(client: &Client, value: &str) {
     let patch = json!({"metadata": {"annotations": {DESIRED_DRAIN_ANNOTATION: value}}});
     Api::<Node>::all(client.clone()).patch("worker-0", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+/// Waits until worker-0's MachineConfigNode has condition `kind` with `status` and a message
+/// containing `message`; returns the message.
+async fn mcn_condition(client: &Client, kind: &str, status: &str, message: &str) -> String {
+    let api = Api::<MachineConfigNode>::all(client.clone());
+    eventually(&format!("MachineConfigNode worker-0: {kind}={status} saying {message:?}"), || async {
+        let mcn = api.get("worker-0").await.unwrap();
+        let conditions = mcn.status.and_then(|s| s.conditions).unwrap_or_default();
+        match conditions.iter().find(|c| c.type_ == kind) {
+            Some(c) if c.status == status && c.message.contains(message) => Ok(c.message.clone()),
+            other => Err(other.map(|c| (c.status.clone(), c.message.clone()))),
+        }
+    })
+    .await
 }
 
 /// The note of worker-0's first `reason` warning, or every warning seen for it so far.
@@ -136,6 +153,13 @@ async fn drains_hold_for_disruption_budgets() {
         eviction_retry: Duration::from_millis(200),
         deletion_poll: Duration::from_millis(100),
     };
+    // The node controller's part: worker-0's MachineConfigNode.
+    let spec =
+        mco_mcn::progress::spec_for("worker-0", "worker", node(&client).await.metadata.annotations.as_ref().unwrap());
+    Api::<MachineConfigNode>::all(client.clone())
+        .create(&PostParams::default(), &MachineConfigNode::new("worker-0", spec))
+        .await
+        .unwrap();
     let config = mco_controller::config(Some(env.kubeconfig())).await.unwrap();
     let controller = tokio::spawn(run(config, options));
 
@@ -160,6 +184,10 @@ async fn drains_hold_for_disruption_budgets() {
     assert_eq!(annotation(&now, LAST_APPLIED_DRAIN_ANNOTATION), None, "not drained while the budget holds");
     assert!(cordoned(&now));
     assert_eq!(pod_names(&client).await, ["agent", "elsewhere", "static", "web"]);
+    mcn_condition(&client, "Cordoned", "True", "Cordoned node. The node is reporting Unschedulable = false").await;
+    let draining = mcn_condition(&client, "Drained", "Unknown", "Error: Node Drain has not succeeded.").await;
+    assert!(draining.contains("would violate the pod's disruption budget."), "{draining}");
+    mcn_condition(&client, "UpdateExecuted", "Unknown", "Node Drain has not succeeded").await;
 
     // Without the budget the drain completes; DaemonSet and mirror pods stay, as do other nodes' pods.
     budgets.delete("web", &DeleteParams::default()).await.unwrap();
@@ -173,6 +201,13 @@ async fn drains_hold_for_disruption_budgets() {
     .await;
     assert_eq!(pod_names(&client).await, ["agent", "elsewhere", "static"]);
     assert!(cordoned(&node(&client).await));
+    mcn_condition(
+        &client,
+        "Drained",
+        "True",
+        "Drained node. The drain is complete as the desired drainer matches current drainer: drain-rendered-worker-1",
+    )
+    .await;
 
     request(&client, "uncordon-rendered-worker-1").await;
     let uncordoned = eventually("lastAppliedDrain = uncordon-rendered-worker-1", || async {
@@ -184,6 +219,8 @@ async fn drains_hold_for_disruption_budgets() {
     })
     .await;
     assert!(!cordoned(&uncordoned));
+    mcn_condition(&client, "Uncordoned", "True", "UnCordoned node. The node is reporting Unschedulable = true").await;
+    mcn_condition(&client, "UpdateComplete", "True", "Uncordoned Node as part of completing upgrade phase").await;
 
     // A request it does not understand: a warning, nothing done.
     request(&client, "reboot-rendered-worker-1").await;

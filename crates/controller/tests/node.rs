@@ -20,7 +20,7 @@ use mco_api::constants::{
     CUSTOM_POOL_LABELS_APPLIED_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_IMAGE_ANNOTATION,
     FIRST_PIVOT_CONFIG_ANNOTATION, STATE_ANNOTATION, STATE_DONE, UPDATE_IN_PROGRESS_TAINT_KEY,
 };
-use mco_api::{MachineConfig, MachineConfigPool, MachineOSBuild, MachineOSConfig};
+use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use mco_controller::drain::controller as drain;
 use mco_controller::node::controller as node;
 use mco_rollout::drain::RetryPolicy;
@@ -485,4 +485,52 @@ async fn a_node_booted_into_a_custom_pool_gets_its_labels_and_joins_it() {
     .await;
 
     stop(&controllers);
+}
+
+/// `node`'s MachineConfigNode as `(pool, desired config, owner's kind/name/uid)`, once it exists.
+async fn machine_config_node(client: &Client, node: &str) -> Option<(String, String, Vec<String>)> {
+    let mcn = Api::<MachineConfigNode>::all(client.clone()).get_opt(node).await.unwrap()?;
+    let owners = mcn.owner_references().iter().map(|o| format!("{}/{}/{}", o.kind, o.name, o.uid)).collect();
+    Some((mcn.spec.pool.name, mcn.spec.config_version.desired, owners))
+}
+
+#[tokio::test]
+async fn every_node_of_a_pool_has_its_machine_config_node() {
+    let (env, client) = worker_pool(2, json!(1)).await;
+    // Left over from a Node deleted while no controller ran.
+    let spec = mco_mcn::progress::spec_for("gone", "worker", &Default::default());
+    let machine_config_nodes = Api::<MachineConfigNode>::all(client.clone());
+    machine_config_nodes.create(&PostParams::default(), &MachineConfigNode::new("gone", spec)).await.unwrap();
+    let daemon_task = FakeDaemons::default().spawn(client.clone());
+    let controllers = start_controllers(&env).await;
+
+    let uid = Api::<Node>::all(client.clone()).get("worker-1").await.unwrap().uid().unwrap();
+    let want = |config: &str| Some(("worker".to_string(), config.to_string(), vec![format!("Node/worker-1/{uid}")]));
+    eventually("worker-1's MachineConfigNode, owned by its Node", || async {
+        satisfying(machine_config_node(&client, "worker-1").await, |seen| *seen == want(&rendered(0)))
+    })
+    .await;
+    eventually("the leftover MachineConfigNode deleted", || async {
+        satisfying(machine_config_node(&client, "gone").await, Option::is_none)
+    })
+    .await;
+
+    // The desired config follows the node's.
+    patch_pool(&client, json!({"configuration": {"name": rendered(1)}})).await;
+    wait_rollout(&client, &rendered(1)).await;
+    eventually("worker-1's MachineConfigNode desiring rendered-worker-1", || async {
+        satisfying(machine_config_node(&client, "worker-1").await, |seen| *seen == want(&rendered(1)))
+    })
+    .await;
+
+    // A deleted Node's goes too (there is no garbage collector here).
+    Api::<Node>::all(client.clone()).delete("worker-1", &Default::default()).await.unwrap();
+    eventually("worker-1's MachineConfigNode deleted with its Node", || async {
+        satisfying(machine_config_node(&client, "worker-1").await, Option::is_none)
+    })
+    .await;
+    assert!(machine_config_node(&client, "worker-0").await.is_some());
+
+    stop(&controllers);
+    daemon_task.abort();
 }

@@ -14,7 +14,7 @@ use mco_api::constants::{
     CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, MACHINE_CONFIGURATION_NAME, REASON_ANNOTATION,
     STATE_ANNOTATION,
 };
-use mco_api::{MachineConfig, MachineConfigPool, MachineConfiguration};
+use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool, MachineConfiguration};
 use mco_render::select::Selection;
 use mco_rollout::node::{annotation, is_ready, name, unavailable_for_update};
 
@@ -202,8 +202,16 @@ fn node_status(node: &Node) -> String {
     status
 }
 
-/// The nodes table: kubelet status, pool, and the daemon's annotations.
-pub fn nodes_table(nodes: &[Node], pools: &[MachineConfigPool]) -> String {
+/// Where a node is in its update, from its MachineConfigNode: `Type=Status` of the condition
+/// [`mco_mcn::progress::current_phase`] picks.
+fn node_phase(node: &Node, machine_config_nodes: &[MachineConfigNode]) -> String {
+    let status = machine_config_nodes.iter().find(|m| m.metadata.name.as_deref() == Some(name(node)));
+    let phase = status.and_then(|m| m.status.as_ref()).and_then(mco_mcn::progress::current_phase);
+    phase.map(|c| format!("{}={}", c.type_, c.status)).unwrap_or_default()
+}
+
+/// The nodes table: kubelet status, pool, the daemon's annotations and the update phase.
+pub fn nodes_table(nodes: &[Node], pools: &[MachineConfigPool], machine_config_nodes: &[MachineConfigNode]) -> String {
     let rows: Vec<Vec<String>> = nodes
         .iter()
         .map(|node| {
@@ -215,11 +223,12 @@ pub fn nodes_table(nodes: &[Node], pools: &[MachineConfigPool]) -> String {
                 get(CURRENT_CONFIG_ANNOTATION),
                 get(DESIRED_CONFIG_ANNOTATION),
                 get(STATE_ANNOTATION),
+                node_phase(node, machine_config_nodes),
                 get(REASON_ANNOTATION),
             ]
         })
         .collect();
-    table(&["NAME", "STATUS", "POOL", "CURRENT", "DESIRED", "STATE", "REASON"], &rows)
+    table(&["NAME", "STATUS", "POOL", "CURRENT", "DESIRED", "STATE", "PHASE", "REASON"], &rows)
 }
 
 /// One line per pool that is not at its target: how far the rollout is and who is moving.
@@ -271,13 +280,17 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         let pools_api: Api<MachineConfigPool> = Api::all(client.clone());
         let nodes_api: Api<Node> = Api::all(client.clone());
         let configs_api: Api<MachineConfig> = Api::all(client.clone());
+        let machine_config_nodes_api: Api<MachineConfigNode> = Api::all(client.clone());
         let configuration_api: Api<MachineConfiguration> = Api::all(client);
         let deadline = Instant::now() + Duration::from_secs(args.timeout);
         let mut last = String::new();
         loop {
             let pools = pools_api.list(&ListParams::default()).await.context("listing pools")?.items;
             let nodes = nodes_api.list(&ListParams::default()).await.context("listing nodes")?.items;
-            let mut text = format!("{}\n{}", pools_table(&pools), nodes_table(&nodes, &pools));
+            // Clusters without the MachineConfigNode type just show no phases.
+            let machine_config_nodes =
+                machine_config_nodes_api.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+            let mut text = format!("{}\n{}", pools_table(&pools), nodes_table(&nodes, &pools, &machine_config_nodes));
             for line in progress_lines(&nodes, &pools) {
                 text.push_str(&format!("\n{line}"));
             }
@@ -365,6 +378,23 @@ mod tests {
         .unwrap()
     }
 
+    fn machine_config_node(name: &str, conditions: &[(&str, &str)]) -> MachineConfigNode {
+        let conditions: Vec<_> = conditions
+            .iter()
+            .map(|(kind, status)| {
+                json!({"type": kind, "status": status, "reason": kind, "message": "", "lastTransitionTime": "2026-11-26T03:00:00Z"})
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "apiVersion": "machineconfiguration.openshift.io/v1",
+            "kind": "MachineConfigNode",
+            "metadata": {"name": name},
+            "spec": {"node": {"name": name}, "pool": {"name": "worker"}, "configVersion": {"desired": "rendered-worker-b"}},
+            "status": {"conditions": conditions},
+        }))
+        .unwrap()
+    }
+
     #[test]
     fn tables_line_up_like_kubectl() {
         let pools = [pool(
@@ -384,11 +414,15 @@ mod tests {
             node("worker-1", "worker", "rendered-worker-a", "rendered-worker-b", "Working", true, true),
             node("other", "infra", "", "", "", false, false),
         ];
+        let machine_config_nodes = [
+            machine_config_node("worker-0", &[("Updated", "True"), ("Drained", "False")]),
+            machine_config_node("worker-1", &[("Updated", "False"), ("Cordoned", "True"), ("Drained", "Unknown")]),
+        ];
         assert_eq!(
-            nodes_table(&nodes, &pools),
-            "NAME       STATUS                     POOL     CURRENT             DESIRED             STATE     REASON\n\
-             worker-0   Ready                      worker   rendered-worker-b   rendered-worker-b   Done\n\
-             worker-1   Ready,SchedulingDisabled   worker   rendered-worker-a   rendered-worker-b   Working\n\
+            nodes_table(&nodes, &pools, &machine_config_nodes),
+            "NAME       STATUS                     POOL     CURRENT             DESIRED             STATE     PHASE             REASON\n\
+             worker-0   Ready                      worker   rendered-worker-b   rendered-worker-b   Done      Updated=True\n\
+             worker-1   Ready,SchedulingDisabled   worker   rendered-worker-a   rendered-worker-b   Working   Drained=Unknown\n\
              other      NotReady\n"
         );
         assert_eq!(

@@ -1,22 +1,27 @@
 //! `mco daemon run` as a process against a real API server (mco-testenv), on a directory root:
 //! the test answers the drain requests as the drain controller would; the process exits 0 when
-//! the update needs a reboot, and started again (the "rebooted" node) it completes the update.
+//! the update needs a reboot, and started again (the "rebooted" node) it completes the update,
+//! reporting each step as MachineConfigNode conditions.
+
+#[path = "common/transitions.rs"]
+mod transitions;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use assert_cmd::cargo::CommandCargoExt;
-use mco_api::MachineConfig;
 use mco_api::constants::{
     CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_DRAIN_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION,
     STATE_ANNOTATION,
 };
+use mco_api::{MachineConfig, MachineConfigNode};
 use mco_testenv::k8s_openapi::api::core::v1::Node;
 use mco_testenv::kube::Api;
 use mco_testenv::kube::api::{Patch, PatchParams, PostParams};
 use mco_testenv::{TestEnv, Verbatim, eventually};
 use serde_json::json;
+use transitions::{Transitions, in_order};
 
 /// The daemon process; killed if the test ends without it exiting.
 struct Daemon(Child);
@@ -99,6 +104,11 @@ async fn mco_daemon_run_updates_through_a_reboot() {
             DESIRED_CONFIG_ANNOTATION: "rendered-a", STATE_ANNOTATION: "Done"}}}))
     .unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();
+    // The node controller's part: the node's MachineConfigNode.
+    let machine_config_nodes: Api<MachineConfigNode> = Api::all(env.client());
+    let spec = mco_mcn::progress::spec_for("node-1", "worker", node.metadata.annotations.as_ref().unwrap());
+    machine_config_nodes.create(&PostParams::default(), &MachineConfigNode::new("node-1", spec)).await.unwrap();
+    let transitions = Transitions::watch(env.client());
     let root = tempfile::tempdir().unwrap();
     let r = root.path();
     std::fs::create_dir_all(r.join("etc")).unwrap();
@@ -128,4 +138,34 @@ async fn mco_daemon_run_updates_through_a_reboot() {
     answer_drain(&nodes, "uncordon-rendered-b", &log).await;
     wait_for(&nodes, CURRENT_CONFIG_ANNOTATION, "rendered-b", &log).await;
     wait_for(&nodes, STATE_ANNOTATION, "Done", &log).await;
+
+    // Every step of the update through the reboot, in order. (The first process never settles on
+    // rendered-a: its new desired config comes with the uncordon's answer.)
+    let expected = [
+        "Updated=False",
+        "UpdatePrepared=True",
+        "AppliedFilesAndOS=Unknown",
+        "UpdateExecuted=Unknown",
+        "AppliedFilesAndOS=True",
+        "UpdateExecuted=True",
+        "NodeDegraded=False",
+        "RebootedNode=Unknown",
+        "RebootedNode=True",
+        "Resumed=True",
+        "Updated=True",
+    ];
+    let seen = eventually("the MachineConfigNode to say node-1 is updated", || {
+        let seen = transitions.of("node-1");
+        let done = in_order(&seen, &expected);
+        let log = daemon_log(&log);
+        async move { if done { Ok(seen) } else { Err((seen, log)) } }
+    })
+    .await;
+    let mcn = machine_config_nodes.get("node-1").await.unwrap();
+    let status = mcn.status.unwrap();
+    let version = status.config_version.unwrap();
+    assert_eq!((version.current.as_deref(), version.desired.as_str()), (Some("rendered-b"), "rendered-b"));
+    let not_false: Vec<_> =
+        status.conditions.unwrap().into_iter().filter(|c| c.status != "False").map(|c| c.type_).collect();
+    assert_eq!(not_false, ["Updated"], "after {seen:?}");
 }

@@ -7,8 +7,14 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use mco_api::MachineConfigNode;
 use mco_lab::install::{Overlay, kustomization, relative_path};
-use mco_testenv::{TestEnv, find_binaries};
+use mco_testenv::k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use mco_testenv::k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
+use mco_testenv::kube::api::{Patch, PatchParams, PostParams};
+use mco_testenv::kube::{self, Api, Client, ResourceExt as _};
+use mco_testenv::{TestEnv, eventually, find_binaries};
+use serde_json::json;
 
 const CRD_GROUPS: [&str; 2] = ["machineconfiguration.openshift.io", "operator.openshift.io"];
 const NAMESPACE: &str = "openshift-machine-config-operator";
@@ -136,6 +142,9 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
         (mcc, "create", "leases.coordination.k8s.io", Some(NAMESPACE)),
         (mcs, "watch", "machineconfigs.machineconfiguration.openshift.io", None),
         (mcd, "get", "machineconfigs.machineconfiguration.openshift.io", None),
+        (mcd, "patch", "machineconfignodes.machineconfiguration.openshift.io/status", None),
+        (mcc, "create", "machineconfignodes.machineconfiguration.openshift.io", None),
+        (mcc, "delete", "machineconfignodes.machineconfiguration.openshift.io", None),
     ];
     let refused = [
         // No Secret outside the Machine API's namespace (upstream's controller has them all).
@@ -151,6 +160,9 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
         (mcd, "update", "machineconfigs.machineconfiguration.openshift.io", None),
         (mcd, "list", "secrets", None),
         (mcd, "create", "pods/eviction", Some("default")),
+        // Its MachineConfigNode is the controller's to create and delete.
+        (mcd, "create", "machineconfignodes.machineconfiguration.openshift.io", None),
+        (mcd, "delete", "machineconfignodes.machineconfiguration.openshift.io", None),
     ];
     for (account, verb, resource, namespace) in granted {
         assert!(
@@ -164,5 +176,105 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
             "{account} may {verb} {resource} in {namespace:?}"
         );
     }
+    daemon_tokens_write_only_their_own_nodes_machine_config_node(&env).await;
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A token of the daemon's service account for a pod on `node` (as the kubelet mounts it), or
+/// one bound to nothing.
+async fn daemon_token(env: &TestEnv, pod: Option<&Pod>) -> String {
+    let bound_object_ref = pod.map(|pod| BoundObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(pod.name_any()),
+        uid: pod.uid(),
+    });
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec { bound_object_ref, expiration_seconds: Some(600), ..Default::default() }),
+        ..Default::default()
+    };
+    Api::<ServiceAccount>::namespaced(env.client(), NAMESPACE)
+        .create_token_request("machine-config-daemon", &Default::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .and_then(|status| status.token)
+        .unwrap()
+}
+
+/// A client of the test's API server as `auth_info` says.
+async fn client_as(env: &TestEnv, auth_info: impl FnOnce(kube::config::AuthInfo) -> kube::config::AuthInfo) -> Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(env.kubeconfig()).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+    config.auth_info = auth_info(config.auth_info);
+    Client::try_from(config).unwrap()
+}
+
+async fn client_with_token(env: &TestEnv, token: String) -> Client {
+    client_as(env, |_| kube::config::AuthInfo { token: Some(token.into()), ..Default::default() }).await
+}
+
+/// The `mcn-guards` admission policy: with a token bound to a pod on node-a, the daemon's account
+/// writes node-a's MachineConfigNode status and not node-b's; with a token bound to no pod, none.
+async fn daemon_tokens_write_only_their_own_nodes_machine_config_node(env: &TestEnv) {
+    let nodes: Api<Node> = Api::all(env.client());
+    let machine_config_nodes: Api<MachineConfigNode> = Api::all(env.client());
+    for name in ["node-a", "node-b"] {
+        let node: Node =
+            serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})).unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+        let spec = mco_mcn::progress::spec_for(name, "worker", &Default::default());
+        machine_config_nodes.create(&PostParams::default(), &MachineConfigNode::new(name, spec)).await.unwrap();
+    }
+    let pod: Pod = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "machine-config-daemon-a", "namespace": NAMESPACE},
+        "spec": {"nodeName": "node-a", "serviceAccountName": "machine-config-daemon",
+            "containers": [{"name": "daemon", "image": "mco"}]}}))
+    .unwrap();
+    let pod = Api::<Pod>::namespaced(env.client(), NAMESPACE).create(&PostParams::default(), &pod).await.unwrap();
+    let status = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigNode",
+        "status": {"configVersion": {"desired": "rendered-worker-a"}},
+    });
+    let write_status = |client: Client, node: &'static str| {
+        let status = status.clone();
+        async move {
+            Api::<MachineConfigNode>::all(client)
+                .patch_status(node, &PatchParams::apply("machine-config-operator").force(), &Patch::Apply(&status))
+                .await
+        }
+    };
+    // The policy takes effect once the API server has loaded it: wait for its first refusal.
+    let bound = client_with_token(env, daemon_token(env, Some(&pod)).await).await;
+    let refusal = eventually("mcn-guards to refuse the daemon of node-a writing node-b's MachineConfigNode", || {
+        let written = write_status(bound.clone(), "node-b");
+        async move {
+            match written.await {
+                Err(kube::Error::Api(e)) => Ok(e.message),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    assert!(refusal.contains("updates to MCN node-b can only be done from the MCN's owner node"), "{refusal}");
+    let own = write_status(bound, "node-a").await.unwrap();
+    assert_eq!(own.status.unwrap().config_version.unwrap().desired, "rendered-worker-a");
+
+    let unbound = client_with_token(env, daemon_token(env, None).await).await;
+    match write_status(unbound, "node-a").await {
+        Err(kube::Error::Api(e)) => {
+            assert!(
+                e.message.contains("this user must have a \"authentication.kubernetes.io/node-name\" claim"),
+                "{e:?}"
+            )
+        }
+        other => panic!("a token bound to no pod wrote a MachineConfigNode: {other:?}"),
+    }
+    // The controller's account is not confined by the policy.
+    let controller = format!("system:serviceaccount:{NAMESPACE}:machine-config-controller");
+    let as_controller = client_as(env, |admin| kube::config::AuthInfo { impersonate: Some(controller), ..admin }).await;
+    let written = Api::<MachineConfigNode>::all(as_controller)
+        .patch_status("node-b", &PatchParams::apply("machine-config-operator").force(), &Patch::Apply(&status))
+        .await;
+    assert!(written.is_ok(), "{written:?}");
 }

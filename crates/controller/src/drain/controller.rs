@@ -19,6 +19,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use mco_api::constants::{DESIRED_DRAIN_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION};
+use mco_mcn::{Recorder, Step};
 use mco_rollout::drain::{Request, RetryPolicy, Warning, pending, pods_to_evict};
 use mco_rollout::node::annotation;
 use serde_json::json;
@@ -59,6 +60,8 @@ pub enum Error {
 struct Context {
     client: Client,
     options: Options,
+    /// Writes the cordon, drain and uncordon conditions of the nodes' MachineConfigNodes.
+    progress: Recorder,
     /// Drains under way: node → (its `desiredDrain`, when the first attempt began).
     drains: Mutex<HashMap<String, (String, Instant)>>,
 }
@@ -89,7 +92,8 @@ impl Context {
 pub async fn run(mut config: kube::Config, options: Options) -> Result<(), kube::Error> {
     config.default_retry = false;
     let client = Client::try_from(config)?;
-    let context = Arc::new(Context { client: client.clone(), options, drains: Mutex::default() });
+    let progress = Recorder::new(client.clone());
+    let context = Arc::new(Context { client: client.clone(), options, progress, drains: Mutex::default() });
     Controller::new(Api::<Node>::all(client), watcher::Config::default())
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
@@ -125,10 +129,19 @@ async fn reconcile(node: Arc<Node>, context: Arc<Context>) -> Result<Action, Err
         }
     };
     let desired = annotation(&node, DESIRED_DRAIN_ANNOTATION).unwrap_or_default().to_string();
+    let last = annotation(&node, LAST_APPLIED_DRAIN_ANNOTATION).unwrap_or_default().to_string();
+    let annotations = node.annotations();
+    let unschedulable = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+    let (progress, node_name) = (&context.progress, name.as_str());
+    let record = |step: Step| async move { progress.record_or_log(node_name, annotations, &step).await };
     match request {
         Request::Uncordon => {
             tracing::info!(node = %name, "uncordoning");
-            set_unschedulable(&context.client, &name, false).await?;
+            if let Err(e) = set_unschedulable(&context.client, &name, false).await {
+                record(Step::uncordon_failed(&e.to_string(), unschedulable)).await;
+                return Err(e.into());
+            }
+            record(Step::uncordoned(unschedulable)).await;
         }
         Request::Drain => {
             let policy = context.options.retry;
@@ -137,18 +150,35 @@ async fn reconcile(node: Arc<Node>, context: Arc<Context>) -> Result<Action, Err
                 warn(&context, &reference, &warning).await;
             }
             tracing::info!(node = %name, "draining for {desired}");
-            let attempt = tokio::time::timeout(context.options.attempt_timeout, drain(&context, &name));
-            let result = attempt.await.unwrap_or_else(|_| {
-                Err(anyhow::anyhow!("Draining node {name}: not done within {:?}", context.options.attempt_timeout))
-            });
+            let result = match set_unschedulable(&context.client, &name, true).await {
+                Err(e) => {
+                    record(Step::cordon_failed(&e.to_string(), unschedulable)).await;
+                    Err(anyhow::Error::new(e))
+                }
+                Ok(()) => {
+                    if !unschedulable {
+                        record(Step::cordoned(unschedulable)).await;
+                    }
+                    record(Step::draining(&desired, &last)).await;
+                    let attempt = tokio::time::timeout(context.options.attempt_timeout, drain(&context, &name));
+                    attempt.await.unwrap_or_else(|_| {
+                        Err(anyhow::anyhow!(
+                            "Draining node {name}: not done within {:?}",
+                            context.options.attempt_timeout
+                        ))
+                    })
+                }
+            };
             if let Err(e) = result {
                 let (after, warning) = policy.after_failure(draining_for, &format!("{e:#}"));
                 tracing::warn!(node = %name, "drain failed, retrying in {after:?}: {e:#}");
                 if let Some(warning) = warning {
                     warn(&context, &reference, &warning).await;
                 }
+                record(Step::drain_failed(&format!("{e:#}"), &desired, &last)).await;
                 return Ok(Action::requeue(after));
             }
+            record(Step::drained(&desired)).await;
         }
     }
     let patch = json!({ "metadata": { "annotations": { LAST_APPLIED_DRAIN_ANNOTATION: desired } } });
@@ -176,11 +206,11 @@ async fn set_unschedulable(client: &Client, node: &str, unschedulable: bool) -> 
     Ok(())
 }
 
-/// One drain attempt: cordon, evict, wait for the pods to go, all within the attempt timeout.
+/// One drain attempt of a cordoned node: evict, wait for the pods to go, all within the attempt
+/// timeout.
 #[context("Draining node {node}")]
 async fn drain(context: &Context, node: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + context.options.attempt_timeout;
-    set_unschedulable(&context.client, node, true).await?;
     let pods = Api::<Pod>::all(context.client.clone())
         .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
         .await

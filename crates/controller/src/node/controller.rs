@@ -37,6 +37,7 @@ use mco_rollout::{Inputs, Plan, PlanError, calculate_status, nodes_for_pool, pla
 use serde_json::json;
 
 use super::background::BackgroundWrites;
+use super::machineconfignodes::MachineConfigNodes;
 use super::{node_patch, set_desired_event};
 use crate::{KubeError, kube_error, logging_errors, patch_params, publish};
 
@@ -98,6 +99,7 @@ struct Context {
     /// first full list. (One waiter per store, here, rather than one per sync: concurrent
     /// `Store::wait_until_ready` calls were seen to miss the wake-up.)
     caches_ready: tokio::sync::watch::Receiver<bool>,
+    machine_config_nodes: MachineConfigNodes,
     options: Options,
 }
 
@@ -165,6 +167,7 @@ pub async fn run(client: Client, options: Options) {
     };
     let configs_for_builds = os_configs.clone();
     let context = Arc::new(Context {
+        machine_config_nodes: MachineConfigNodes::new(client.clone()),
         client,
         nodes,
         background,
@@ -279,6 +282,7 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
             }
         }
     }
+    context.machine_config_nodes.sync(&pool.name_any(), &snapshot.nodes_of(&pool), &snapshot.nodes).await;
     Ok(Action::await_change())
 }
 

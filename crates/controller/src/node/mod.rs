@@ -5,6 +5,7 @@
 
 mod background;
 pub mod controller;
+mod machineconfignodes;
 
 use k8s_openapi::api::core::v1::Node;
 use mco_api::constants::{
