@@ -8,6 +8,8 @@
 # times and the creation time, so the same packages and the same binary give the same digest.
 #
 # Usage: [MCO_IMAGE_VERSION=V] hack/image.sh BINARY DEST
+#        hack/image.sh --userland-only   (only build the cached userland, and print its path: the
+#           lab does this before its network namespace, which cannot reach Debian's mirror)
 #   BINARY  the mco binary: target/release/mco for a release; the lab uses target/debug/mco. Its debug
 #           info is stripped (a copy; the binary given is untouched).
 #   DEST    a containers-transports destination: oci:DIR:mco, docker://HOST/mco:TAG, ...
@@ -15,12 +17,13 @@
 #           version, from `BINARY --version`]
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-    echo "usage: $0 BINARY DEST" >&2
+userland_only=false
+if [[ $# -eq 1 && $1 == --userland-only ]]; then
+    userland_only=true
+elif [[ $# -ne 2 ]]; then
+    echo "usage: $0 BINARY DEST | $0 --userland-only" >&2
     exit 2
 fi
-binary=$1 dest=$2
-version=${MCO_IMAGE_VERSION:-$("$binary" --version | cut -d' ' -f2)}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export SOURCE_DATE_EPOCH=1767225600 # 2026-01-01T00:00:00Z
 
@@ -54,6 +57,12 @@ if [[ ! -f $userland ]]; then
     mv -f "$partial.log" "$userland.log"
     mv -f "$partial" "$userland"
 fi
+if $userland_only; then
+    echo "$userland"
+    exit 0
+fi
+binary=$1 dest=$2
+version=${MCO_IMAGE_VERSION:-$("$binary" --version | cut -d' ' -f2)}
 
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/mco-image.XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -30,6 +30,7 @@ use serde_json::Value;
 use crate::aleph;
 use crate::annotations::{self, Change};
 use crate::backoff::Backoff;
+use crate::events::NodeEvents;
 use crate::handshake::{self, Next, Observed, UpdateStep};
 
 /// ConfigMap (ns/MCO) whose presence means registries.conf changes never drain (upstream
@@ -96,6 +97,7 @@ pub async fn run(client: Client, node_client: Client, node: Node, settings: Sett
     let mut changes = watcher(nodes.clone(), watch).default_backoff().boxed();
     let timing = settings.timing;
     let mut agent = Agent {
+        events: NodeEvents::new(client.clone(), &settings.node_name),
         progress: Recorder::new(client.clone()),
         reported_updated: None,
         client,
@@ -177,6 +179,8 @@ struct Checked {
     plan: mco_disruption::Plan,
     /// The OS image, extensions or kernel type change.
     os: bool,
+    /// What changes of the OS, as upstream's `OSUpdateStarted` event says it (empty: nothing).
+    os_changes: Vec<&'static str>,
     /// The passwd section or a file changes (upstream's "SSH Keys" in its messages).
     files: bool,
 }
@@ -203,6 +207,8 @@ struct Agent {
     backoff: Backoff,
     /// Writes the MachineConfigNode conditions of each step.
     progress: Recorder,
+    /// Records the Events of each step on the Node.
+    events: NodeEvents,
     /// The config this process last reported `Updated` for (one write per config, not per poll).
     reported_updated: Option<String>,
 }
@@ -229,7 +235,13 @@ impl Agent {
         let on_disk = state::read_current_config(&root).map_err(degraded)?;
         let force = state::force_file_present(&root);
         if self.validated.is_none() {
-            self.validate(&annotations, on_disk.as_ref(), force).await?;
+            if let Err(failure) = self.validate(&annotations, on_disk.as_ref(), force).await {
+                if let Failure::Node(e) = &failure {
+                    let reason = if self.booting { "OnDiskStateValidationFailed" } else { "ConfigDriftDetected" };
+                    self.events.warning(reason, &e.reason()).await;
+                }
+                return Err(failure);
+            }
             self.validated = Some(Instant::now());
         }
         let observed = Observed {
@@ -248,13 +260,15 @@ impl Agent {
                 tracing::debug!(node = self.name(), "no desiredConfig yet");
                 Ok(Flow::Wait)
             }
-            Next::WaitForDrain(request) => self.wait_for_drain(request),
+            Next::WaitForDrain(request) => self.wait_for_drain(request).await,
             Next::Idle => {
                 self.backoff.reset();
                 if let Some(config) = observed.current
                     && self.reported_updated.as_deref() != Some(config)
                 {
                     self.progress.record_or_log(self.name(), &annotations, &Step::updated(self.name())).await;
+                    let watching = format!("Config Drift Monitor started, watching against {config}");
+                    self.events.normal("ConfigDriftMonitorStarted", &watching).await;
                     self.reported_updated = Some(config.to_string());
                 }
                 // Config drift between updates: validate again, as at start (a mismatch degrades
@@ -276,6 +290,10 @@ impl Agent {
                 let changes = annotations::done(&annotations, &config, image.as_deref());
                 self.patch(&mut annotations, &changes).await?;
                 tracing::info!(node = self.name(), %config, "update complete: state Done");
+                let uncordoned = format!("Update completed for config {config} and node has been uncordoned");
+                self.events.normal("Uncordon", &uncordoned).await;
+                let done = format!("Setting node {}, currentConfig {config} to Done", self.name());
+                self.events.normal("NodeDone", &done).await;
                 if self.booting {
                     self.progress.record_or_log(self.name(), &annotations, &Step::resumed(&config)).await;
                 }
@@ -304,7 +322,15 @@ impl Agent {
             }
         }
         let node = self.get_node().await?;
+        self.events.set_uid(node.metadata.uid.clone());
         let mut annotations = node.metadata.annotations.unwrap_or_default();
+        let observed = Observed::from_annotations(&annotations);
+        if let (Some(current), Some(desired)) = (observed.current, observed.desired)
+            && current != desired
+        {
+            let message = format!("Booting node {}, currentConfig {current}, desiredConfig {desired}", self.name());
+            self.events.normal("BootResync", &message).await;
+        }
         if let Some(seed) = read_seed(&self.node.root).map_err(degraded)?
             && let Some(patch) = annotations::seed_patch(&annotations, &seed)
         {
@@ -365,11 +391,11 @@ impl Agent {
         Ok(())
     }
 
-    fn wait_for_drain(&mut self, request: String) -> Result<Flow, Failure> {
-        let (verb, limit) = if request.starts_with(DRAIN_PREFIX) {
-            ("drain", self.settings.timing.drain_timeout)
+    async fn wait_for_drain(&mut self, request: String) -> Result<Flow, Failure> {
+        let (verb, limit, event) = if request.starts_with(DRAIN_PREFIX) {
+            ("drain", self.settings.timing.drain_timeout, "FailedToDrain")
         } else {
-            ("uncordon", self.settings.timing.uncordon_timeout)
+            ("uncordon", self.settings.timing.uncordon_timeout, "FailedToUncordon")
         };
         let waiting = match &mut self.waiting {
             Some(w) if w.request == request => w,
@@ -377,13 +403,15 @@ impl Agent {
         };
         if !waiting.reported && waiting.since.elapsed() > limit {
             waiting.reported = true;
-            return Err(Failure::Node(ApplyError::Degraded(format!(
+            let message = format!(
                 "failed to {verb} node: {} after {}s ({} is not answered by lastAppliedDrain). Please see \
                  machine-config-controller logs for more information",
                 self.settings.node_name,
                 limit.as_secs(),
                 waiting.request
-            ))));
+            );
+            self.events.warning(event, &message).await;
+            return Err(Failure::Node(ApplyError::Degraded(message)));
         }
         Ok(Flow::Wait)
     }
@@ -410,10 +438,14 @@ impl Agent {
             Err(e) => {
                 let step = Step::incompatible(name_of(&old), &to, &e.reason());
                 self.progress.record_or_log(self.name(), &annotations, &step).await;
+                if matches!(e, ApplyError::Unreconcilable(_)) {
+                    let message = format!("can't reconcile config {} with {to}: {}", name_of(&old), e.reason());
+                    self.events.warning("FailedToReconcile", &message).await;
+                }
                 return Err(e.into());
             }
         };
-        let Checked { plan, os, files } = checked;
+        let Checked { plan, os, os_changes, files } = checked;
         let observed = Observed::from_annotations(&annotations);
         let drain = handshake::drain_required(plan.drain, inputs.topology.as_deref());
         match handshake::update_step(observed.state, observed.desired_drain, &to, drain) {
@@ -427,14 +459,25 @@ impl Agent {
             UpdateStep::RequestDrain(request) => {
                 tracing::info!(node = self.name(), %request, reason = %plan.drain_reason, "requesting a drain");
                 self.patch(&mut annotations, &[(DESIRED_DRAIN_ANNOTATION, Some(request))]).await?;
+                self.events.normal("Cordon", "Cordoned node to apply update").await;
+                self.events.normal("Drain", "Draining node to update config.").await;
                 Ok(Flow::Wait)
             }
             UpdateStep::Apply => {
                 if !drain {
                     tracing::info!(node = self.name(), reason = %plan.drain_reason, "no drain");
                     self.progress.record_or_log(self.name(), &annotations, &Step::drain_not_required()).await;
+                    self.events.normal("Drain", "Drain not required, skipping").await;
                 }
                 self.progress.record_or_log(self.name(), &annotations, &Step::applying(os, files)).await;
+                let new_image = new.spec.os_image_url.clone();
+                if os {
+                    self.events.normal("InClusterUpgrade", &format!("Updating from oscontainer {new_image}")).await;
+                }
+                if !os_changes.is_empty() {
+                    self.events.normal("OSUpdateStarted", &os_changes.join("; ")).await;
+                }
+                let (old_name, new_name) = (name_of(&old).to_string(), to.clone());
                 let reboots = plan.reboots();
                 if reboots {
                     self.patch(&mut annotations, &[annotations::rebooting(true)]).await?;
@@ -449,15 +492,36 @@ impl Agent {
                     for step in [Step::applied(os, files), Step::degraded(self.name(), None)] {
                         self.progress.record_or_log(self.name(), &annotations, &step).await;
                     }
+                    let (reason, message) = if os {
+                        (
+                            "OSUpgradeApplied",
+                            format!(
+                                "OS upgrade applied; new MachineConfig ({new_name}) has new OS image ({new_image})"
+                            ),
+                        )
+                    } else {
+                        (
+                            "OSUpgradeSkipped",
+                            format!(
+                                "OS upgrade skipped; new MachineConfig ({new_name}) has same OS image ({new_image}) as old \
+                                 MachineConfig ({old_name})"
+                            ),
+                        )
+                    };
+                    self.events.normal(reason, &message).await;
                 }
                 match applied {
                     Ok(done) if done.disruption.reboots() => {
                         self.progress.record_or_log(self.name(), &annotations, &Step::reboot_required()).await;
+                        self.events.normal("Reboot", &format!("Node will reboot into config {to}")).await;
                         tracing::info!(node = self.name(), config = %to, "applied; rebooting into it");
                         Ok(Flow::Stop(Stopped::RebootRequested))
                     }
-                    Ok(_) => {
+                    Ok(done) => {
                         self.progress.record_or_log(self.name(), &annotations, &Step::no_reboot()).await;
+                        for (reason, message) in post_action_events(&done.disruption) {
+                            self.events.normal(reason, &message).await;
+                        }
                         tracing::info!(node = self.name(), config = %to, "applied without a reboot");
                         Ok(Flow::Again)
                     }
@@ -575,11 +639,39 @@ fn check(
     )?;
     let diff = ConfigDiff::between(Some(old), new, force).map_err(|e| ApplyError::Degraded(e.to_string()))?;
     let plan = disruption.plan(&diff).map_err(|e| ApplyError::Degraded(e.to_string()))?;
+    let os_changes = [
+        (diff.os_update, "Upgrading OS"),
+        (diff.extensions, "Installing extensions"),
+        (diff.kernel_type, "Changing kernel type"),
+        (diff.kargs, "Changing kernel arguments"),
+    ];
     Ok(Checked {
         plan,
         os: diff.os_update || diff.extensions || diff.kernel_type,
+        os_changes: os_changes.iter().filter(|(changed, _)| *changed).map(|(_, what)| *what).collect(),
         files: diff.passwd || !diff.files.is_empty(),
     })
+}
+
+/// Upstream's events for an update applied without a reboot: each service reloaded or
+/// restarted, or that nothing was needed.
+fn post_action_events(plan: &mco_disruption::Plan) -> Vec<(&'static str, String)> {
+    let events: Vec<(&'static str, String)> = plan
+        .actions
+        .iter()
+        .filter_map(|action| match (&action.reload, &action.restart) {
+            (Some(s), _) => Some((
+                "ServiceReload",
+                format!("Config changes do not require reboot. Service {} was reloaded.", s.service_name),
+            )),
+            (_, Some(s)) => Some((
+                "ServiceRestart",
+                format!("Config changes do not require reboot. Service {} was restarted.", s.service_name),
+            )),
+            _ => None,
+        })
+        .collect();
+    if events.is_empty() { vec![("SkipReboot", "Config changes do not require reboot.".to_string())] } else { events }
 }
 
 fn name_of(mc: &MachineConfig) -> &str {

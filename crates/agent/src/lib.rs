@@ -7,6 +7,7 @@
 //! * [`annotations`]: pure — the merge patches of the keys the daemon owns.
 //! * [`aleph`]: the boot image the node was installed from, reported on the Node.
 //! * [`agent`]: the thin IO shell (kube-rs), failures reported and retried with [`backoff`].
+//! * [`events`]: Events on the Node, with upstream's reasons, rate-limited.
 //!
 //! The apply engine stays free of Kubernetes; this crate is the only daemon code that talks to
 //! the API server.
@@ -15,6 +16,7 @@ pub mod agent;
 pub mod aleph;
 pub mod annotations;
 pub mod backoff;
+pub mod events;
 pub mod handshake;
 
 pub use agent::{Settings, Stopped, Timing, run};

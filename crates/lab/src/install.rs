@@ -78,6 +78,15 @@ pub fn relative_path(from: &Path, to: &Path) -> PathBuf {
     path
 }
 
+/// Builds the userland of mco's image (`hack/image.sh --userland-only`, cached), before the lab's
+/// network namespace, from which Debian's mirror cannot be reached.
+#[context("Preparing the userland of mco's image")]
+pub async fn prepare_userland(deploy: &Path, log: &Path) -> anyhow::Result<()> {
+    let script = deploy.join("../hack/image.sh");
+    run_tool(Path::new("bash"), [script.as_os_str(), "--userland-only".as_ref()], &[], log).await?;
+    Ok(())
+}
+
 /// Builds mco's image from `mco` with `hack/image.sh` beside `deploy` (labelled with `version` if
 /// given, else the binary's), pushes it to the lab registry (`registry`: `127.0.0.1:PORT`) and
 /// returns its digest.

@@ -16,6 +16,8 @@ use crate::progress::{self, Step};
 
 /// Upstream's field manager for MachineConfigNode writes.
 pub const FIELD_MANAGER: &str = "machine-config-operator";
+/// Status writes that conflict with another writer before one is given up.
+const CONFLICT_RETRIES: usize = 5;
 
 fn apply_params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
@@ -35,35 +37,40 @@ impl Recorder {
     /// Sets `step`'s conditions on `node`'s MachineConfigNode; `annotations` are the Node's as
     /// they are now. A Node without a MachineConfigNode (the controller has not made it yet, or
     /// the node is in no pool) is skipped: the next step's write brings the status up to date.
+    /// The write is conditional on the status it was computed from: the daemon and the drain
+    /// controller write the same object, and neither may undo the other's condition (upstream's
+    /// writes are not conditional). A conflict is read and computed again.
     pub async fn record(&self, node: &str, annotations: &BTreeMap<String, String>, step: &Step) -> anyhow::Result<()> {
-        let Some(mcn) = self.api.get_opt(node).await.with_context(|| format!("reading MachineConfigNode {node}"))?
-        else {
-            tracing::debug!(node, phase = step.parent.kind, "no MachineConfigNode yet; condition not recorded");
-            return Ok(());
-        };
-        let now = Time(Timestamp::now());
-        let generation = mcn.metadata.generation.unwrap_or(0);
-        let Some(status) = progress::next_status(
-            mcn.status.as_ref(),
-            generation,
-            &mcn.spec.config_version.desired,
-            annotations,
-            step,
-            &now,
-        ) else {
-            return Ok(());
-        };
-        let patch = json!({
-            "apiVersion": "machineconfiguration.openshift.io/v1",
-            "kind": "MachineConfigNode",
-            "status": status,
-        });
-        self.api
-            .patch_status(node, &apply_params(), &Patch::Apply(&patch))
-            .await
-            .with_context(|| format!("writing the status of MachineConfigNode {node}"))?;
-        tracing::debug!(node, phase = step.parent.kind, status = step.parent.status.as_str(), "recorded");
-        Ok(())
+        for _ in 0..CONFLICT_RETRIES {
+            let Some(mcn) =
+                self.api.get_opt(node).await.with_context(|| format!("reading MachineConfigNode {node}"))?
+            else {
+                tracing::debug!(node, phase = step.parent.kind, "no MachineConfigNode yet; condition not recorded");
+                return Ok(());
+            };
+            let now = Time(Timestamp::now());
+            let generation = mcn.metadata.generation.unwrap_or(0);
+            let desired = &mcn.spec.config_version.desired;
+            let Some(status) = progress::next_status(mcn.status.as_ref(), generation, desired, annotations, step, &now)
+            else {
+                return Ok(());
+            };
+            let patch = json!({
+                "apiVersion": "machineconfiguration.openshift.io/v1",
+                "kind": "MachineConfigNode",
+                "metadata": {"resourceVersion": mcn.metadata.resource_version},
+                "status": status,
+            });
+            match self.api.patch_status(node, &apply_params(), &Patch::Apply(&patch)).await {
+                Ok(_) => {
+                    tracing::debug!(node, phase = step.parent.kind, status = step.parent.status.as_str(), "recorded");
+                    return Ok(());
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                Err(e) => return Err(e).with_context(|| format!("writing the status of MachineConfigNode {node}")),
+            }
+        }
+        anyhow::bail!("MachineConfigNode {node} changed under {CONFLICT_RETRIES} writes in a row")
     }
 
     /// Records `step`, logging a failure instead of returning it: progress reports never hold an

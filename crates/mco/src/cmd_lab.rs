@@ -223,6 +223,9 @@ fn up(layout: &Layout, nodes: usize, platform: Platform, timeout: Duration) -> a
     }
     mco_lab::check_host()?;
     std::fs::create_dir_all(layout.logs()).with_context(|| format!("creating {}", layout.logs().display()))?;
+    eprintln!("lab: preparing the userland of mco's image (Debian packages; built once, then cached)");
+    let deploy = mco_lab::install::default_deploy_dir();
+    runtime()?.block_on(mco_lab::install::prepare_userland(&deploy, &layout.log("images")))?;
     let log = layout.log("supervisor");
     let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
     let mut command = std::process::Command::new(std::env::current_exe()?);

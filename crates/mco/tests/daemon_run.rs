@@ -1,7 +1,7 @@
 //! `mco daemon run` as a process against a real API server (mco-testenv), on a directory root:
 //! the test answers the drain requests as the drain controller would; the process exits 0 when
 //! the update needs a reboot, and started again (the "rebooted" node) it completes the update,
-//! reporting each step as MachineConfigNode conditions.
+//! reporting each step as MachineConfigNode conditions and as Events on its Node.
 
 #[path = "common/transitions.rs"]
 mod transitions;
@@ -17,6 +17,7 @@ use mco_api::constants::{
 };
 use mco_api::{MachineConfig, MachineConfigNode};
 use mco_testenv::k8s_openapi::api::core::v1::Node;
+use mco_testenv::k8s_openapi::api::events::v1::Event;
 use mco_testenv::kube::Api;
 use mco_testenv::kube::api::{Patch, PatchParams, PostParams};
 use mco_testenv::{TestEnv, Verbatim, eventually};
@@ -168,4 +169,33 @@ async fn mco_daemon_run_updates_through_a_reboot() {
     let not_false: Vec<_> =
         status.conditions.unwrap().into_iter().filter(|c| c.status != "False").map(|c| c.type_).collect();
     assert_eq!(not_false, ["Updated"], "after {seen:?}");
+
+    // The Events on node-1, in the order they happened, with upstream's reasons and messages.
+    let events: Api<Event> = Api::namespaced(env.client(), "default");
+    let expected = [
+        ("Cordon", "Cordoned node to apply update"),
+        ("Drain", "Draining node to update config."),
+        (
+            "OSUpgradeSkipped",
+            "OS upgrade skipped; new MachineConfig (rendered-b) has same OS image () as old MachineConfig (rendered-a)",
+        ),
+        ("Reboot", "Node will reboot into config rendered-b"),
+        ("BootResync", "Booting node node-1, currentConfig rendered-a, desiredConfig rendered-b"),
+        ("Uncordon", "Update completed for config rendered-b and node has been uncordoned"),
+        ("NodeDone", "Setting node node-1, currentConfig rendered-b to Done"),
+        ("ConfigDriftMonitorStarted", "Config Drift Monitor started, watching against rendered-b"),
+    ];
+    let expected: Vec<String> = expected.iter().map(|(reason, note)| format!("{reason}: {note}")).collect();
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    eventually("node-1's Events", || async {
+        let mut listed = events.list(&Default::default()).await.unwrap().items;
+        listed.retain(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("node-1"));
+        listed.sort_by(|a, b| a.event_time.as_ref().map(|t| t.0).cmp(&b.event_time.as_ref().map(|t| t.0)));
+        let seen: Vec<String> = listed
+            .iter()
+            .map(|e| format!("{}: {}", e.reason.as_deref().unwrap_or(""), e.note.as_deref().unwrap_or("")))
+            .collect();
+        if in_order(&seen, &expected) { Ok(()) } else { Err(seen) }
+    })
+    .await;
 }

@@ -22,13 +22,16 @@ use mco_api::constants::{
     CURRENT_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, MCO_NAMESPACE, REASON_ANNOTATION, STATE_ANNOTATION,
 };
 use mco_api::operator::BootImageSkewEnforcementStatus;
-use mco_api::{MachineConfigPool, MachineConfiguration};
+use mco_api::{MachineConfigNode, MachineConfigPool, MachineConfiguration};
 use mco_testenv::{eventually, eventually_within, satisfying};
 use serde_json::json;
 
 mod common;
+#[path = "common/transitions.rs"]
+mod transitions;
 
 use common::{mco, stderr, stdout};
+use transitions::{Transitions, in_order};
 
 /// Worker nodes; every lab also has one control-plane node, `master-0`.
 const NODES: usize = 3;
@@ -572,6 +575,7 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     assert!(names.iter().any(|n| n == pages[3]) && pages[4..] == ["api-reachable"], "{said}");
 
     let (observed, observer) = observe(client.clone());
+    let transitions = Transitions::watch(client.clone());
     let mut current = first;
     for (step, max_unavailable) in [(1, json!(1)), (2, json!(2)), (3, json!("50%"))] {
         set_pool(&client, json!({ "maxUnavailable": max_unavailable })).await;
@@ -599,6 +603,55 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
         for root in worker_roots(&lab) {
             assert_eq!(read(&root.join(format!("etc/lab/step-{step}"))), format!("step {step}\n"));
         }
+    }
+
+    // Each node's MachineConfigNode followed its updates step by step: the daemon's steps, the
+    // drain controller's cordon, drain and uncordon, the reboot, in upstream's order.
+    let update = [
+        "Updated=False",
+        "UpdatePrepared=True",
+        "Cordoned=True",
+        "Drained=Unknown",
+        "Drained=True",
+        "AppliedFilesAndOS=Unknown",
+        "AppliedFilesAndOS=True",
+        "RebootedNode=Unknown",
+        "RebootedNode=True",
+        "Uncordoned=True",
+        "Resumed=True",
+        "Updated=True",
+    ];
+    let three_updates = [update, update, update].concat();
+    for i in 0..NODES {
+        let node = format!("worker-{i}");
+        eventually(&format!("{node}'s MachineConfigNode through three updates"), || {
+            let seen = transitions.of(&node);
+            let done = in_order(&seen, &three_updates);
+            async move { if done { Ok(()) } else { Err(seen) } }
+        })
+        .await;
+    }
+    // `kubectl get machineconfignodes` prints upstream's columns; `mco status` each node's phase.
+    let [kubectl] = mco_testenv::find_binaries(["kubectl"]).unwrap();
+    let listed = std::process::Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(lab.state_dir().join("kubeconfig"))
+        .args(["get", "machineconfignodes"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    let header: Vec<&str> = listed.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "POOLNAME", "DESIREDCONFIG", "CURRENTCONFIG", "UPDATED", "AGE"], "{listed}");
+    for i in 0..NODES {
+        let row = listed.lines().find(|l| l.starts_with(&format!("worker-{i} "))).unwrap_or_else(|| panic!("{listed}"));
+        let columns: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(columns[1..5], ["worker", current.as_str(), current.as_str(), "True"], "{listed}");
+    }
+    let status = mco().args(["status", "--kubeconfig"]).arg(lab.state_dir().join("kubeconfig")).assert().success();
+    let status = stdout(&status);
+    for i in 0..NODES {
+        let row = status.lines().find(|l| l.starts_with(&format!("worker-{i} "))).unwrap_or_else(|| panic!("{status}"));
+        assert!(row.contains("Updated=True"), "{status}");
     }
 
     // Every node was drained by real evictions: every pod that was on a worker was evicted and
@@ -816,6 +869,8 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
         ("patch", "machineconfigurations", "its status and opt-in were written by the bootstrap controller"),
         ("update", "machineconfigurations/status", "(as above)"),
         ("get", "configmaps", "coreos-bootimages: only read on platforms with boot image support"),
+        ("create", "machineconfignodes", "the bootstrap controller may have made every Node's before the handover"),
+        ("delete", "machineconfignodes", "only a gone Node's: this run deletes no Node"),
     ];
     assert_rbac_matches_use(&lab, CONTROLLER_ACCOUNT, &unexercised, None);
     // The daemons' pods too: no Node access of their own (they write their Node with the kubelet's
@@ -863,6 +918,25 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
             Err(kube::Error::Api(response)) => assert_eq!(response.code, 403, "{node}: {response:?}"),
             other => panic!("a daemon pod's token annotating Node {node}: {other:?}"),
         }
+    }
+    // It writes its own Node's MachineConfigNode status, not another's (deploy/'s mcn-guards). The
+    // write sets what is there already, under a field manager of its own.
+    let daemon_mcns: Api<MachineConfigNode> = Api::all(daemon_nodes_api.into_client());
+    let own_mcn = Api::<MachineConfigNode>::all(client.clone()).get("worker-0").await.unwrap();
+    let desired = own_mcn.status.and_then(|s| s.config_version).map(|v| v.desired).unwrap();
+    let as_is = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigNode",
+        "status": {"configVersion": {"desired": desired}},
+    });
+    let apply = PatchParams::apply("lab-test").force();
+    let own = daemon_mcns.patch_status("worker-0", &apply, &Patch::Apply(&as_is)).await;
+    assert!(own.is_ok(), "worker-0's daemon writing its own MachineConfigNode: {own:?}");
+    match daemon_mcns.patch_status("worker-1", &apply, &Patch::Apply(&as_is)).await {
+        Err(kube::Error::Api(response)) => assert!(
+            response.message.contains("updates to MCN worker-1 can only be done from the MCN's owner node"),
+            "{response:?}"
+        ),
+        other => panic!("worker-0's daemon writing worker-1's MachineConfigNode: {other:?}"),
     }
 
     observer.abort();
