@@ -15,7 +15,7 @@ use kube::{Api, Client};
 use mco_api::constants::{
     BOOT_IMAGE_ANNOTATION, CONTROL_PLANE_TOPOLOGY_ANNOTATION, CONTROLLER_CONFIG_NAME, DESIRED_DRAIN_ANNOTATION,
     DRAIN_PREFIX, MACHINE_CONFIGURATION_NAME, MCO_NAMESPACE, POST_CONFIG_ACTION_ANNOTATION, STATE_ANNOTATION,
-    STATE_REBOOTING, STATE_WORKING,
+    STATE_DONE, STATE_REBOOTING, STATE_WORKING,
 };
 use mco_api::{ControllerConfig, MachineConfig, MachineConfiguration};
 use mco_daemon::apply::{self, ApplyError, Disruption, Node, Recovered};
@@ -25,6 +25,8 @@ use mco_daemon::plan::{self, Side};
 use mco_daemon::{state, validate};
 use mco_disruption::ConfigDiff;
 use mco_mcn::{Recorder, Step};
+use mco_metrics::daemon::DaemonMetrics;
+use mco_metrics::unix_seconds;
 use serde_json::Value;
 
 use crate::aleph;
@@ -47,6 +49,8 @@ pub struct Settings {
     /// The boot image's aleph file (`SYSROOT/.coreos-aleph-version.json`).
     pub aleph: PathBuf,
     pub timing: Timing,
+    /// The node's state, updates and phase durations are set here.
+    pub metrics: DaemonMetrics,
 }
 
 /// Delays and limits of the handshake; [`Timing::default`] is upstream's.
@@ -238,6 +242,9 @@ impl Agent {
             if let Err(failure) = self.validate(&annotations, on_disk.as_ref(), force).await {
                 if let Failure::Node(e) = &failure {
                     let reason = if self.booting { "OnDiskStateValidationFailed" } else { "ConfigDriftDetected" };
+                    if !self.booting {
+                        self.settings.metrics.config_drift.set(unix_seconds(std::time::SystemTime::now()));
+                    }
                     self.events.warning(reason, &e.reason()).await;
                 }
                 return Err(failure);
@@ -252,8 +259,11 @@ impl Agent {
         };
         let next = handshake::next(&observed);
         tracing::debug!(?next, "decided");
-        if !matches!(next, Next::WaitForDrain(_)) {
-            self.waiting = None;
+        if !matches!(next, Next::WaitForDrain(_))
+            && let Some(waited) = self.waiting.take()
+            && waited.request.starts_with(DRAIN_PREFIX)
+        {
+            self.settings.metrics.observe_phase("drain", waited.since.elapsed().as_secs_f64());
         }
         match next {
             Next::NoTarget => {
@@ -290,6 +300,9 @@ impl Agent {
                 let changes = annotations::done(&annotations, &config, image.as_deref());
                 self.patch(&mut annotations, &changes).await?;
                 tracing::info!(node = self.name(), %config, "update complete: state Done");
+                let now = unix_seconds(std::time::SystemTime::now());
+                self.settings.metrics.set_state(STATE_DONE, "", now);
+                self.settings.metrics.set_update_state(&config, "", now);
                 let uncordoned = format!("Update completed for config {config} and node has been uncordoned");
                 self.events.normal("Uncordon", &uncordoned).await;
                 let done = format!("Setting node {}, currentConfig {config} to Done", self.name());
@@ -452,6 +465,7 @@ impl Agent {
             UpdateStep::SetWorking => {
                 self.progress.record_or_log(self.name(), &annotations, &Step::needs_update(self.name())).await;
                 self.patch(&mut annotations, &[(STATE_ANNOTATION, Some(STATE_WORKING.to_string()))]).await?;
+                self.settings.metrics.set_state(STATE_WORKING, "", unix_seconds(std::time::SystemTime::now()));
                 let actions: Vec<String> = plan.actions.iter().map(mco_disruption::describe).collect();
                 self.progress.record_or_log(self.name(), &annotations, &Step::prepared(&actions, drain)).await;
                 Ok(Flow::Again)
@@ -487,7 +501,9 @@ impl Agent {
                     let failpoints = Failpoints::from_env().map_err(|e| ApplyError::Degraded(format!("{e:#}")))?;
                     apply::apply(node, &old, &new, &disruption, &failpoints)
                 });
+                let started = Instant::now();
                 let applied = applied.await;
+                self.settings.metrics.observe_phase("apply", started.elapsed().as_secs_f64());
                 if applied.is_ok() {
                     for step in [Step::applied(os, files), Step::degraded(self.name(), None)] {
                         self.progress.record_or_log(self.name(), &annotations, &step).await;
@@ -609,6 +625,10 @@ impl Agent {
         let written = async {
             let mut annotations = self.get_node().await?.metadata.annotations.unwrap_or_default();
             self.patch(&mut annotations, &annotations::failed(e.state(), e.reason())).await?;
+            let now = unix_seconds(std::time::SystemTime::now());
+            self.settings.metrics.set_state(e.state(), &e.reason(), now);
+            let target = Observed::from_annotations(&annotations).desired.unwrap_or_default().to_string();
+            self.settings.metrics.set_update_state(&target, &e.reason(), now);
             let step = Step::degraded(self.name(), Some(&e.reason()));
             self.progress.record_or_log(self.name(), &annotations, &step).await;
             Ok(())

@@ -231,6 +231,7 @@ impl Cluster {
                 retry_max: Duration::from_secs(1),
                 drift_check: Duration::from_millis(500),
             },
+            metrics: Default::default(),
         };
         let node = Node::directory_root(root.to_path_buf(), None);
         let client = self.client.clone();

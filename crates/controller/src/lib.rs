@@ -119,6 +119,8 @@ pub struct Settings {
     pub lease: LeaseSettings,
     /// Where `/healthz` is answered for the pod's probes, if anywhere.
     pub health: Option<std::net::SocketAddr>,
+    /// Where `/metrics` is answered for Prometheus, if anywhere.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Which Lease the instances compete for, and as whom.
@@ -150,9 +152,16 @@ pub async fn config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube
 /// Waits for the leader Lease, then runs the controllers until leadership is lost (an error:
 /// the process must exit so that it cannot act on stale state) or SIGINT/SIGTERM arrives (the
 /// Lease is then released so that another instance takes over at once).
-pub async fn run(settings: Settings) -> anyhow::Result<()> {
+pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
     if let Some(addr) = settings.health {
-        tokio::spawn(health::listen(addr).await?);
+        tokio::spawn(health::listen(addr, None).await?);
+    }
+    let mut registry = mco_metrics::Registry::default();
+    let metrics = mco_metrics::controller::ControllerMetrics::register(&mut registry);
+    settings.node.metrics = metrics.clone();
+    settings.drain.metrics = metrics;
+    if let Some(addr) = settings.metrics {
+        tokio::spawn(health::listen(addr, Some(std::sync::Arc::new(registry))).await?);
     }
     let config = config(settings.kubeconfig.as_deref()).await?;
     let client = Client::try_from(config.clone())?;

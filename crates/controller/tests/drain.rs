@@ -16,6 +16,7 @@ use kube::{Api, Client};
 use mco_api::MachineConfigNode;
 use mco_api::constants::{DESIRED_DRAIN_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION};
 use mco_controller::drain::controller::{Options, run};
+use mco_metrics::controller::ControllerMetrics;
 use mco_rollout::drain::RetryPolicy;
 use mco_rollout::node::annotation;
 use mco_testenv::TestEnv;
@@ -142,6 +143,7 @@ async fn drains_hold_for_disruption_budgets() {
     }});
     budgets.patch_status("web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
 
+    let mut registry = mco_metrics::Registry::default();
     let options = Options {
         retry: RetryPolicy {
             delay: Duration::from_millis(300),
@@ -152,6 +154,7 @@ async fn drains_hold_for_disruption_budgets() {
         attempt_timeout: Duration::from_secs(1),
         eviction_retry: Duration::from_millis(200),
         deletion_poll: Duration::from_millis(100),
+        metrics: ControllerMetrics::register(&mut registry),
     };
     // The node controller's part: worker-0's MachineConfigNode.
     let spec =
@@ -188,6 +191,8 @@ async fn drains_hold_for_disruption_budgets() {
     let draining = mcn_condition(&client, "Drained", "Unknown", "Error: Node Drain has not succeeded.").await;
     assert!(draining.contains("would violate the pod's disruption budget."), "{draining}");
     mcn_condition(&client, "UpdateExecuted", "Unknown", "Node Drain has not succeeded").await;
+    let metrics = mco_metrics::render(&registry);
+    assert!(metrics.lines().any(|l| l == "mcc_drain_err{node=\"worker-0\"} 1"), "{metrics}");
 
     // Without the budget the drain completes; DaemonSet and mirror pods stay, as do other nodes' pods.
     budgets.delete("web", &DeleteParams::default()).await.unwrap();
@@ -219,6 +224,8 @@ async fn drains_hold_for_disruption_budgets() {
     })
     .await;
     assert!(!cordoned(&uncordoned));
+    let metrics = mco_metrics::render(&registry);
+    assert!(metrics.lines().any(|l| l == "mcc_drain_err{node=\"worker-0\"} 0"), "{metrics}");
     mcn_condition(&client, "Uncordoned", "True", "UnCordoned node. The node is reporting Unschedulable = true").await;
     mcn_condition(&client, "UpdateComplete", "True", "Uncordoned Node as part of completing upgrade phase").await;
 

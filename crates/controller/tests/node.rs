@@ -38,6 +38,7 @@ async fn start_controllers(env: &TestEnv) -> [tokio::task::JoinHandle<()>; 2] {
         attempt_timeout: Duration::from_secs(10),
         eviction_retry: Duration::from_millis(200),
         deletion_poll: Duration::from_millis(100),
+        ..Default::default()
     };
     [
         tokio::spawn(node::run(env.client(), node_options)),

@@ -4,9 +4,11 @@
 //! - its own mount namespace (held by a process that does nothing else), which containerd and the
 //!   kubelet join: container root filesystems, pod network namespaces and volumes are mounted
 //!   there and vanish with it;
-//! - its own cgroup, holding those processes, the containerd shims and (as the kubelet's
-//!   `cgroupRoot`) every container: powering the machine off kills everything in it at once, as
-//!   pulling the plug would;
+//! - its own cgroup, holding those processes and the containerd shims; runc puts the containers
+//!   in cgroups of their own (`k8s.io/<id>`, the kubelet's `cgroupRoot` notwithstanding), which
+//!   powering off finds in containerd's state directory: it kills the machine's cgroup, then each
+//!   of its containers', as pulling the plug would (a container left running would hold its
+//!   host-network ports against its successor after the "reboot");
 //! - its own address on the lab bridge and pod bridge, and its state in the node's root
 //!   (`/var/lib/kubelet`, `/var/lib/containerd`, `/run/containerd`, `/etc/cni/net.d`, ...).
 //!
@@ -30,6 +32,8 @@ use crate::manifests::{KUBELET_CONFIG, KUBELET_CONFIG_DIR};
 use crate::network;
 use crate::process::Service;
 
+/// The containerd namespace of the kubelet's containers, and the parent of their cgroups.
+const CONTAINERD_NAMESPACE: &str = "k8s.io";
 /// The cgroup v1 hierarchy the machine's processes are listed (and killed) by.
 const PIDS_HIERARCHY: &str = "/sys/fs/cgroup/pids";
 /// The cgroup hierarchies (v1 controllers and the v2 `unified` mount) runc may create a
@@ -213,16 +217,35 @@ impl Machine {
     pub async fn power_off(self) {
         let spec = self.spec.clone();
         drop(self);
-        if let Err(e) = kill_cgroup(&spec.cgroup()).await {
-            tracing::warn!(node = spec.name, "powering off: {e:#}");
+        // The machine's processes first: no containerd or kubelet is left to start a container.
+        let mut cgroups = vec![spec.cgroup()];
+        cgroups.extend(container_cgroups(&spec.root));
+        for cgroup in cgroups {
+            if let Err(e) = kill_cgroup(&cgroup).await {
+                tracing::warn!(node = spec.name, "powering off: {e:#}");
+            }
         }
     }
 }
 
-/// Powers off whatever is left of the machines under `cgroup_parent` and removes it: the lab's
-/// last step, so that nothing it started outlives it.
-pub async fn power_off_all(cgroup_parent: &str) -> anyhow::Result<()> {
-    kill_cgroup(cgroup_parent).await
+/// Powers off whatever is left of the machines under `cgroup_parent` (their roots in `nodes`,
+/// one directory per node) and removes it: the lab's last step, so that nothing it started
+/// outlives it.
+pub async fn power_off_all(cgroup_parent: &str, nodes: &Path) -> anyhow::Result<()> {
+    kill_cgroup(cgroup_parent).await?;
+    let roots = std::fs::read_dir(nodes).into_iter().flatten().flatten().map(|node| node.path().join("root"));
+    for cgroup in roots.flat_map(|root| container_cgroups(&root)) {
+        kill_cgroup(&cgroup).await?;
+    }
+    Ok(())
+}
+
+/// The cgroups of the containers the containerd of the machine with root `root` has run (its
+/// state directory keeps one directory per task, named as its cgroup).
+fn container_cgroups(root: &Path) -> Vec<String> {
+    let tasks = root.join("run/containerd/io.containerd.runtime.v2.task").join(CONTAINERD_NAMESPACE);
+    let entries = std::fs::read_dir(tasks).into_iter().flatten().flatten();
+    entries.map(|task| format!("{CONTAINERD_NAMESPACE}/{}", task.file_name().to_string_lossy())).collect()
 }
 
 /// The absolute path of the deployment the sysroot booted.

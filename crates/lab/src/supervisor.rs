@@ -134,7 +134,7 @@ pub async fn supervise(options: Options, host_ports: [TcpListener; 4]) -> anyhow
     let cgroup_parent = format!("mco-lab-{}", std::process::id());
     let result = run(&options, &layout, &mut report, host_ports, &cgroup_parent).await;
     // Also after a failure, when the machines were dropped with their shims and containers running.
-    if let Err(e) = crate::machine::power_off_all(&cgroup_parent).await {
+    if let Err(e) = crate::machine::power_off_all(&cgroup_parent, &layout.nodes()).await {
         tracing::warn!("powering off what is left of the machines: {e:#}");
     }
     match &result {

@@ -59,6 +59,9 @@ pub struct ControllerArgs {
     /// Answer `GET /healthz` (the pod's probes) on this address.
     #[arg(long, value_name = "ADDR")]
     health_listen: Option<std::net::SocketAddr>,
+    /// Answer `GET /metrics` (Prometheus) on this address.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// A non-negative number of seconds, fractions allowed.
@@ -91,6 +94,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         kubelet_configs: mco_controller::kubeletconfig::Options { retry_delay: args.retry_delay },
         boot_images: (!args.no_boot_images).then(mco_bootimage_controller::Options::default),
         health: args.health_listen,
+        metrics: args.metrics_listen,
         lease: LeaseSettings {
             namespace: args.lease_namespace,
             name: args.lease_name,

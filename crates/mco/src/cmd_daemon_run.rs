@@ -26,6 +26,9 @@ pub struct RunArgs {
     /// Answer `GET /healthz` (the pod's probes) on this address.
     #[arg(long, value_name = "ADDR")]
     health_listen: Option<std::net::SocketAddr>,
+    /// Answer `GET /metrics` (Prometheus) on this address.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
     #[command(flatten)]
     node: NodeArgs,
 }
@@ -36,11 +39,16 @@ pub struct RunArgs {
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let node = node(&args.node);
     let host = args.node.is_host();
-    let settings = Settings { node_name: args.node_name, aleph: args.node.aleph(), timing: Timing::default() };
+    let mut registry = mco_metrics::Registry::default();
+    let metrics = mco_metrics::daemon::DaemonMetrics::register(&mut registry);
+    let settings = Settings { node_name: args.node_name, aleph: args.node.aleph(), timing: Timing::default(), metrics };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         if let Some(addr) = args.health_listen {
-            tokio::spawn(mco_controller::health::listen(addr).await?);
+            tokio::spawn(mco_controller::health::listen(addr, None).await?);
+        }
+        if let Some(addr) = args.metrics_listen {
+            tokio::spawn(mco_controller::health::listen(addr, Some(std::sync::Arc::new(registry))).await?);
         }
         let client = mco_controller::client(args.kubeconfig.as_deref()).await?;
         let node_client = match &args.node_kubeconfig {

@@ -28,11 +28,12 @@ use transitions::{Transitions, in_order};
 struct Daemon(Child);
 
 impl Daemon {
-    fn start(kubeconfig: &Path, root: &Path, log: &Path) -> Daemon {
+    fn start(kubeconfig: &Path, root: &Path, log: &Path, metrics: std::net::SocketAddr) -> Daemon {
         let child = Command::cargo_bin("mco")
             .unwrap()
             .args(["daemon", "run", "--node", "node-1", "--kubeconfig"])
             .arg(kubeconfig)
+            .arg(format!("--metrics-listen={metrics}"))
             .arg("--root")
             .arg(root)
             .env("MCO_LOG", "info")
@@ -86,6 +87,18 @@ async fn wait_for(nodes: &Api<Node>, key: &str, value: &str, log: &Path) {
     .await
 }
 
+/// `GET /metrics` from `addr` (the whole response; empty while nothing answers).
+async fn scrape(addr: std::net::SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else { return String::new() };
+    let request = "GET /metrics HTTP/1.1\r\nHost: metrics\r\nConnection: close\r\n\r\n";
+    let mut response = String::new();
+    if stream.write_all(request.as_bytes()).await.is_ok() {
+        let _ = stream.read_to_string(&mut response).await;
+    }
+    response
+}
+
 /// Plays the drain controller for one request.
 async fn answer_drain(nodes: &Api<Node>, request: &str, log: &Path) {
     wait_for(nodes, DESIRED_DRAIN_ANNOTATION, request, log).await;
@@ -118,7 +131,8 @@ async fn mco_daemon_run_updates_through_a_reboot() {
     std::fs::write(r.join("etc/app.conf"), "v1").unwrap();
     let log = env.dir().join("daemon.log");
 
-    let mut daemon = Daemon::start(env.kubeconfig(), r, &log);
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut daemon = Daemon::start(env.kubeconfig(), r, &log, metrics);
     answer_drain(&nodes, "uncordon-rendered-a", &log).await;
     annotate(&nodes, DESIRED_CONFIG_ANNOTATION, "rendered-b").await;
     answer_drain(&nodes, "drain-rendered-b", &log).await;
@@ -135,7 +149,7 @@ async fn mco_daemon_run_updates_through_a_reboot() {
     );
 
     std::fs::remove_dir_all(r.join("run")).unwrap();
-    let _daemon = Daemon::start(env.kubeconfig(), r, &log);
+    let _daemon = Daemon::start(env.kubeconfig(), r, &log, metrics);
     answer_drain(&nodes, "uncordon-rendered-b", &log).await;
     wait_for(&nodes, CURRENT_CONFIG_ANNOTATION, "rendered-b", &log).await;
     wait_for(&nodes, STATE_ANNOTATION, "Done", &log).await;
@@ -169,6 +183,15 @@ async fn mco_daemon_run_updates_through_a_reboot() {
     let not_false: Vec<_> =
         status.conditions.unwrap().into_iter().filter(|c| c.status != "False").map(|c| c.type_).collect();
     assert_eq!(not_false, ["Updated"], "after {seen:?}");
+
+    // Its metrics, with the original's names: Done, and the update to rendered-b completed.
+    eventually("the daemon's metrics saying Done on rendered-b", || async move {
+        let scraped = scrape(metrics).await;
+        let done = scraped.lines().any(|l| l.starts_with("mcd_state{state=\"Done\",reason=\"\"} "))
+            && scraped.lines().any(|l| l.starts_with("mcd_update_state{config=\"rendered-b\",err=\"\"} "));
+        if done { Ok(()) } else { Err(scraped) }
+    })
+    .await;
 
     // The Events on node-1, in the order they happened, with upstream's reasons and messages.
     let events: Api<Event> = Api::namespaced(env.client(), "default");

@@ -107,11 +107,18 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
             "get",
             "daemonset/machine-config-daemon",
             "-o",
-            "jsonpath={.spec.template.spec.containers[0].args} {.spec.template.spec.volumes[*].hostPath.path}",
+            "jsonpath={.spec.template.spec.containers[0].args} {.spec.template.spec.volumes[*].hostPath.path} \
+             ports:{.spec.template.spec.containers[0].ports[*].name}",
         ],
     );
     let daemon = String::from_utf8_lossy(&daemon.stdout).to_string();
-    for wanted in ["--sysroot=/sysroot", "--health-listen=$(HOST_IP):8798", mco_lab::machine::MACHINE_ROOT] {
+    for wanted in [
+        "--sysroot=/sysroot",
+        "--health-listen=$(HOST_IP):8798",
+        "--metrics-listen=$(HOST_IP):8797",
+        mco_lab::machine::MACHINE_ROOT,
+        "ports:metrics",
+    ] {
         assert!(daemon.contains(wanted), "{wanted} not in {daemon}");
     }
     assert!(!daemon.contains("--host"), "{daemon}");
@@ -123,12 +130,14 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
             "get",
             "deployment/machine-config-controller",
             "-o",
-            "jsonpath={.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].args}",
+            "jsonpath={.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].args} \
+             ports:{.spec.template.spec.containers[0].ports[*].name}",
         ],
     );
     let image = String::from_utf8_lossy(&image.stdout).to_string();
     assert!(image.starts_with(&format!("lab-registry.local/mco/mco@{} ", overlay.digest)), "{image}");
     assert!(image.contains("--retry-period=2"), "{image}");
+    assert!(image.contains("--metrics-listen=0.0.0.0:8797") && image.ends_with("ports:health metrics"), "{image}");
 
     let mcd = "machine-config-daemon";
     let mcc = "machine-config-controller";

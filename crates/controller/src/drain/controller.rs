@@ -20,6 +20,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use mco_api::constants::{DESIRED_DRAIN_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION};
 use mco_mcn::{Recorder, Step};
+use mco_metrics::controller::ControllerMetrics;
 use mco_rollout::drain::{Request, RetryPolicy, Warning, pending, pods_to_evict};
 use mco_rollout::node::annotation;
 use serde_json::json;
@@ -37,6 +38,8 @@ pub struct Options {
     pub eviction_retry: Duration,
     /// Interval of the checks whether evicted pods are gone (upstream 1 s).
     pub deletion_poll: Duration,
+    /// Failing drains are counted here (`mcc_drain_err`).
+    pub metrics: ControllerMetrics,
 }
 
 impl Default for Options {
@@ -46,6 +49,7 @@ impl Default for Options {
             attempt_timeout: Duration::from_secs(90),
             eviction_retry: Duration::from_secs(5),
             deletion_poll: Duration::from_secs(1),
+            metrics: ControllerMetrics::default(),
         }
     }
 }
@@ -176,8 +180,10 @@ async fn reconcile(node: Arc<Node>, context: Arc<Context>) -> Result<Action, Err
                     warn(&context, &reference, &warning).await;
                 }
                 record(Step::drain_failed(&format!("{e:#}"), &desired, &last)).await;
+                context.options.metrics.set_drain_failing(&name, true);
                 return Ok(Action::requeue(after));
             }
+            context.options.metrics.set_drain_failing(&name, false);
             record(Step::drained(&desired)).await;
         }
     }

@@ -36,6 +36,8 @@ use mco_rollout::plan::Update;
 use mco_rollout::{Inputs, Plan, PlanError, calculate_status, nodes_for_pool, plan, pools_for_node};
 use serde_json::json;
 
+use mco_metrics::controller::ControllerMetrics;
+
 use super::background::BackgroundWrites;
 use super::machineconfignodes::MachineConfigNodes;
 use super::{node_patch, set_desired_event};
@@ -59,6 +61,8 @@ pub struct Options {
     pub background_writes: usize,
     /// How long a sync waits for the node cache to show its own writes.
     pub cache_timeout: Duration,
+    /// The pools' machine counts are set here.
+    pub metrics: ControllerMetrics,
 }
 
 impl Default for Options {
@@ -68,6 +72,7 @@ impl Default for Options {
             concurrent_writes: 16,
             background_writes: 2,
             cache_timeout: Duration::from_secs(30),
+            metrics: ControllerMetrics::default(),
         }
     }
 }
@@ -534,6 +539,7 @@ async fn sync_status(
     let mut pool = pool;
     for _ in 0..CONFLICT_RETRIES {
         let status = calculate_status(&pool, nodes, layered, &Time(Timestamp::now()));
+        context.options.metrics.set_pool(&name, &status);
         if pool.status.as_ref() == Some(&status) {
             return Ok(());
         }
