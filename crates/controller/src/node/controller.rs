@@ -104,7 +104,8 @@ struct Context {
     /// first full list. (One waiter per store, here, rather than one per sync: concurrent
     /// `Store::wait_until_ready` calls were seen to miss the wake-up.)
     caches_ready: tokio::sync::watch::Receiver<bool>,
-    machine_config_nodes: MachineConfigNodes,
+    /// Wakes the MachineConfigNode sync after each pool sync.
+    machine_config_nodes: Arc<tokio::sync::Notify>,
     options: Options,
 }
 
@@ -171,8 +172,11 @@ pub async fn run(client: Client, options: Options) {
         std::future::pending::<()>().await;
     };
     let configs_for_builds = os_configs.clone();
+    let wake_machine_config_nodes = Arc::new(tokio::sync::Notify::new());
+    let machine_config_nodes = MachineConfigNodes::new(client.clone(), nodes.clone(), pools.clone())
+        .run(wake_machine_config_nodes.clone(), caches_ready.clone());
     let context = Arc::new(Context {
-        machine_config_nodes: MachineConfigNodes::new(client.clone()),
+        machine_config_nodes: wake_machine_config_nodes,
         client,
         nodes,
         background,
@@ -205,6 +209,7 @@ pub async fn run(client: Client, options: Options) {
     tokio::select! {
         () = controller => {}
         () = readiness => {}
+        () = machine_config_nodes => {}
     }
 }
 
@@ -287,7 +292,7 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
             }
         }
     }
-    context.machine_config_nodes.sync(&pool.name_any(), &snapshot.nodes_of(&pool), &snapshot.nodes).await;
+    context.machine_config_nodes.notify_one();
     Ok(Action::await_change())
 }
 

@@ -1,61 +1,81 @@
 //! The MachineConfigNode of every Node in a pool (upstream's operator and node controller keep
 //! them): created with the Node as its owner, its spec kept current (pool, desired config), and
 //! deleted once the Node is gone. The daemon and the drain controller write the status.
+//!
+//! A background task of the node controller, woken after each pool sync: its API requests never
+//! delay a rollout's next target.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::api::core::v1::Node;
+use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt as _};
+use mco_api::{MachineConfigNodeSpec, MachineConfigPool};
 use mco_mcn::Recorder;
 use mco_mcn::progress::spec_for;
-use tokio::sync::Mutex;
+use mco_rollout::nodes_for_pool;
+use tokio::sync::Notify;
 
 pub(crate) struct MachineConfigNodes {
     recorder: Recorder,
+    nodes: Store<Node>,
+    pools: Store<MachineConfigPool>,
     /// The spec last written per node, so that a sync writes only what changed.
-    written: Mutex<HashMap<String, mco_api::MachineConfigNodeSpec>>,
+    written: HashMap<String, MachineConfigNodeSpec>,
     /// The first sync deleted the MachineConfigNodes of Nodes that were gone before we started.
-    swept: AtomicBool,
+    swept: bool,
 }
 
 impl MachineConfigNodes {
-    pub(crate) fn new(client: Client) -> Self {
-        MachineConfigNodes { recorder: Recorder::new(client), written: Mutex::default(), swept: AtomicBool::new(false) }
+    pub(crate) fn new(client: Client, nodes: Store<Node>, pools: Store<MachineConfigPool>) -> Self {
+        MachineConfigNodes { recorder: Recorder::new(client), nodes, pools, written: HashMap::new(), swept: false }
     }
 
-    /// Brings the MachineConfigNodes of `members` (the Nodes of `pool`) up to date, and deletes
-    /// those of Nodes that are no longer in `all_nodes`. Failures are logged: they hold no update
-    /// back, and the next sync tries again.
-    pub(crate) async fn sync(&self, pool: &str, members: &[&Node], all_nodes: &[Arc<Node>]) {
-        let existing: BTreeSet<String> = all_nodes.iter().map(|n| n.name_any()).collect();
-        if !self.swept.load(Ordering::Relaxed) {
+    /// Syncs every time `wake` is notified (notifications while a sync runs make one more), once
+    /// `caches_ready` says the node and pool caches hold their first list.
+    pub(crate) async fn run(mut self, wake: Arc<Notify>, mut caches_ready: tokio::sync::watch::Receiver<bool>) {
+        if caches_ready.wait_for(|ready| *ready).await.is_err() {
+            return;
+        }
+        loop {
+            wake.notified().await;
+            self.sync().await;
+        }
+    }
+
+    /// Brings the MachineConfigNodes of every pool's Nodes up to date and deletes those of Nodes
+    /// that are gone. Failures are logged: they hold no update back, and the next sync tries again.
+    async fn sync(&mut self) {
+        let (nodes, pools) = (self.nodes.state(), self.pools.state());
+        let existing: BTreeSet<String> = nodes.iter().map(|n| n.name_any()).collect();
+        if !self.swept {
             match self.recorder.remove_orphans(&existing).await {
-                Ok(()) => self.swept.store(true, Ordering::Relaxed),
+                Ok(()) => self.swept = true,
                 Err(e) => tracing::warn!("{e:#}"),
             }
         }
-        // One sync at a time: two pools' syncs must not write the same node's spec twice.
-        let mut written = self.written.lock().await;
-        for node in members {
-            let name = node.name_any();
-            let spec = spec_for(&name, pool, node.annotations());
-            if written.get(&name) == Some(&spec) {
-                continue;
-            }
-            match self.recorder.ensure_spec(node, pool).await {
-                Ok(()) => {
-                    written.insert(name, spec);
+        for pool in &pools {
+            let name = pool.name_any();
+            for node in nodes_for_pool(pool, &nodes, &pools) {
+                let node_name = node.name_any();
+                let spec = spec_for(&node_name, &name, node.annotations());
+                if self.written.get(&node_name) == Some(&spec) {
+                    continue;
                 }
-                Err(e) => tracing::warn!(node = %name, "{e:#}"),
+                match self.recorder.ensure_spec(node, &name).await {
+                    Ok(()) => {
+                        self.written.insert(node_name, spec);
+                    }
+                    Err(e) => tracing::warn!(node = %node_name, "{e:#}"),
+                }
             }
         }
-        let gone: Vec<String> = written.keys().filter(|name| !existing.contains(*name)).cloned().collect();
+        let gone: Vec<String> = self.written.keys().filter(|name| !existing.contains(*name)).cloned().collect();
         for name in gone {
             match self.recorder.delete(&name).await {
                 Ok(()) => {
-                    written.remove(&name);
+                    self.written.remove(&name);
                 }
                 Err(e) => tracing::warn!(node = %name, "{e:#}"),
             }
