@@ -104,6 +104,7 @@ pub async fn run(client: Client, node_client: Client, node: Node, settings: Sett
         events: NodeEvents::new(client.clone(), &settings.node_name),
         progress: Recorder::new(client.clone()),
         reported_updated: None,
+        failure_reported: false,
         client,
         nodes,
         node: Arc::new(node),
@@ -183,6 +184,8 @@ struct Checked {
     plan: mco_disruption::Plan,
     /// The OS image, extensions or kernel type change.
     os: bool,
+    /// The OS image changes.
+    image: bool,
     /// What changes of the OS, as upstream's `OSUpdateStarted` event says it (empty: nothing).
     os_changes: Vec<&'static str>,
     /// The passwd section or a file changes (upstream's "SSH Keys" in its messages).
@@ -215,6 +218,8 @@ struct Agent {
     events: NodeEvents,
     /// The config this process last reported `Updated` for (one write per config, not per poll).
     reported_updated: Option<String>,
+    /// A failure was reported (NodeDegraded) that no success has cleared yet.
+    failure_reported: bool,
 }
 
 impl Agent {
@@ -276,10 +281,20 @@ impl Agent {
                 if let Some(config) = observed.current
                     && self.reported_updated.as_deref() != Some(config)
                 {
-                    self.progress.record_or_log(self.name(), &annotations, &Step::updated(self.name())).await;
-                    let watching = format!("Config Drift Monitor started, watching against {config}");
-                    self.events.normal("ConfigDriftMonitorStarted", &watching).await;
-                    self.reported_updated = Some(config.to_string());
+                    // Until the controller has made the node's MachineConfigNode, every poll tries again.
+                    let mut recorded =
+                        self.progress.record_or_log(self.name(), &annotations, &Step::updated(self.name())).await;
+                    if self.failure_reported {
+                        // A failure between updates (config drift) that is over.
+                        let step = Step::degraded(self.name(), None);
+                        recorded &= self.progress.record_or_log(self.name(), &annotations, &step).await;
+                        self.failure_reported = !recorded;
+                    }
+                    if recorded {
+                        let watching = format!("Config Drift Monitor started, watching against {config}");
+                        self.events.normal("ConfigDriftMonitorStarted", &watching).await;
+                        self.reported_updated = Some(config.to_string());
+                    }
                 }
                 // Config drift between updates: validate again, as at start (a mismatch degrades
                 // the node and is checked again on every retry until it is put back).
@@ -458,7 +473,7 @@ impl Agent {
                 return Err(e.into());
             }
         };
-        let Checked { plan, os, os_changes, files } = checked;
+        let Checked { plan, os, image, os_changes, files } = checked;
         let observed = Observed::from_annotations(&annotations);
         let drain = handshake::drain_required(plan.drain, inputs.topology.as_deref());
         match handshake::update_step(observed.state, observed.desired_drain, &to, drain) {
@@ -508,7 +523,8 @@ impl Agent {
                     for step in [Step::applied(os, files), Step::degraded(self.name(), None)] {
                         self.progress.record_or_log(self.name(), &annotations, &step).await;
                     }
-                    let (reason, message) = if os {
+                    self.failure_reported = false;
+                    let (reason, message) = if image {
                         (
                             "OSUpgradeApplied",
                             format!(
@@ -616,7 +632,7 @@ impl Agent {
     }
 
     /// Logs a failure; a node failure also becomes the Node's state and reason.
-    async fn report(&self, failure: Failure) {
+    async fn report(&mut self, failure: Failure) {
         let e = match failure {
             Failure::Api(e) => return tracing::warn!("{e:#}; retrying"),
             Failure::Node(e) => e,
@@ -631,13 +647,16 @@ impl Agent {
             self.settings.metrics.set_update_state(&target, &e.reason(), now);
             let step = Step::degraded(self.name(), Some(&e.reason()));
             self.progress.record_or_log(self.name(), &annotations, &step).await;
-            Ok(())
+            Ok::<_, Failure>(())
         };
         match written.await {
             Ok(()) => {}
             Err(Failure::Api(e)) => tracing::warn!("reporting the failure: {e:#}"),
             Err(Failure::Node(e)) => tracing::warn!("reporting the failure: {}", e.reason()),
         }
+        // Once settled again, the node says so (Updated, NodeDegraded false).
+        self.failure_reported = true;
+        self.reported_updated = None;
     }
 }
 
@@ -668,6 +687,7 @@ fn check(
     Ok(Checked {
         plan,
         os: diff.os_update || diff.extensions || diff.kernel_type,
+        image: diff.os_update,
         os_changes: os_changes.iter().filter(|(changed, _)| *changed).map(|(_, what)| *what).collect(),
         files: diff.passwd || !diff.files.is_empty(),
     })

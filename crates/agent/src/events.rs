@@ -53,6 +53,21 @@ impl Limiter {
     }
 }
 
+/// The API server refuses an Event whose note is longer than this many bytes.
+const NOTE_LIMIT: usize = 1024;
+
+/// `message`, cut to fit an Event's note.
+fn note(message: &str) -> String {
+    if message.len() <= NOTE_LIMIT {
+        return message.to_string();
+    }
+    let mut end = NOTE_LIMIT - "...".len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &message[..end])
+}
+
 /// Records Events about one Node.
 pub struct NodeEvents {
     client: Client,
@@ -102,7 +117,7 @@ impl NodeEvents {
         let event = Event {
             type_,
             reason: reason.to_string(),
-            note: Some(message.to_string()),
+            note: Some(note(message)),
             action: reason.to_string(),
             secondary: None,
         };
@@ -127,6 +142,14 @@ mod tests {
         assert!(limiter.admit("ConfigDriftDetected", "/etc/b changed", start + Duration::from_secs(60)));
         assert!(limiter.admit("Reboot", "/etc/a changed", start + Duration::from_secs(60)), "another reason");
         assert!(limiter.admit("ConfigDriftDetected", "/etc/a changed", start + REPEAT_WINDOW));
+    }
+
+    #[test]
+    fn long_messages_are_cut_to_fit_a_note() {
+        assert_eq!(note("short"), "short");
+        let long = "é".repeat(NOTE_LIMIT);
+        let cut = note(&long);
+        assert!(cut.len() <= NOTE_LIMIT && cut.ends_with("...") && cut.starts_with("éé"), "{}", cut.len());
     }
 
     #[test]

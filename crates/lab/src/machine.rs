@@ -217,10 +217,12 @@ impl Machine {
     pub async fn power_off(self) {
         let spec = self.spec.clone();
         drop(self);
-        // The machine's processes first: no containerd or kubelet is left to start a container.
-        let mut cgroups = vec![spec.cgroup()];
-        cgroups.extend(container_cgroups(&spec.root));
-        for cgroup in cgroups {
+        // The machine's processes first (containerd and the kubelet can start no container after
+        // that), then its containers, listed once it is down.
+        if let Err(e) = kill_cgroup(&spec.cgroup()).await {
+            tracing::warn!(node = spec.name, "powering off: {e:#}");
+        }
+        for cgroup in container_cgroups(&spec.root) {
             if let Err(e) = kill_cgroup(&cgroup).await {
                 tracing::warn!(node = spec.name, "powering off: {e:#}");
             }
@@ -232,12 +234,15 @@ impl Machine {
 /// one directory per node) and removes it: the lab's last step, so that nothing it started
 /// outlives it.
 pub async fn power_off_all(cgroup_parent: &str, nodes: &Path) -> anyhow::Result<()> {
-    kill_cgroup(cgroup_parent).await?;
+    // Every container is tried even when something could not be killed.
+    let mut result = kill_cgroup(cgroup_parent).await;
     let roots = std::fs::read_dir(nodes).into_iter().flatten().flatten().map(|node| node.path().join("root"));
     for cgroup in roots.flat_map(|root| container_cgroups(&root)) {
-        kill_cgroup(&cgroup).await?;
+        if let Err(e) = kill_cgroup(&cgroup).await {
+            result = result.and(Err(e));
+        }
     }
-    Ok(())
+    result
 }
 
 /// The cgroups of the containers the containerd of the machine with root `root` has run (its

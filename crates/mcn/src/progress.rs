@@ -228,7 +228,7 @@ impl Step {
             APPLIED_FILES_AND_OS,
             Status::Unknown,
             format!(
-                "Applying files and new OS config to node. OS will {}need an update. SSH Keys will {}need an update",
+                "Applying files and new OS config to node. OS will {} need an update. SSH Keys will {} need an update",
                 not(os),
                 not(ssh)
             ),
@@ -243,7 +243,7 @@ impl Step {
             APPLIED_FILES_AND_OS,
             Status::True,
             format!(
-                "Applied files and new OS config to node. OS did {}need an update. SSH Keys did {}need an update",
+                "Applied files and new OS config to node. OS did {} need an update. SSH Keys did {} need an update",
                 not(os),
                 not(ssh)
             ),
@@ -307,9 +307,9 @@ impl Step {
     }
 }
 
-/// Upstream's `updatesNeeded`: "not " or nothing.
+/// Upstream's `updatesNeeded`: "not", or nothing (which leaves two spaces in its messages).
 fn not(needed: bool) -> &'static str {
-    if needed { "" } else { "not " }
+    if needed { "" } else { "not" }
 }
 
 fn condition(phase: &Phase, now: &Time) -> Condition {
@@ -358,16 +358,10 @@ pub fn next_status(
             let reset = step.parent.kind == UPDATED;
             let (mut found_parent, mut found_child) = (false, false);
             for c in &mut conditions {
-                if c.type_ == UPDATED && c.status == Status::True.as_str() && c.type_ != parent.type_ {
-                    // Something started an update while the node said Updated.
-                    *c = Condition {
-                        status: Status::False.as_str().to_string(),
-                        reason: UPDATED.to_string(),
-                        message: "This node is not updated, sensed disruption via a manual update.".to_string(),
-                        last_transition_time: now.clone(),
-                        ..c.clone()
-                    };
-                } else if child.as_ref().is_some_and(|child| child.type_ == c.type_) {
+                // Upstream's loop also means to turn a true `Updated` false here ("sensed disruption
+                // via a manual update"), but writes the unchanged condition back over it: `Updated`
+                // keeps its status until the daemon sets it, as there.
+                if child.as_ref().is_some_and(|child| child.type_ == c.type_) {
                     found_child = true;
                     *c = child.clone().expect("matched a child");
                 } else if c.type_ == parent.type_ {

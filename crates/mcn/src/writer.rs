@@ -39,21 +39,27 @@ impl Recorder {
     /// the node is in no pool) is skipped: the next step's write brings the status up to date.
     /// The write is conditional on the status it was computed from: the daemon and the drain
     /// controller write the same object, and neither may undo the other's condition (upstream's
-    /// writes are not conditional). A conflict is read and computed again.
-    pub async fn record(&self, node: &str, annotations: &BTreeMap<String, String>, step: &Step) -> anyhow::Result<()> {
+    /// writes are not conditional). A conflict is read and computed again. Returns whether the
+    /// object holds the step now (false: there is no MachineConfigNode).
+    pub async fn record(
+        &self,
+        node: &str,
+        annotations: &BTreeMap<String, String>,
+        step: &Step,
+    ) -> anyhow::Result<bool> {
         for _ in 0..CONFLICT_RETRIES {
             let Some(mcn) =
                 self.api.get_opt(node).await.with_context(|| format!("reading MachineConfigNode {node}"))?
             else {
                 tracing::debug!(node, phase = step.parent.kind, "no MachineConfigNode yet; condition not recorded");
-                return Ok(());
+                return Ok(false);
             };
             let now = Time(Timestamp::now());
             let generation = mcn.metadata.generation.unwrap_or(0);
             let desired = &mcn.spec.config_version.desired;
             let Some(status) = progress::next_status(mcn.status.as_ref(), generation, desired, annotations, step, &now)
             else {
-                return Ok(());
+                return Ok(true);
             };
             let patch = json!({
                 "apiVersion": "machineconfiguration.openshift.io/v1",
@@ -64,7 +70,7 @@ impl Recorder {
             match self.api.patch_status(node, &apply_params(), &Patch::Apply(&patch)).await {
                 Ok(_) => {
                     tracing::debug!(node, phase = step.parent.kind, status = step.parent.status.as_str(), "recorded");
-                    return Ok(());
+                    return Ok(true);
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 => continue,
                 Err(e) => return Err(e).with_context(|| format!("writing the status of MachineConfigNode {node}")),
@@ -74,10 +80,14 @@ impl Recorder {
     }
 
     /// Records `step`, logging a failure instead of returning it: progress reports never hold an
-    /// update back (as upstream, which logs them too).
-    pub async fn record_or_log(&self, node: &str, annotations: &BTreeMap<String, String>, step: &Step) {
-        if let Err(e) = self.record(node, annotations, step).await {
-            tracing::warn!(node, phase = step.parent.kind, "MachineConfigNode condition not recorded: {e:#}");
+    /// update back (as upstream, which logs them too). Returns whether the object holds the step.
+    pub async fn record_or_log(&self, node: &str, annotations: &BTreeMap<String, String>, step: &Step) -> bool {
+        match self.record(node, annotations, step).await {
+            Ok(recorded) => recorded,
+            Err(e) => {
+                tracing::warn!(node, phase = step.parent.kind, "MachineConfigNode condition not recorded: {e:#}");
+                false
+            }
         }
     }
 

@@ -148,8 +148,8 @@ fn a_reboot_update_step_by_step() {
     assert_eq!(all["NodeDegraded"].2, "Node worker-0 upgrade succeeded");
     assert_eq!(
         all["AppliedFilesAndOS"].2,
-        "Action during update to rendered-b: Applied files and new OS config to node. OS did need an update. SSH \
-         Keys did need an update"
+        "Action during update to rendered-b: Applied files and new OS config to node. OS did  need an update. SSH \
+         Keys did  need an update"
     );
     let version = status.config_version.as_ref().unwrap();
     assert_eq!((version.current.as_deref(), version.desired.as_str()), (Some("rendered-b"), "rendered-b"));
@@ -169,17 +169,16 @@ fn a_reboot_update_step_by_step() {
     assert_eq!(next.config_version.as_ref().unwrap().desired, "rendered-c");
 }
 
+/// As upstream behaves (not as its code reads): another step leaves a true `Updated` alone, so
+/// a daemon restarting on a settled node (`Resumed`) does not make it look not updated.
 #[test]
-fn a_step_while_updated_says_the_node_is_no_longer_updated() {
+fn a_step_while_updated_leaves_updated_alone() {
     let notes = annotations("rendered-a", "rendered-a");
     let updated = next_status(None, 1, "rendered-a", &notes, &Step::updated("n"), &at(0)).unwrap();
-    let after = next_status(Some(&updated), 1, "rendered-a", &notes, &Step::cordoned(false), &at(1)).unwrap();
+    let after = next_status(Some(&updated), 1, "rendered-a", &notes, &Step::resumed("rendered-a"), &at(1)).unwrap();
     let all = conditions(&after);
-    assert_eq!(
-        all["Updated"],
-        ("False".into(), "Updated".into(), "This node is not updated, sensed disruption via a manual update.".into())
-    );
-    assert_eq!(all["Cordoned"].0, "True");
+    assert_eq!(all["Updated"], ("True".into(), "Updated".into(), "Node n Updated".into()));
+    assert_eq!(all["Resumed"].0, "True");
 }
 
 #[test]
@@ -187,11 +186,11 @@ fn messages_say_what_changes() {
     let message = |step: Step| step.child.unwrap().message;
     assert_eq!(
         message(Step::applying(false, true)),
-        "Applying files and new OS config to node. OS will not need an update. SSH Keys will need an update"
+        "Applying files and new OS config to node. OS will not need an update. SSH Keys will  need an update"
     );
     assert_eq!(
         message(Step::applied(true, false)),
-        "Applied files and new OS config to node. OS did need an update. SSH Keys did not need an update"
+        "Applied files and new OS config to node. OS did  need an update. SSH Keys did not need an update"
     );
     assert_eq!(
         message(Step::drain_failed(

@@ -22,7 +22,7 @@ async fn concurrent_writers_keep_each_others_conditions() {
         let spec = spec_for(node, "worker", &annotations);
         api.create(&PostParams::default(), &MachineConfigNode::new(node, spec)).await.unwrap();
         // The first write lists every condition; the race is between the later ones.
-        Recorder::new(env.client()).record(node, &annotations, &Step::needs_update(node)).await.unwrap();
+        assert!(Recorder::new(env.client()).record(node, &annotations, &Step::needs_update(node)).await.unwrap());
     }
     // Two writers (two clients, as the daemon's and the controller's), each node written by both at once.
     let (daemon, controller) = (Recorder::new(env.client()), Recorder::new(env.client()));

@@ -57,10 +57,10 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "RAW")]
     controller_version_raw: Option<String>,
     /// Answer `GET /healthz` (the pod's probes) on this address.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = crate::listen_address)]
     health_listen: Option<std::net::SocketAddr>,
     /// Answer `GET /metrics` (Prometheus) on this address.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = crate::listen_address)]
     metrics_listen: Option<std::net::SocketAddr>,
 }
 

@@ -24,10 +24,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     node_kubeconfig: Option<PathBuf>,
     /// Answer `GET /healthz` (the pod's probes) on this address.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = crate::listen_address)]
     health_listen: Option<std::net::SocketAddr>,
     /// Answer `GET /metrics` (Prometheus) on this address.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = crate::listen_address)]
     metrics_listen: Option<std::net::SocketAddr>,
     #[command(flatten)]
     node: NodeArgs,

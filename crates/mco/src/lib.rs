@@ -124,3 +124,37 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => cmd_status::run(args),
     }
 }
+
+/// A listen address, `HOST:PORT`, where HOST may also be a bare IPv6 address (what
+/// `$(HOST_IP):PORT` gives on an IPv6 node: `fd00::5:8797`) besides `[fd00::5]:8797` and IPv4.
+fn listen_address(value: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(address) = value.parse() {
+        return Ok(address);
+    }
+    let bare_ipv6 = value.rsplit_once(':').and_then(|(host, port)| {
+        let host: std::net::Ipv6Addr = host.parse().ok()?;
+        Some(std::net::SocketAddr::from((host, port.parse::<u16>().ok()?)))
+    });
+    bare_ipv6.ok_or_else(|| format!("{value:?} is not an address to listen on (HOST:PORT)"))
+}
+
+#[cfg(test)]
+mod listen_address_tests {
+    use super::listen_address;
+
+    #[test]
+    fn ipv4_ipv6_and_bare_ipv6() {
+        for (given, want) in [
+            ("10.200.0.12:8797", "10.200.0.12:8797"),
+            ("0.0.0.0:8798", "0.0.0.0:8798"),
+            ("[fd00::5]:8797", "[fd00::5]:8797"),
+            ("fd00::5:8797", "[fd00::5]:8797"),
+        ] {
+            assert_eq!(listen_address(given).unwrap().to_string(), want, "{given}");
+        }
+        for bad in ["8797", "node-1:8797", "10.0.0.1", "fd00::5:99999", ""] {
+            let e = listen_address(bad).unwrap_err();
+            assert!(e.contains("is not an address to listen on"), "{bad}: {e}");
+        }
+    }
+}

@@ -21,8 +21,10 @@ pub(crate) struct MachineConfigNodes {
     recorder: Recorder,
     nodes: Store<Node>,
     pools: Store<MachineConfigPool>,
-    /// The spec last written per node, so that a sync writes only what changed.
-    written: HashMap<String, MachineConfigNodeSpec>,
+    /// The spec last written per node, with the Node's UID (a Node deleted and made again under
+    /// its name lost its MachineConfigNode to the garbage collector), so that a sync writes only
+    /// what changed.
+    written: HashMap<String, (Option<String>, MachineConfigNodeSpec)>,
     /// The first sync deleted the MachineConfigNodes of Nodes that were gone before we started.
     swept: bool,
 }
@@ -59,13 +61,13 @@ impl MachineConfigNodes {
             let name = pool.name_any();
             for node in nodes_for_pool(pool, &nodes, &pools) {
                 let node_name = node.name_any();
-                let spec = spec_for(&node_name, &name, node.annotations());
-                if self.written.get(&node_name) == Some(&spec) {
+                let written = (node.uid(), spec_for(&node_name, &name, node.annotations()));
+                if self.written.get(&node_name) == Some(&written) {
                     continue;
                 }
                 match self.recorder.ensure_spec(node, &name).await {
                     Ok(()) => {
-                        self.written.insert(node_name, spec);
+                        self.written.insert(node_name, written);
                     }
                     Err(e) => tracing::warn!(node = %node_name, "{e:#}"),
                 }
