@@ -64,6 +64,14 @@ pub(crate) fn quantity(_: &mut SchemaGenerator) -> Schema {
 /// An OCI image pull spec by digest (upstream's `ImageDigestFormat`):
 /// `host[:port][/namespace]/name@sha256:<64 hex>`, 1 to 447 characters.
 pub(crate) fn image_digest(_: &mut SchemaGenerator) -> Schema {
+    digest_pull_spec(
+        r"([a-zA-Z0-9-]+\\.)+[a-zA-Z0-9-]+",
+        "the OCI Image name should follow the host[:port][/namespace]/name format, resembling a valid URL without the scheme",
+    )
+}
+
+/// A pull spec by digest whose host matches the regular expression `host` (`message` when not).
+pub(crate) fn digest_pull_spec(host: &str, message: &str) -> Schema {
     json_schema!({
         "type": "string",
         "minLength": 1,
@@ -74,8 +82,8 @@ pub(crate) fn image_digest(_: &mut SchemaGenerator) -> Schema {
                 "message": "the OCI Image reference must end with a valid '@sha256:<digest>' suffix, where '<digest>' is 64 characters long",
             },
             {
-                "rule": r"(self.split('@')[0].matches('^([a-zA-Z0-9-]+\\.)+[a-zA-Z0-9-]+(:[0-9]{2,5})?/([a-zA-Z0-9-_]{0,61}/)?[a-zA-Z0-9-_.]*?$'))",
-                "message": "the OCI Image name should follow the host[:port][/namespace]/name format, resembling a valid URL without the scheme",
+                "rule": format!(r"(self.split('@')[0].matches('^{host}(:[0-9]{{2,5}})?/([a-zA-Z0-9-_]{{0,61}}/)?[a-zA-Z0-9-_.]*?$'))"),
+                "message": message,
             },
         ],
     })

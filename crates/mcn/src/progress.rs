@@ -20,23 +20,8 @@ use mco_api::{
 /// What upstream writes for a config that is not known yet.
 pub const NOT_YET_SET: &str = "not-yet-set";
 
-/// The condition types (upstream `StateProgress`).
-pub mod kind {
-    pub const UPDATE_PREPARED: &str = "UpdatePrepared";
-    pub const UPDATE_EXECUTED: &str = "UpdateExecuted";
-    pub const UPDATE_POST_ACTION_COMPLETE: &str = "UpdatePostActionComplete";
-    pub const UPDATE_COMPLETE: &str = "UpdateComplete";
-    pub const UPDATED: &str = "Updated";
-    pub const RESUMED: &str = "Resumed";
-    pub const DRAINED: &str = "Drained";
-    pub const APPLIED_FILES_AND_OS: &str = "AppliedFilesAndOS";
-    pub const CORDONED: &str = "Cordoned";
-    pub const UNCORDONED: &str = "Uncordoned";
-    pub const REBOOTED: &str = "RebootedNode";
-    pub const NODE_DEGRADED: &str = "NodeDegraded";
-    pub const PINNED_IMAGE_SETS_PROGRESSING: &str = "PinnedImageSetsProgressing";
-    pub const PINNED_IMAGE_SETS_DEGRADED: &str = "PinnedImageSetsDegraded";
-}
+/// The condition types (upstream `StateProgress`), as the API crate names them.
+pub use mco_api::machineconfiguration::machine_config_node_condition as kind;
 
 use kind::*;
 
@@ -50,7 +35,7 @@ pub const ALL: [&str; 14] = [
     DRAINED,
     APPLIED_FILES_AND_OS,
     CORDONED,
-    REBOOTED,
+    REBOOTED_NODE,
     UPDATED,
     UNCORDONED,
     NODE_DEGRADED,
@@ -251,7 +236,7 @@ impl Step {
     }
 
     pub fn reboot_required() -> Step {
-        single(REBOOTED, Status::Unknown, "Upgrade requires a reboot.".to_string())
+        single(REBOOTED_NODE, Status::Unknown, "Upgrade requires a reboot.".to_string())
     }
 
     pub fn no_reboot() -> Step {
@@ -267,7 +252,7 @@ impl Step {
     }
 
     pub fn rebooted() -> Step {
-        single(REBOOTED, Status::True, "Node has rebooted".to_string())
+        single(REBOOTED_NODE, Status::True, "Node has rebooted".to_string())
     }
 
     pub fn resumed(config: &str) -> Step {
@@ -452,7 +437,7 @@ pub fn current_phase(status: &MachineConfigNodeStatus) -> Option<&Condition> {
         NODE_DEGRADED,
         UPDATE_COMPLETE,
         RESUMED,
-        REBOOTED,
+        REBOOTED_NODE,
         UPDATE_POST_ACTION_COMPLETE,
         APPLIED_FILES_AND_OS,
         DRAINED,

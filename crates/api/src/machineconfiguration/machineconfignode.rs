@@ -359,21 +359,11 @@ fn mco_object_reference(generator: &mut SchemaGenerator) -> Schema {
 /// A release image by digest. Unlike [`crate::schema::image_digest`] the host may also be
 /// `localhost` (and the message says so).
 fn release_image_digest(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "string",
-        "minLength": 1,
-        "maxLength": 447,
-        "x-kubernetes-validations": [
-            {
-                "rule": "(self.split('@').size() == 2 && self.split('@')[1].matches('^sha256:[a-f0-9]{64}$'))",
-                "message": "the OCI Image reference must end with a valid '@sha256:<digest>' suffix, where '<digest>' is 64 characters long",
-            },
-            {
-                "rule": r"(self.split('@')[0].matches('^(localhost|([a-zA-Z0-9-]+\\.)+[a-zA-Z0-9-]+)(:[0-9]{2,5})?/([a-zA-Z0-9-_]{0,61}/)?[a-zA-Z0-9-_.]*?$'))",
-                "message": "the OCI Image name should follow the host[:port][/namespace]/name format, resembling a valid URL without the scheme; host must be either 'localhost' or a dot-qualified domain name",
-            },
-        ],
-    })
+    crate::schema::digest_pull_spec(
+        r"(localhost|([a-zA-Z0-9-]+\\.)+[a-zA-Z0-9-]+)",
+        "the OCI Image name should follow the host[:port][/namespace]/name format, resembling a valid URL without the \
+         scheme; host must be either 'localhost' or a dot-qualified domain name",
+    )
 }
 
 /// Upstream's CEL rule on the MachineConfigNode object itself.
