@@ -9,6 +9,7 @@
 
 pub mod controller;
 pub mod daemon;
+pub mod server;
 
 pub use prometheus_client::registry::Registry;
 

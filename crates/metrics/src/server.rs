@@ -1,0 +1,1 @@
+//! The Machine Config Server's metrics (the original's server has none).
