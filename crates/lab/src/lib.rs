@@ -18,6 +18,7 @@ pub mod install;
 pub mod layout;
 pub mod machine;
 pub mod manifests;
+pub mod monitoring;
 pub mod network;
 pub mod node;
 pub mod process;
@@ -28,8 +29,9 @@ pub mod supervisor;
 
 use std::path::Path;
 
-/// What the lab needs of the machine, checked before anything starts, each missing piece named.
-pub fn check_host() -> anyhow::Result<()> {
+/// What the lab needs of the machine (with Prometheus if `prometheus`), checked before anything
+/// starts, each missing piece named.
+pub fn check_host(prometheus: bool) -> anyhow::Result<()> {
     let mut missing = Vec::new();
     if !rustix::process::geteuid().is_root() {
         missing.push("root privileges (Ignition and the daemon write files owned by root; run with sudo)".to_string());
@@ -47,7 +49,10 @@ pub fn check_host() -> anyhow::Result<()> {
         ("runc", "runc"),
         ("iptables", "iptables"),
         ("ip", "iproute2"),
-    ] {
+    ]
+    .into_iter()
+    .chain(prometheus.then_some(("prometheus", "prometheus")))
+    {
         if !on_path(tool) {
             missing.push(format!("`{tool}` on PATH (Debian package `{package}`)"));
         }

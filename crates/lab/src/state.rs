@@ -34,6 +34,9 @@ pub struct LabState {
     /// `127.0.0.1:<port>` of the OCI registry, once it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<String>,
+    /// `http://127.0.0.1:<port>` of Prometheus (`mco lab up --prometheus`), once it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prometheus: Option<String>,
     /// Pinned OS image of the pools (the derived node image).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub os_image: Option<String>,
@@ -101,6 +104,7 @@ mod tests {
             platform: Platform::Gcp,
             server: Some("https://127.0.0.1:1".into()),
             registry: None,
+            prometheus: None,
             os_image: None,
             nodes: vec!["worker-0".into()],
             pending: vec!["worker-1".into()],

@@ -82,6 +82,8 @@ pub struct Options {
     pub controller_version_raw: String,
     /// The repository's `deploy/` (mco's manifests, its image's Containerfile beside `hack/image.sh`).
     pub deploy: PathBuf,
+    /// Run Prometheus with mco's rules, scraping mco's pods ([`crate::monitoring`]).
+    pub prometheus: bool,
 }
 
 struct RunningNode {
@@ -112,8 +114,8 @@ impl RunningNode {
 
 /// Runs the lab until SIGTERM/SIGINT; the state file says how far it got. `host_ports` are
 /// loopback ports of the host's network namespace ([`network::enter_lab_namespace`]), for the API
-/// server, the registry and the Machine Config Server's secure and insecure ports.
-pub async fn supervise(options: Options, host_ports: [TcpListener; 4]) -> anyhow::Result<()> {
+/// server, the registry, the Machine Config Server's secure and insecure ports and Prometheus.
+pub async fn supervise(options: Options, host_ports: [TcpListener; 5]) -> anyhow::Result<()> {
     let layout = Layout::new(&options.dir);
     std::fs::create_dir_all(layout.logs()).with_context(|| format!("creating {}", layout.logs().display()))?;
     std::fs::write(layout.pid_file(), format!("{}\n", std::process::id()))?;
@@ -124,6 +126,7 @@ pub async fn supervise(options: Options, host_ports: [TcpListener; 4]) -> anyhow
         platform: options.platform,
         server: None,
         registry: None,
+        prometheus: None,
         os_image: None,
         nodes: Vec::new(),
         pending: Vec::new(),
@@ -162,7 +165,7 @@ async fn run(
     options: &Options,
     layout: &Layout,
     report: &mut LabState,
-    host_ports: [TcpListener; 4],
+    host_ports: [TcpListener; 5],
     cgroup_parent: &str,
 ) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate())?;
@@ -171,12 +174,12 @@ async fn run(
 
     progress(layout, report, "setting up the lab's network")?;
     network::set_up(&layout.log("network")).await?;
-    let mut ports = [0; 4];
+    let mut ports = [0; 5];
     for (port, listener) in ports.iter_mut().zip(host_ports) {
         *port = listener.local_addr()?.port();
         network::forward(listener)?;
     }
-    let [apiserver_port, registry_port, server_port, insecure_port] = ports;
+    let [apiserver_port, registry_port, server_port, insecure_port, prometheus_port] = ports;
 
     progress(layout, report, "starting etcd and kube-apiserver")?;
     let apiserver_network = mco_testenv::Network {
@@ -378,6 +381,18 @@ async fn run(
         network::balance(listener, backends(server_port))?;
     }
 
+    // Tasks that live as long as the lab.
+    let mut background = JoinSet::new();
+    let prometheus = if options.prometheus {
+        progress(layout, report, "starting Prometheus with mco's rules")?;
+        let service =
+            crate::monitoring::start(layout, &options.deploy, client.clone(), prometheus_port, &mut background).await?;
+        report.prometheus = Some(format!("http://127.0.0.1:{prometheus_port}"));
+        Some(service)
+    } else {
+        None
+    };
+
     report.phase = Phase::Ready;
     progress(layout, report, format!("ready: {} nodes", nodes.len()))?;
     let mut joining: JoinSet<((LabNode, usize), anyhow::Result<Provisioned>)> = JoinSet::new();
@@ -447,6 +462,9 @@ async fn run(
         if let Some(machine) = running.machine {
             machine.power_off().await;
         }
+    }
+    if let Some(prometheus) = prometheus {
+        prometheus.stop().await;
     }
     registry_service.stop().await;
     control_plane.stop().await;

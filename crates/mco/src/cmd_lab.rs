@@ -31,6 +31,10 @@ pub enum LabCommand {
         /// Give up after this many seconds.
         #[arg(long, value_name = "SECONDS", default_value = "1800")]
         timeout: u64,
+        /// Also run Prometheus (Debian's), scraping every mco pod and evaluating mco's alerting
+        /// rules (deploy/components/monitoring); its address is in `mco lab status`.
+        #[arg(long)]
+        prometheus: bool,
     },
     /// Stop the lab and remove its state directory.
     Down {
@@ -100,6 +104,8 @@ pub enum LabCommand {
     Supervise {
         #[arg(long)]
         nodes: usize,
+        #[arg(long)]
+        prometheus: bool,
         #[arg(long, value_enum)]
         platform: PlatformArg,
         #[command(flatten)]
@@ -148,8 +154,8 @@ impl DirArg {
 
 pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        LabCommand::Up { nodes, platform, dir, timeout } => {
-            up(&dir.layout(), nodes, platform.into(), Duration::from_secs(timeout))
+        LabCommand::Up { nodes, platform, dir, timeout, prometheus } => {
+            up(&dir.layout(), nodes, platform.into(), prometheus, Duration::from_secs(timeout))
         }
         LabCommand::Down { dir, keep } => down(&dir.layout(), keep),
         LabCommand::Apply { files, dir } => apply(&dir.layout(), &files),
@@ -168,7 +174,7 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
             println!("{}", layout.kubeconfig().display());
             Ok(ExitCode::SUCCESS)
         }
-        LabCommand::Supervise { nodes, platform, dir } => {
+        LabCommand::Supervise { nodes, prometheus, platform, dir } => {
             // Before the runtime starts its threads: they are created in the lab's namespace.
             let host_ports = mco_lab::network::enter_lab_namespace()?;
             let options = mco_lab::supervisor::Options {
@@ -178,6 +184,7 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
                 mco: std::env::current_exe().context("finding the mco binary")?,
                 controller_version_raw: ControllerVersion::this_build().raw,
                 deploy: mco_lab::install::default_deploy_dir(),
+                prometheus,
             };
             runtime()?.block_on(mco_lab::supervisor::supervise(options, host_ports))?;
             Ok(ExitCode::SUCCESS)
@@ -206,7 +213,13 @@ fn running(layout: &Layout) -> anyhow::Result<LabState> {
     }
 }
 
-fn up(layout: &Layout, nodes: usize, platform: Platform, timeout: Duration) -> anyhow::Result<ExitCode> {
+fn up(
+    layout: &Layout,
+    nodes: usize,
+    platform: Platform,
+    prometheus: bool,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
     if let Some(pid) = supervisor_pid(layout) {
         anyhow::bail!(
             "a lab is already running in {} (pid {}); stop it with `mco lab down`",
@@ -221,7 +234,7 @@ fn up(layout: &Layout, nodes: usize, platform: Platform, timeout: Duration) -> a
             layout.dir.display()
         );
     }
-    mco_lab::check_host()?;
+    mco_lab::check_host(prometheus)?;
     std::fs::create_dir_all(layout.logs()).with_context(|| format!("creating {}", layout.logs().display()))?;
     eprintln!("lab: preparing the userland of mco's image (Debian packages; built once, then cached)");
     let deploy = mco_lab::install::default_deploy_dir();
@@ -232,6 +245,7 @@ fn up(layout: &Layout, nodes: usize, platform: Platform, timeout: Duration) -> a
     command
         .args(["lab", "supervise", "--nodes", &nodes.to_string(), "--platform", platform.name(), "--state-dir"])
         .arg(&layout.dir)
+        .args(prometheus.then_some("--prometheus"))
         .env("MCO_LOG", std::env::var("MCO_LOG").unwrap_or_else(|_| "info".into()))
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)
@@ -276,6 +290,9 @@ fn print_ready(layout: &Layout, state: &LabState) {
     }
     if let Some(image) = &state.os_image {
         println!("  OS image:     {image}");
+    }
+    if let Some(prometheus) = &state.prometheus {
+        println!("  Prometheus:   {prometheus}/alerts");
     }
     println!("  logs:         {}", layout.logs().display());
     println!("Try: mco status -w      mco lab apply -f FILE      mco lab add-node      mco lab down");
@@ -371,6 +388,7 @@ fn status_json(phase: &str, state: &LabState, layout: &Layout) -> serde_json::Va
         "kubeconfig": state.kubeconfig,
         "server": state.server,
         "registry": state.registry,
+        "prometheus": state.prometheus,
         "osImage": state.os_image,
         "nodes": joined.chain(adding).chain(not_joined).collect::<Vec<_>>(),
     })
@@ -489,6 +507,7 @@ mod tests {
             platform: Platform::None,
             server: None,
             registry: None,
+            prometheus: None,
             os_image: None,
             nodes: vec!["worker-0".into()],
             pending: vec![],
@@ -512,6 +531,7 @@ mod tests {
             .map(|(n, p)| (n.to_string(), p.to_string()))
             .into();
         state.registry = Some("127.0.0.1:5000".into());
+        state.prometheus = Some("http://127.0.0.1:9090".into());
         state.kubeconfig = PathBuf::from("/lab/kubeconfig");
         let node = |name: &str, pool: &str, state: &str| {
             json!({"name": name, "pool": pool, "root": format!("/lab/nodes/{name}/root"),
@@ -525,7 +545,8 @@ mod tests {
             status_json("Ready", &state, &Layout::new("/lab")),
             json!({
                 "phase": "Ready", "message": "ready: 1 nodes", "platform": "gcp", "kubeconfig": "/lab/kubeconfig",
-                "server": null, "registry": "127.0.0.1:5000", "osImage": null,
+                "server": null, "registry": "127.0.0.1:5000",
+                "prometheus": "http://127.0.0.1:9090", "osImage": null,
                 "nodes": [down, node("worker-2", "infra", "Adding"), not_joined],
             })
         );

@@ -377,6 +377,26 @@ async fn set_min_available(client: &Client, min_available: i32) {
     .await;
 }
 
+/// `GET {prometheus}{path}`'s `data` (Prometheus's HTTP API, over HTTP/1.0 so that the body is
+/// not chunked).
+async fn prometheus_api(prometheus: &str, path: &str) -> serde_json::Value {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let address = prometheus.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or_else(|| panic!("{response}"));
+    assert!(head.starts_with("HTTP/1.0 200 "), "GET {path}: {response}");
+    let answer: serde_json::Value = serde_json::from_str(body).unwrap();
+    answer["data"].clone()
+}
+
+/// The alerts pending or firing in the lab's Prometheus.
+async fn prometheus_alerts(prometheus: &str) -> Vec<serde_json::Value> {
+    prometheus_api(prometheus, "/api/v1/alerts").await["alerts"].as_array().unwrap().clone()
+}
+
 /// The daemon's pod on `node`, unless it is being deleted.
 async fn daemon_pod(client: &Client, node: &str) -> Option<Pod> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), MCO_NAMESPACE);
@@ -461,7 +481,7 @@ async fn controller_log(client: &kube::Client) -> String {
 async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     let _one = ONE_LAB.lock().await;
     let lab = Lab { dir: tempfile::tempdir().unwrap() };
-    let up = lab.mco(&["lab", "up", "--nodes", &NODES.to_string(), "--timeout", "1200"]);
+    let up = lab.mco(&["lab", "up", "--nodes", &NODES.to_string(), "--timeout", "1200", "--prometheus"]);
     assert!(up.get_output().status.success(), "lab up: {}\n{}", stdout(&up), stderr(&up));
     let client = client(&lab).await;
 
@@ -477,6 +497,7 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     let lab_status: serde_json::Value = serde_json::from_str(&stdout(&lab_status)).unwrap();
     assert_eq!(lab_status["kubeconfig"], json!(lab.state_dir().join("kubeconfig")));
     assert!(lab_status["registry"].as_str().is_some_and(|r| r.starts_with("127.0.0.1:")), "{lab_status}");
+    let prometheus = lab_status["prometheus"].as_str().unwrap_or_else(|| panic!("{lab_status}")).to_string();
     let listed = lab_status["nodes"].as_array().unwrap();
     assert_eq!(listed.len(), NODES + 1, "{lab_status}");
     assert_eq!((&listed[0]["name"], &listed[0]["pool"]), (&json!(MASTER), &json!("master")), "{lab_status}");
@@ -546,6 +567,39 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     let server_nodes: Vec<Option<String>> =
         servers.iter().map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone())).collect();
     assert_eq!(server_nodes, [Some(MASTER.to_string())]);
+
+    // The lab's Prometheus scrapes every mco pod that declares a `metrics` port (the daemons on
+    // every node, both controllers, the server) and evaluates mco's rules from deploy/.
+    let with_metrics_port = |pod: &Pod| {
+        let containers = pod.spec.iter().flat_map(|s| &s.containers);
+        containers.flat_map(|c| c.ports.iter().flatten()).any(|p| p.name.as_deref() == Some("metrics"))
+    };
+    let mut expected: Vec<String> = mco_pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .iter()
+        .filter(|p| with_metrics_port(p))
+        .map(|p| p.name_any())
+        .collect();
+    expected.sort();
+    assert!(expected.len() >= NODES + 1 + 2, "mco pods with a metrics port: {expected:?}");
+    eventually("Prometheus scraping every mco pod", || async {
+        let targets = prometheus_api(&prometheus, "/api/v1/targets?state=active").await;
+        let mut up: Vec<String> = targets["activeTargets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["health"] == "up")
+            .map(|t| t["labels"]["pod"].as_str().unwrap_or_default().to_string())
+            .collect();
+        up.sort();
+        if up == expected { Ok(()) } else { Err(targets) }
+    })
+    .await;
+    let rules = prometheus_api(&prometheus, "/api/v1/rules").await;
+    let groups: Vec<&str> = rules["groups"].as_array().unwrap().iter().filter_map(|g| g["name"].as_str()).collect();
+    assert!(groups.contains(&"mcc-drain-error") && groups.contains(&"mcd-reboot-error"), "{groups:?}");
 
     // The control plane is real: the workload's ReplicaSet makes its pods, the scheduler binds
     // them to the nodes, their kubelets run them from the lab registry's image, the disruption
@@ -698,6 +752,19 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     .await;
     let still = workload_serving(&client).await;
     assert!(held.iter().all(|uid| still.contains_key(uid)), "a budget of 3 of 3 let {held:?} go: {still:?}");
+    // Past the lab's --drain-failed-after, the controller's mcc_drain_err for the node makes the
+    // lab's Prometheus fire upstream's MCCDrainError, naming the node.
+    let firing = eventually_within(Duration::from_secs(240), "MCCDrainError firing in Prometheus", || async {
+        let alerts = prometheus_alerts(&prometheus).await;
+        let firing = alerts.iter().find(|a| a["labels"]["alertname"] == "MCCDrainError" && a["state"] == "firing");
+        firing.cloned().ok_or(alerts)
+    })
+    .await;
+    assert_eq!(
+        (&firing["labels"]["exported_node"], &firing["labels"]["severity"]),
+        (&json!(cordoned), &json!("warning")),
+        "{firing}"
+    );
     let held_target = target(&pool(&client).await);
     let moved: Vec<String> =
         nodes.list(&workers()).await.unwrap().iter().filter(|n| done_on(n, &held_target)).map(summary).collect();
@@ -707,6 +774,13 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     for root in worker_roots(&lab) {
         assert_eq!(read(&root.join("etc/lab/held")), "held\n");
     }
+    // The drain succeeded: the controller dropped the node's series and the alert resolved.
+    eventually("MCCDrainError resolved in Prometheus", || async {
+        let alerts = prometheus_alerts(&prometheus).await;
+        let drain = alerts.iter().any(|a| a["labels"]["alertname"] == "MCCDrainError");
+        if drain { Err(alerts) } else { Ok(()) }
+    })
+    .await;
     workload_observer.abort();
 
     // An OS update is booted by a real reboot: each node's machine is powered off (its kubelet
