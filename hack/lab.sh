@@ -6,7 +6,8 @@
 # client, pivot to the pool's OS image, reboot and join with the kubelet of that image on their own
 # containerd), installs mco from deploy/ as pods (controller, a daemon on every node, the server on
 # the control-plane node), then rolls a MachineConfig out across the workers and leaves the lab
-# running for you, with a small workload whose pods the rollout's drains move.
+# running for you, with a small workload whose pods the rollout's drains move, and a Prometheus
+# scraping mco with its alerting rules (deploy/components/monitoring).
 #
 #   NODES=5 bash hack/lab.sh          more workers (default 3)
 #   MCO_LAB_DIR=DIR bash hack/lab.sh  state directory (default /var/tmp/mco-lab)
@@ -25,7 +26,7 @@ lab() { $SUDO env MCO_KUBE_BIN_DIR="$KUBE_BIN_DIR" MCO_LAB_DIR="$DIR" "$PWD/targ
 
 # A lab left over from an earlier run is stopped and removed first.
 lab lab down
-lab lab up --nodes "${NODES:-3}"
+lab lab up --nodes "${NODES:-3}" --prometheus
 lab status
 echo
 echo "== Applying examples/lab/workload.yaml (a Deployment of 3 pods behind a PodDisruptionBudget)"
@@ -44,3 +45,4 @@ echo
 echo "The lab is still running in $DIR. With MCO_LAB_DIR=$DIR (and root):"
 echo "  target/release/mco status -w | lab apply -f FILE | lab kubeconfig | lab down"
 echo "  $KUBECTL --kubeconfig $KUBECONFIG get nodes,pods -A -o wide   (logs, exec, drain work too)"
+echo "  Prometheus (mco's metrics and alerts): $(lab lab status -o json | sed -n 's/.*"prometheus": "\(.*\)".*/\1/p')/alerts"
