@@ -3,8 +3,11 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context as _;
+use mco_metrics::server::ServerMetrics;
 use mco_server::run::Mode;
 
 #[derive(Debug, clap::Args)]
@@ -53,6 +56,9 @@ pub struct ServerArgs {
     /// Cap on the encoded bodies kept in memory, in MiB (least recently served dropped first).
     #[arg(long, value_name = "MIB", default_value_t = mco_server::cache::DEFAULT_CAPACITY >> 20)]
     cache_mib: usize,
+    /// Answer `GET /metrics` (Prometheus) on this address.
+    #[arg(long, value_name = "ADDR", value_parser = crate::listen_address)]
+    metrics_listen: Option<SocketAddr>,
 }
 
 /// Time the watches get to list the cluster's objects before the server gives up.
@@ -73,7 +79,9 @@ pub fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         .cache_mib
         .checked_mul(1 << 20)
         .ok_or_else(|| anyhow::anyhow!("--cache-mib {} is too large", args.cache_mib))?;
-    mco_server::run::run(mco_server::run::Options {
+    let mut registry = mco_metrics::Registry::default();
+    let metrics = ServerMetrics::register(&mut registry);
+    let options = mco_server::run::Options {
         mode,
         tls_cert: args.tls_cert,
         tls_key: args.tls_key,
@@ -81,6 +89,14 @@ pub fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         insecure_listen: args.insecure_listen,
         limits: mco_server::Limits::default(),
         cache_bytes,
+        metrics,
+    };
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        if let Some(addr) = args.metrics_listen {
+            tokio::spawn(mco_controller::health::listen(addr, Some(Arc::new(registry))).await?);
+        }
+        mco_server::run::run(options).await
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -138,6 +138,25 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
     assert!(image.starts_with(&format!("lab-registry.local/mco/mco@{} ", overlay.digest)), "{image}");
     assert!(image.contains("--retry-period=2"), "{image}");
     assert!(image.contains("--metrics-listen=0.0.0.0:8797") && image.ends_with("ports:health metrics"), "{image}");
+    // The server shares the control plane nodes' network with the daemon: its metrics port is its own.
+    let server = kubectl(
+        kubeconfig,
+        &[
+            "-n",
+            NAMESPACE,
+            "get",
+            "daemonset/machine-config-server",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].args} \
+             ports:{range .spec.template.spec.containers[0].ports[*]}{.name}={.containerPort} {end}",
+        ],
+    );
+    let server = String::from_utf8_lossy(&server.stdout).to_string();
+    assert!(
+        server.contains("--metrics-listen=0.0.0.0:8799")
+            && server.ends_with("ports:https=22623 http=22624 metrics=8799 "),
+        "{server}"
+    );
 
     let mcd = "machine-config-daemon";
     let mcc = "machine-config-controller";

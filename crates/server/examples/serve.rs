@@ -10,7 +10,8 @@ fn main() -> anyhow::Result<()> {
     if !certs.join(mco_server::certs::TLS_CERT).exists() {
         mco_server::certs::write(certs, &mco_server::certs::generate(&["127.0.0.1".to_string()])?)?;
     }
-    mco_server::run::run(mco_server::run::Options {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(mco_server::run::run(mco_server::run::Options {
         mode: mco_server::run::Mode::Bootstrap {
             dir: dir.clone(),
             kubeconfig: dir.join("kubeconfig"),
@@ -22,5 +23,6 @@ fn main() -> anyhow::Result<()> {
         insecure_listen: Some("127.0.0.1:0".parse()?),
         limits: mco_server::Limits::default(),
         cache_bytes: mco_server::cache::DEFAULT_CAPACITY,
-    })
+        metrics: Default::default(),
+    }))
 }

@@ -1,15 +1,16 @@
 //! The HTTP side: routing and status codes as upstream (mco-behaviour.md §4.2), one handler for
-//! the TLS and the plain listener, and the limits that keep a misbehaving client from hurting
+//! the TLS and the plain listener, the limits that keep a misbehaving client from hurting
 //! others (header size, header read timeout, handshake timeout, write stall timeout, connection
-//! cap).
+//! cap), and the metrics of every answered request.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -18,6 +19,7 @@ use hyper::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, USER_AGEN
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use mco_ignition::convert::Target;
+use mco_metrics::server::ServerMetrics;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -52,6 +54,31 @@ pub fn route(path: &str) -> Route {
     }
 }
 
+/// The `pool` label of a request's metrics: the pool's name when the request named a pool that
+/// `exists`, else "". A path is the client's to choose; only existing pools, a set the cluster's
+/// admins control, may become series.
+pub fn pool_label(route: &Route, exists: impl FnOnce(&str) -> bool) -> &str {
+    match route {
+        Route::Config(pool) if exists(pool) => pool,
+        _ => "",
+    }
+}
+
+/// The status hyper answers a request head it cannot parse with (before the handler sees it):
+/// 431 for a head over the size limit, 400 for other malformed heads; an HTTP/2 preface gets no
+/// answer. (Hyper's 414 for a URI over 64 KiB cannot happen: heads are capped below that, see
+/// [`MAX_HEAD_BYTES`].)
+fn automatic_status(error: &hyper::Error) -> Option<StatusCode> {
+    if !error.is_parse() || error.is_parse_version_h2() {
+        return None;
+    }
+    Some(if error.is_parse_too_large() { StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE } else { StatusCode::BAD_REQUEST })
+}
+
+/// The cap on [`Limits::max_header_bytes`]: below hyper's URI limit, so that a head too large is
+/// always refused with 431.
+const MAX_HEAD_BYTES: usize = u16::MAX as usize - 1;
+
 /// A MachineConfigPool name: a DNS subdomain (lowercase alphanumerics, `-` and `.`, starting and
 /// ending with an alphanumeric, at most 253 characters). Nothing else can name a pool, and this
 /// excludes every path trick (`..`, `/`, `%00`).
@@ -77,7 +104,7 @@ pub struct Limits {
     /// reading a response cannot hold its connection (and the response) forever. A slow client
     /// that keeps reading is not affected.
     pub write_stall_timeout: Duration,
-    /// Largest request head accepted; larger ones get 431.
+    /// Largest request head accepted (8 KiB to 64 KiB); larger ones get 431.
     pub max_header_bytes: usize,
     /// Connections served at once; further clients wait in the listen backlog.
     pub max_connections: usize,
@@ -101,12 +128,13 @@ pub struct Server<S> {
     source: S,
     limits: Limits,
     connections: Arc<Semaphore>,
+    metrics: ServerMetrics,
 }
 
 impl<S: ConfigSource> Server<S> {
-    pub fn new(source: S, limits: Limits) -> Arc<Self> {
+    pub fn new(source: S, limits: Limits, metrics: ServerMetrics) -> Arc<Self> {
         let connections = Arc::new(Semaphore::new(limits.max_connections));
-        Arc::new(Server { source, limits, connections })
+        Arc::new(Server { source, limits, connections, metrics })
     }
 
     /// Accepts connections on `listener` until the task is dropped; TLS when `tls` is given.
@@ -146,28 +174,52 @@ impl<S: ConfigSource> Server<S> {
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
+        // A head hyper refuses is timed from when the connection began waiting for it: when it
+        // opened, or when the previous response was ready (nanoseconds after opening).
+        let opened = Instant::now();
+        let answered = Arc::new(AtomicU64::new(0));
         let server = Arc::clone(self);
+        let answered_in_service = Arc::clone(&answered);
         let service = hyper::service::service_fn(move |req| {
-            let server = Arc::clone(&server);
-            async move { Ok::<_, Infallible>(server.handle(req, peer).await) }
+            let (server, answered) = (Arc::clone(&server), Arc::clone(&answered_in_service));
+            async move {
+                let response = server.handle(req, peer).await;
+                answered.store(u64::try_from(opened.elapsed().as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+                Ok::<_, Infallible>(response)
+            }
         });
         let result = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(self.limits.header_read_timeout)
-            .max_buf_size(self.limits.max_header_bytes.max(8192))
+            .max_buf_size(self.limits.max_header_bytes.clamp(8192, MAX_HEAD_BYTES))
             .serve_connection(TokioIo::new(io), service)
             .await;
         if let Err(e) = result {
+            if let Some(status) = automatic_status(&e) {
+                let waited = opened.elapsed().saturating_sub(Duration::from_nanos(answered.load(Ordering::Relaxed)));
+                self.metrics.record_request("", status.as_u16(), waited);
+            }
             tracing::debug!(%peer, "connection ended: {e}");
         }
     }
 
+    /// Answers a request and records it in the metrics.
     async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
+        let started = Instant::now();
+        let route = route(req.uri().path());
+        let response = self.answer(&req, &route, peer).await;
+        let took = started.elapsed();
+        let pool = pool_label(&route, |pool| self.source.has_pool(pool));
+        self.metrics.record_request(pool, response.status().as_u16(), took);
+        response
+    }
+
+    async fn answer(&self, req: &Request<Incoming>, route: &Route, peer: SocketAddr) -> Response<Full<Bytes>> {
         let get_or_head = matches!(*req.method(), Method::GET | Method::HEAD);
         if !get_or_head {
             return empty(StatusCode::METHOD_NOT_ALLOWED);
         }
-        let pool = match route(req.uri().path()) {
+        let pool = match route {
             Route::Health => return empty(StatusCode::OK),
             Route::Other => return empty(StatusCode::NOT_FOUND),
             Route::BadPool => {
@@ -197,7 +249,7 @@ impl<S: ConfigSource> Server<S> {
                 return empty(StatusCode::BAD_REQUEST);
             }
         };
-        let snapshot = match self.source.lookup(&pool).await {
+        let snapshot = match self.source.lookup(pool).await {
             Ok(s) => s,
             Err(SourceError::NotFound(why)) => {
                 tracing::info!(pool, "no config: {why}");
@@ -208,9 +260,10 @@ impl<S: ConfigSource> Server<S> {
                 return empty(StatusCode::INTERNAL_SERVER_ERROR);
             }
         };
-        match self.source.admit(&pool, boot_image_version.as_deref()) {
+        match self.source.admit(pool, boot_image_version.as_deref()) {
             Admission::Allowed => {}
             Admission::Refused(why) => {
+                self.metrics.record_boot_image_skew_refusal(pool);
                 tracing::warn!(%peer, pool, "{}", truncate(why.lines().next().unwrap_or_default()));
                 return text(StatusCode::FORBIDDEN, why);
             }
@@ -366,6 +419,26 @@ mod tests {
         }
         assert_eq!(route(&format!("/config/{}", "a".repeat(253))), Route::Config("a".repeat(253)));
         assert_eq!(route(&format!("/config/{}", "a".repeat(254))), Route::BadPool);
+    }
+
+    #[test]
+    fn only_existing_pools_become_labels() {
+        let existing = |pool: &str| ["master", "worker"].contains(&pool);
+        for (path, want) in [
+            ("/config/master", "master"),
+            ("/config/w%6Frker", "worker"),
+            ("/config/nosuchpool", ""),
+            ("/config/infra", ""),
+            ("/healthz", ""),
+            ("/", ""),
+            ("/etc/passwd", ""),
+        ] {
+            assert_eq!(pool_label(&route(path), existing), want, "{path}");
+        }
+        // What cannot name a pool is not even looked up (the bootstrap source looks for a file).
+        for path in ["/config/", "/config/..%2fmaster", "/config/master%00", "/healthz", "/config"] {
+            assert_eq!(pool_label(&route(path), |pool| panic!("{path} looked up {pool:?}")), "", "{path}");
+        }
     }
 
     #[tokio::test]

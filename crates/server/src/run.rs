@@ -1,5 +1,5 @@
-//! Running the server as a process (`mco server`): the runtime, the config source, the
-//! listeners, shutdown on SIGINT/SIGTERM.
+//! Running the server as a process (`mco server`): the config source, the listeners, shutdown on
+//! SIGINT/SIGTERM, in the caller's runtime (which may serve more, such as `/metrics`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use fn_error_context::context;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use mco_metrics::server::ServerMetrics;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_rustls::TlsAcceptor;
@@ -26,6 +27,8 @@ pub struct Options {
     pub limits: Limits,
     /// Cap on the total bytes of cached bodies.
     pub cache_bytes: usize,
+    /// Where answered requests and refused machines are counted.
+    pub metrics: ServerMetrics,
 }
 
 /// Where the configs come from.
@@ -51,34 +54,27 @@ pub enum Mode {
 /// Serves until SIGINT or SIGTERM. Everything that can be checked before listening is: the
 /// directory or the API server, the kubeconfig and token, the certificate and key. The bound
 /// addresses are printed on standard error (`listening on https://ADDR`), so port 0 can be used.
-pub fn run(options: Options) -> anyhow::Result<()> {
+pub async fn run(options: Options) -> anyhow::Result<()> {
     let tls = TlsAcceptor::from(tls::server_config(options.tls_cert.clone(), options.tls_key.clone())?);
     let cache = Arc::new(BodyCache::new(options.cache_bytes));
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    runtime.block_on(async move {
-        match options.mode.clone() {
-            Mode::Bootstrap { dir, kubeconfig, certs } => {
-                anyhow::ensure!(
-                    dir.is_dir(),
-                    "bootstrap directory {} does not exist or is not a directory",
-                    dir.display()
-                );
-                let source = BootstrapSource::new(dir, kubeconfig, &certs, cache)?;
-                serve(source, &options, tls).await
-            }
-            Mode::Cluster { kubeconfig, apiserver_url, bootstrap_token_dir, sync_timeout } => {
-                let (client, kubeconfig_server) = client(kubeconfig.as_deref()).await?;
-                let apiserver_url = apiserver_url.unwrap_or(kubeconfig_server);
-                let cluster = ClusterOptions { apiserver_url, bootstrap_token_dir, sync_timeout };
-                let source = ClusterSource::start(client, cluster, cache).await?;
-                serve(source, &options, tls).await
-            }
+    match options.mode.clone() {
+        Mode::Bootstrap { dir, kubeconfig, certs } => {
+            anyhow::ensure!(dir.is_dir(), "bootstrap directory {} does not exist or is not a directory", dir.display());
+            let source = BootstrapSource::new(dir, kubeconfig, &certs, cache)?;
+            serve(source, &options, tls).await
         }
-    })
+        Mode::Cluster { kubeconfig, apiserver_url, bootstrap_token_dir, sync_timeout } => {
+            let (client, kubeconfig_server) = client(kubeconfig.as_deref()).await?;
+            let apiserver_url = apiserver_url.unwrap_or(kubeconfig_server);
+            let cluster = ClusterOptions { apiserver_url, bootstrap_token_dir, sync_timeout };
+            let source = ClusterSource::start(client, cluster, cache).await?;
+            serve(source, &options, tls).await
+        }
+    }
 }
 
 async fn serve<S: ConfigSource>(source: S, options: &Options, tls: TlsAcceptor) -> anyhow::Result<()> {
-    let server = Server::new(source, options.limits.clone());
+    let server = Server::new(source, options.limits.clone(), options.metrics.clone());
     let secure = bind(options.listen).await?;
     eprintln!("listening on https://{}", secure.local_addr()?);
     let mut tasks = tokio::task::JoinSet::new();

@@ -47,6 +47,10 @@ pub enum SourceError {
 pub trait ConfigSource: Send + Sync + 'static {
     fn lookup(&self, pool: &str) -> impl Future<Output = Result<Arc<Snapshot>, SourceError>> + Send;
 
+    /// Whether `pool` exists, servable or not (a cheap check, made for every config request: the
+    /// metrics name only existing pools).
+    fn has_pool(&self, pool: &str) -> bool;
+
     /// Whether a machine of `pool` that booted from `boot_image_version` (`None`: it did not
     /// say) may get its config. Sources without boot image skew enforcement allow every machine.
     fn admit(&self, _pool: &str, _boot_image_version: Option<&str>) -> Admission {
@@ -207,9 +211,13 @@ impl BootstrapSource {
 }
 
 impl Layout {
+    fn pool_path(&self, pool: &str) -> PathBuf {
+        self.dir.join("machine-pools").join(format!("{pool}.yaml"))
+    }
+
     fn load(&self, pool: &str, cache: Arc<BodyCache>) -> Result<Loaded, SourceError> {
         let mut stamps = Vec::new();
-        let pool_path = self.dir.join("machine-pools").join(format!("{pool}.yaml"));
+        let pool_path = self.pool_path(pool);
         let mcp: PoolFile = read_yaml(&pool_path, &mut stamps)?
             .ok_or_else(|| SourceError::NotFound(format!("could not find file: {}", pool_path.display())))?;
         if !BOOTSTRAP_POOLS.contains(&pool) {
@@ -272,6 +280,10 @@ impl ConfigSource for BootstrapSource {
                 Err(e)
             }
         }
+    }
+
+    fn has_pool(&self, pool: &str) -> bool {
+        self.layout.pool_path(pool).is_file()
     }
 }
 

@@ -163,7 +163,10 @@ async fn cluster_mode_against_a_real_apiserver() {
         sync_timeout: TIMEOUT,
     };
     let source = ClusterSource::start(client.clone(), options, Arc::new(BodyCache::default())).await.unwrap();
-    let served = Served { addr: serve(source, Limits::default(), None).await, accept: format!("{IGN};version=3.3.0") };
+    let served = Served {
+        addr: serve(source, Limits::default(), None, Default::default()).await,
+        accept: format!("{IGN};version=3.3.0"),
+    };
 
     // New machines get what the pool's machines run, not the untested target.
     let body = served.wait_for_generation("worker", "old").await;
@@ -311,7 +314,10 @@ async fn serve_worker_pool(env: &TestEnv, token_dir: &Path) -> Served {
         sync_timeout: TIMEOUT,
     };
     let source = ClusterSource::start(client, options, Arc::new(BodyCache::default())).await.unwrap();
-    Served { addr: serve(source, Limits::default(), None).await, accept: format!("{IGN};version=3.3.0") }
+    Served {
+        addr: serve(source, Limits::default(), None, Default::default()).await,
+        accept: format!("{IGN};version=3.3.0"),
+    }
 }
 
 /// Sets MachineConfiguration `cluster`'s `status.bootImageSkewEnforcementStatus` (server-side

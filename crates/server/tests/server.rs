@@ -365,7 +365,7 @@ async fn bodies_are_right_under_a_small_cache_cap() {
     let certs = [format!("{REGISTRY_HOST}=registry-ca.crt")];
     let source =
         mco_server::BootstrapSource::new(fixture(), fixture().join("kubeconfig"), &certs, cache.clone()).unwrap();
-    let addr = serve(source, Limits::default(), None).await;
+    let addr = serve(source, Limits::default(), None, Default::default()).await;
     for round in 0..2 {
         for version in ["2.2.0", "3.1.0", "3.3.0", "3.5.0"] {
             let r = get(addr, "/config/master", Some(&format!("{IGN};version={version}"))).await;

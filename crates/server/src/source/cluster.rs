@@ -399,6 +399,10 @@ impl ConfigSource for ClusterSource {
         Ok(snapshot)
     }
 
+    fn has_pool(&self, pool: &str) -> bool {
+        self.inner.pools.get(&ObjectRef::new(pool)).is_some()
+    }
+
     fn admit(&self, pool: &str, boot_image_version: Option<&str>) -> Admission {
         let admission = skew::judge(pool, self.inner.skew_status().as_ref(), boot_image_version);
         if let Admission::Refused(message) = &admission {

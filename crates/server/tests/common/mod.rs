@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use mco_metrics::server::ServerMetrics;
 use mco_server::{BootstrapSource, ConfigSource, Limits, Server};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -53,12 +54,17 @@ pub fn source(dir: &Path) -> BootstrapSource {
 
 /// Starts a server for `dir`; TLS when `tls` is given.
 pub async fn start(dir: &Path, limits: Limits, tls: Option<Arc<rustls::ServerConfig>>) -> SocketAddr {
-    serve(source(dir), limits, tls).await
+    serve(source(dir), limits, tls, ServerMetrics::default()).await
 }
 
-/// Starts a server for `source` on an ephemeral loopback port.
-pub async fn serve<S: ConfigSource>(source: S, limits: Limits, tls: Option<Arc<rustls::ServerConfig>>) -> SocketAddr {
-    let server = Server::new(source, limits);
+/// Starts a server for `source` on an ephemeral loopback port, counting in `metrics`.
+pub async fn serve<S: ConfigSource>(
+    source: S,
+    limits: Limits,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    metrics: ServerMetrics,
+) -> SocketAddr {
+    let server = Server::new(source, limits, metrics);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(server.serve(listener, tls.map(tokio_rustls::TlsAcceptor::from)));
