@@ -18,14 +18,14 @@ use mco_api::constants::{
     STATE_DONE, STATE_REBOOTING, STATE_WORKING,
 };
 use mco_api::{ControllerConfig, MachineConfig, MachineConfiguration};
-use mco_daemon::apply::{self, ApplyError, Disruption, Node, Recovered};
+use mco_daemon::apply::{self, Applied, ApplyError, Disruption, Node, Recovered};
 use mco_daemon::failpoint::Failpoints;
 use mco_daemon::fsutil::host_path;
 use mco_daemon::plan::{self, Side};
 use mco_daemon::{state, validate};
 use mco_disruption::ConfigDiff;
 use mco_mcn::{Recorder, Step};
-use mco_metrics::daemon::DaemonMetrics;
+use mco_metrics::daemon::{DaemonMetrics, UpdatePhase};
 use mco_metrics::unix_seconds;
 use serde_json::Value;
 
@@ -34,6 +34,7 @@ use crate::annotations::{self, Change};
 use crate::backoff::Backoff;
 use crate::events::NodeEvents;
 use crate::handshake::{self, Next, Observed, UpdateStep};
+use crate::{metered, os_release};
 
 /// ConfigMap (ns/MCO) whose presence means registries.conf changes never drain (upstream
 /// `constants.ImageRegistryDrainOverrideConfigmap`).
@@ -100,6 +101,10 @@ pub async fn run(client: Client, node_client: Client, node: Node, settings: Sett
     let watch = watcher::Config::default().fields(&format!("metadata.name={}", settings.node_name));
     let mut changes = watcher(nodes.clone(), watch).default_backoff().boxed();
     let timing = settings.timing;
+    let host = os_release::read(&node.root);
+    tracing::info!(os = %host.os, version = %host.version, "host OS");
+    settings.metrics.set_host_os(&host.os, &host.version);
+    let node = metered::metered(node, &settings.metrics);
     let mut agent = Agent {
         events: NodeEvents::new(client.clone(), &settings.node_name),
         progress: Recorder::new(client.clone()),
@@ -268,7 +273,7 @@ impl Agent {
             && let Some(waited) = self.waiting.take()
             && waited.request.starts_with(DRAIN_PREFIX)
         {
-            self.settings.metrics.observe_phase("drain", waited.since.elapsed().as_secs_f64());
+            self.settings.metrics.observe_phase(UpdatePhase::Drain, waited.since.elapsed());
         }
         match next {
             Next::NoTarget => {
@@ -318,6 +323,9 @@ impl Agent {
                 let now = unix_seconds(std::time::SystemTime::now());
                 self.settings.metrics.set_state(STATE_DONE, "", now);
                 self.settings.metrics.set_update_state(&config, "", now);
+                if let Err(e) = metered::observe_reboot(&root, &self.settings.metrics) {
+                    tracing::warn!("the reboot's duration is not observed: {e:#}");
+                }
                 let uncordoned = format!("Update completed for config {config} and node has been uncordoned");
                 self.events.normal("Uncordon", &uncordoned).await;
                 let done = format!("Setting node {}, currentConfig {config} to Done", self.name());
@@ -511,14 +519,8 @@ impl Agent {
                 if reboots {
                     self.patch(&mut annotations, &[annotations::rebooting(true)]).await?;
                 }
-                let disruption = inputs.disruption;
-                let applied = blocking(&self.node, move |node| {
-                    let failpoints = Failpoints::from_env().map_err(|e| ApplyError::Degraded(format!("{e:#}")))?;
-                    apply::apply(node, &old, &new, &disruption, &failpoints)
-                });
-                let started = Instant::now();
-                let applied = applied.await;
-                self.settings.metrics.observe_phase("apply", started.elapsed().as_secs_f64());
+                let pull = (image && !new_image.is_empty() && self.node.os.is_some()).then(|| new_image.clone());
+                let applied = self.pull_and_deploy(pull, old, new, inputs.disruption).await;
                 if applied.is_ok() {
                     for step in [Step::applied(os, files), Step::degraded(self.name(), None)] {
                         self.progress.record_or_log(self.name(), &annotations, &step).await;
@@ -566,6 +568,37 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// Pulls the new OS image (`pull`: the update changes it) and applies the update, observing
+    /// the duration of each phase that completes.
+    async fn pull_and_deploy(
+        &self,
+        pull: Option<String>,
+        old: MachineConfig,
+        new: MachineConfig,
+        disruption: Disruption,
+    ) -> Result<Applied, ApplyError> {
+        let metrics = &self.settings.metrics;
+        if let Some(image) = pull {
+            let started = Instant::now();
+            let pulled = blocking(&self.node, move |node| match &node.os {
+                Some(os) => os.pull(&image),
+                None => Ok(()),
+            });
+            pulled.await.map_err(|e| ApplyError::Degraded(format!("{e:#}")))?;
+            metrics.observe_phase(UpdatePhase::Pull, started.elapsed());
+        }
+        let started = Instant::now();
+        let applied = blocking(&self.node, move |node| {
+            let failpoints = Failpoints::from_env().map_err(|e| ApplyError::Degraded(format!("{e:#}")))?;
+            apply::apply(node, &old, &new, &disruption, &failpoints)
+        });
+        let applied = applied.await?;
+        metrics.observe_phase(UpdatePhase::Deploy, started.elapsed());
+        // The OS update succeeded or was not needed (the original resets its gauge there too).
+        metrics.pivot_errors.set(0);
+        Ok(applied)
     }
 
     /// The node disruption policies (MachineConfiguration `cluster`, defaults without it), the

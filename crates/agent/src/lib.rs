@@ -8,6 +8,8 @@
 //! * [`aleph`]: the boot image the node was installed from, reported on the Node.
 //! * [`agent`]: the thin IO shell (kube-rs), failures reported and retried with [`backoff`].
 //! * [`events`]: Events on the Node, with upstream's reasons, rate-limited.
+//! * [`metered`]: the OS backend's and the reboot's failures counted, reboots timed across the boot.
+//! * [`os_release`]: the node's OS and version, reported as a metric.
 //!
 //! The apply engine stays free of Kubernetes; this crate is the only daemon code that talks to
 //! the API server.
@@ -18,5 +20,7 @@ pub mod annotations;
 pub mod backoff;
 pub mod events;
 pub mod handshake;
+pub mod metered;
+pub mod os_release;
 
 pub use agent::{Settings, Stopped, Timing, run};

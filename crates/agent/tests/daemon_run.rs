@@ -15,7 +15,12 @@ use mco_api::constants::{
 use mco_api::{ControllerConfig, MachineConfig, MachineConfiguration};
 use mco_daemon::Node;
 use mco_daemon::apply::REBOOT_REQUEST;
+use mco_daemon::journal::DIRECTORY_ROOT_BOOT_ID;
+use mco_daemon::os::{OsBackend, OsStatus};
+use mco_daemon::plan::OsChanges;
 use mco_daemon::units::ACTIONS_LOG;
+use mco_metrics::Registry;
+use mco_metrics::daemon::DaemonMetrics;
 use mco_testenv::TestEnv;
 use mco_testenv::eventually;
 use mco_testenv::k8s_openapi::api::core::v1::Node as KubeNode;
@@ -93,6 +98,8 @@ struct RunningNode {
     root: tempfile::TempDir,
     answered: Answered,
     agent: JoinHandle<Stopped>,
+    /// The daemon's metrics.
+    registry: Registry,
 }
 
 impl Cluster {
@@ -159,11 +166,13 @@ impl Cluster {
         self.create_done_node("node-1").await;
         let root = node_root(app_conf, unit);
         let answered = self.drain_controller("node-1", root.path());
-        let agent = self.agent("node-1", root.path());
+        let mut registry = Registry::default();
+        let metrics = DaemonMetrics::register(&mut registry);
+        let agent = self.agent_with("node-1", root.path(), TIMEOUT, metrics, None);
         if settled {
             self.wait_for_state("node-1", "Done", "rendered-a").await;
         }
-        RunningNode { root, answered, agent }
+        RunningNode { root, answered, agent, registry }
     }
 
     async fn annotations(&self, name: &str) -> BTreeMap<String, String> {
@@ -216,10 +225,18 @@ impl Cluster {
 
     /// Starts `mco daemon run` for `name` on `root` (a directory root, no OS backend).
     fn agent(&self, name: &str, root: &Path) -> JoinHandle<Stopped> {
-        self.agent_with_drain_timeout(name, root, TIMEOUT)
+        self.agent_with(name, root, TIMEOUT, DaemonMetrics::default(), None)
     }
 
-    fn agent_with_drain_timeout(&self, name: &str, root: &Path, drain_timeout: Duration) -> JoinHandle<Stopped> {
+    /// The daemon with its metrics kept by the test and an OS backend.
+    fn agent_with(
+        &self,
+        name: &str,
+        root: &Path,
+        drain_timeout: Duration,
+        metrics: DaemonMetrics,
+        os: Option<Box<dyn OsBackend>>,
+    ) -> JoinHandle<Stopped> {
         let settings = Settings {
             node_name: name.to_string(),
             aleph: host(root, "/sysroot/.coreos-aleph-version.json"),
@@ -231,9 +248,9 @@ impl Cluster {
                 retry_max: Duration::from_secs(1),
                 drift_check: Duration::from_millis(500),
             },
-            metrics: Default::default(),
+            metrics,
         };
-        let node = Node::directory_root(root.to_path_buf(), None);
+        let node = Node::directory_root(root.to_path_buf(), os);
         let client = self.client.clone();
         let node_kubeconfig = self.node_kubeconfig(name);
         tokio::spawn(async move {
@@ -272,6 +289,20 @@ async fn a_nodes_own_credentials_write_its_node_and_no_other() {
     assert!(!node_2.metadata.annotations.unwrap_or_default().contains_key("example.com/written-by"));
 }
 
+/// Waits until the daemon's metrics have every line of `lines`.
+async fn wait_for_metrics(registry: &Registry, lines: &[&str]) -> String {
+    eventually(&format!("the daemon's metrics to have {lines:?}"), || async {
+        let text = mco_metrics::render(registry);
+        if lines.iter().all(|line| text.lines().any(|l| l == *line)) { Ok(text) } else { Err(text) }
+    })
+    .await
+}
+
+/// The boot id of the directory root, as the lab's booter records it at each boot.
+fn boot(root: &Path, id: &str) {
+    write(root, DIRECTORY_ROOT_BOOT_ID, &format!("{id}\n"));
+}
+
 /// Waits for the daemon to end its run asking for a reboot.
 async fn stops_for_reboot(agent: JoinHandle<Stopped>) {
     let stopped = tokio::time::timeout(TIMEOUT, agent).await.expect("the daemon stops for the reboot").unwrap();
@@ -298,7 +329,7 @@ fn drain_and_restart_app() -> Value {
 async fn a_file_update_drains_applies_and_reports_done() {
     let cluster = Cluster::start().await;
     cluster.create_policies(drain_and_restart_app()).await;
-    let RunningNode { root, answered, agent } = cluster.start_node("v1\n", true, true).await;
+    let RunningNode { root, answered, agent, registry } = cluster.start_node("v1\n", true, true).await;
     let r = root.path();
 
     cluster.set_desired("node-1", "rendered-b").await;
@@ -306,6 +337,18 @@ async fn a_file_update_drains_applies_and_reports_done() {
 
     assert_eq!(a[REASON_ANNOTATION], "");
     assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
+    let metrics = wait_for_metrics(
+        &registry,
+        &[
+            "mco_daemon_update_phase_seconds_count{phase=\"drain\"} 1",
+            "mco_daemon_update_phase_seconds_count{phase=\"deploy\"} 1",
+            "mcd_pivot_errors_total 0",
+            "mcd_reboots_failed_total 0",
+        ],
+    )
+    .await;
+    assert!(!metrics.contains("phase=\"pull\""), "no OS image pulled:\n{metrics}");
+    assert!(!metrics.contains("phase=\"reboot\""), "no reboot:\n{metrics}");
     assert_eq!(
         requests(&answered),
         [pair("uncordon-rendered-a", "v1\n"), pair("drain-rendered-b", "v1\n"), pair("uncordon-rendered-b", "v2\n")],
@@ -320,8 +363,9 @@ async fn a_file_update_drains_applies_and_reports_done() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reboot_ends_the_run_and_the_restarted_daemon_completes_the_handshake() {
     let cluster = Cluster::start().await;
-    let RunningNode { root, answered, agent } = cluster.start_node("v1\n", true, true).await;
+    let RunningNode { root, answered, agent, .. } = cluster.start_node("v1\n", true, true).await;
     let r = root.path();
+    boot(r, "boot-1");
 
     // /etc/app.conf has no policy: the change reboots.
     cluster.set_desired("node-1", "rendered-b").await;
@@ -336,8 +380,12 @@ async fn a_reboot_ends_the_run_and_the_restarted_daemon_completes_the_handshake(
 
     // The "reboot": /run is emptied and the daemon starts again.
     std::fs::remove_dir_all(host(r, "/run")).unwrap();
-    let agent = cluster.agent("node-1", r);
+    boot(r, "boot-2");
+    let mut registry = Registry::default();
+    let metrics = DaemonMetrics::register(&mut registry);
+    let agent = cluster.agent_with("node-1", r, TIMEOUT, metrics, None);
     let a = cluster.wait_for_state("node-1", "Done", "rendered-b").await;
+    wait_for_metrics(&registry, &["mco_daemon_update_phase_seconds_count{phase=\"reboot\"} 1"]).await;
     assert_eq!(a[POST_CONFIG_ACTION_ANNOTATION], "");
     assert_eq!(a[REASON_ANNOTATION], "");
     assert_eq!(
@@ -354,7 +402,7 @@ async fn an_unreconcilable_change_is_reported_and_nothing_is_written() {
     cluster
         .create_config(config("rendered-dirs", &[(APP_CONF, "v2\n")], json!({"directories": [{"path": "/etc/d"}]})))
         .await;
-    let RunningNode { root, answered, agent } = cluster.start_node("v1\n", true, true).await;
+    let RunningNode { root, answered, agent, .. } = cluster.start_node("v1\n", true, true).await;
     let r = root.path();
 
     cluster.set_desired("node-1", "rendered-dirs").await;
@@ -399,7 +447,7 @@ async fn a_failing_apply_degrades_rolls_back_and_recovers_when_the_cause_is_fixe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drift_found_at_start_degrades_naming_the_mismatch_until_it_is_fixed() {
     let cluster = Cluster::start().await;
-    let RunningNode { root, answered, agent } = cluster.start_node("edited by hand\n", true, false).await;
+    let RunningNode { root, answered, agent, .. } = cluster.start_node("edited by hand\n", true, false).await;
     let r = root.path();
 
     let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
@@ -418,7 +466,7 @@ async fn drift_found_at_start_degrades_naming_the_mismatch_until_it_is_fixed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_edited_by_hand_between_updates_degrades_the_node_until_it_is_put_back() {
     let cluster = Cluster::start().await;
-    let RunningNode { root, answered, agent } = cluster.start_node("v1\n", true, true).await;
+    let RunningNode { root, answered, agent, .. } = cluster.start_node("v1\n", true, true).await;
     let r = root.path();
 
     write(r, APP_CONF, "edited by hand\n");
@@ -505,7 +553,7 @@ async fn a_single_replica_cluster_does_not_drain() {
         .create(&PostParams::default(), &controller_config)
         .await
         .unwrap();
-    let RunningNode { root, answered, agent } = cluster.start_node("v1\n", true, true).await;
+    let RunningNode { root, answered, agent, .. } = cluster.start_node("v1\n", true, true).await;
     let r = root.path();
 
     // A change that reboots: no drain on a single node.
@@ -531,7 +579,7 @@ async fn a_drain_that_takes_too_long_degrades_the_node_until_it_completes() {
         .await;
     let root = node_root("v1\n", true);
     let r = root.path();
-    let agent = cluster.agent_with_drain_timeout("node-1", r, Duration::from_secs(1));
+    let agent = cluster.agent_with("node-1", r, Duration::from_secs(1), DaemonMetrics::default(), None);
 
     // Nobody answers the drain.
     let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
@@ -548,5 +596,56 @@ async fn a_drain_that_takes_too_long_degrades_the_node_until_it_completes() {
     let a = cluster.wait_for_state("node-1", "Done", "rendered-b").await;
     assert_eq!(a[REASON_ANNOTATION], "");
     assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
+    agent.abort();
+}
+
+/// An OS whose image cannot be pulled (its registry is unreachable).
+struct UnreachableRegistry;
+
+impl OsBackend for UnreachableRegistry {
+    fn status(&self) -> anyhow::Result<OsStatus> {
+        Ok(OsStatus::default())
+    }
+
+    fn pull(&self, image: &str) -> anyhow::Result<()> {
+        anyhow::bail!("pinging container registry for {image}: connection refused")
+    }
+
+    fn apply(&self, _: &OsChanges) -> anyhow::Result<()> {
+        anyhow::bail!("not reached: the pull fails first")
+    }
+
+    fn discard_staged(&self) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_os_image_pull_degrades_the_node_and_counts_as_a_pivot_error() {
+    let cluster = Cluster::start().await;
+    let mut new_os = config("rendered-os", &[(APP_CONF, "v1\n")], json!({}));
+    new_os.spec.os_image_url = "registry.example/os@sha256:2".to_string();
+    cluster.create_config(new_os).await;
+    cluster.create_done_node("node-1").await;
+    let root = node_root("v1\n", true);
+    let r = root.path();
+    cluster.drain_controller("node-1", r);
+    let mut registry = Registry::default();
+    let metrics = DaemonMetrics::register(&mut registry);
+    let agent = cluster.agent_with("node-1", r, TIMEOUT, metrics, Some(Box::new(UnreachableRegistry)));
+    cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+
+    cluster.set_desired("node-1", "rendered-os").await;
+    let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
+    assert!(a[REASON_ANNOTATION].contains("connection refused"), "{}", a[REASON_ANNOTATION]);
+    let metrics = eventually("a pivot error counted", || async {
+        let text = mco_metrics::render(&registry);
+        let errors = text.lines().find_map(|l| l.strip_prefix("mcd_pivot_errors_total ")).map(str::to_string);
+        if errors.as_deref().is_some_and(|n| n != "0") { Ok(text) } else { Err(text) }
+    })
+    .await;
+    assert!(!metrics.contains("phase=\"pull\""), "a failed pull is no pull duration:\n{metrics}");
+    assert!(!metrics.contains("phase=\"deploy\""), "nothing deployed:\n{metrics}");
+    assert!(metrics.lines().any(|l| l == "mcd_reboots_failed_total 0"), "{metrics}");
     agent.abort();
 }

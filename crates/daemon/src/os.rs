@@ -35,6 +35,10 @@ pub struct OsStatus {
 /// An OS that can be updated in place.
 pub trait OsBackend: Send + Sync {
     fn status(&self) -> anyhow::Result<OsStatus>;
+    /// Fetches the OS image `image` into the node's OSTree repository without deploying it, so
+    /// that [`OsBackend::apply`] finds it there: the pull, the long part of an OS update, is
+    /// timed apart and fails before anything on the node has changed.
+    fn pull(&self, image: &str) -> anyhow::Result<()>;
     /// Stages a deployment with `changes` for the next boot.
     fn apply(&self, changes: &OsChanges) -> anyhow::Result<()>;
     /// Drops a staged deployment (rollback); nothing staged is fine.
@@ -57,6 +61,16 @@ const K64_PACKAGES: [&str; 4] =
 
 fn rpm_ostree<S: Into<String>>(args: impl IntoIterator<Item = S>) -> Cmd {
     Cmd::new(RPM_OSTREE, args)
+}
+
+/// The transport upstream rebases to (`rpm-ostree rebase --experimental ostree-unverified-registry:IMAGE`).
+const UNVERIFIED_REGISTRY: &str = "ostree-unverified-registry";
+
+/// ostree-ext's pull of `image` into the host's repository, into the same container image store
+/// (and with the same global pull secret) that `rpm-ostree rebase` and `bootc switch` then find
+/// it in.
+pub fn ostree_container_pull_command(image: &str) -> Cmd {
+    Cmd::new("ostree", ["container", "image", "pull", "/ostree/repo", &format!("{UNVERIFIED_REGISTRY}:{image}")])
 }
 
 /// The rpm-ostree commands that stage `changes` on a host in state `status` (upstream
@@ -82,11 +96,7 @@ pub fn rpm_ostree_commands(changes: &OsChanges, status: &OsStatus, arch: &str) -
         }
     }
     if let Some(img) = image {
-        cmds.push(rpm_ostree([
-            "rebase".to_string(),
-            "--experimental".into(),
-            format!("ostree-unverified-registry:{img}"),
-        ]));
+        cmds.push(rpm_ostree(["rebase".to_string(), "--experimental".into(), format!("{UNVERIFIED_REGISTRY}:{img}")]));
     }
     if let Some(k) = &changes.kargs {
         let args = std::iter::once("kargs".to_string())
@@ -201,6 +211,11 @@ impl OsBackend for RpmOstree {
         parse_rpm_ostree_status(&json, &kargs)
     }
 
+    #[context("Pulling {image} with ostree-ext")]
+    fn pull(&self, image: &str) -> anyhow::Result<()> {
+        Ok(self.runner.run(&ostree_container_pull_command(image)).map(drop)?)
+    }
+
     #[context("Staging OS changes with rpm-ostree")]
     fn apply(&self, changes: &OsChanges) -> anyhow::Result<()> {
         let status = self.status()?;
@@ -286,6 +301,11 @@ impl OsBackend for Bootc {
         let cmdline =
             std::fs::read_to_string(&self.cmdline).with_context(|| format!("reading {}", self.cmdline.display()))?;
         parse_bootc_status(&json, &cmdline)
+    }
+
+    #[context("Pulling {image} with ostree-ext")]
+    fn pull(&self, image: &str) -> anyhow::Result<()> {
+        Ok(self.runner.run(&ostree_container_pull_command(image)).map(drop)?)
     }
 
     #[context("Staging OS changes with bootc")]

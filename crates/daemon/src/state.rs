@@ -5,7 +5,9 @@ use std::path::Path;
 use anyhow::Context;
 use fn_error_context::context;
 use mco_api::MachineConfig;
+use serde::{Deserialize, Serialize};
 
+use crate::failpoint::Failpoints;
 use crate::fsutil::{Fs, host_path};
 
 /// The MachineConfig last applied (JSON); after a reboot it is the truth about the node.
@@ -18,6 +20,41 @@ pub const NODE_ANNOTATIONS: &str = "/etc/machine-config-daemon/node-annotations.
 pub const FORCE_FILE: &str = "/run/machine-config-daemon-force";
 /// The apply journal (ours): what an interrupted update must undo.
 pub const TXN_DIR: &str = "/var/lib/machine-config-daemon/txn";
+/// The daemon's last reboot request (ours, JSON [`RebootRequest`]); in /var, which every
+/// deployment shares, so that the daemon on the new boot can tell how long the reboot took.
+pub const REBOOT_REQUESTED: &str = "/var/lib/machine-config-daemon/reboot-requested.json";
+
+/// When a reboot was requested, and from which boot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RebootRequest {
+    pub boot_id: String,
+    pub unix_millis: u64,
+}
+
+/// Records `request` (atomically, replacing an earlier one).
+#[context("Writing {REBOOT_REQUESTED}")]
+pub fn write_reboot_request(root: &Path, request: &RebootRequest) -> anyhow::Result<()> {
+    let failpoints = Failpoints::default();
+    let fs = Fs::new(root, &failpoints);
+    fs.write_atomic(&fs.host(REBOOT_REQUESTED), &serde_json::to_vec(request)?, 0o644, None)?;
+    fs.sync_dirs()
+}
+
+/// The recorded reboot request, if any.
+#[context("Reading {REBOOT_REQUESTED}")]
+pub fn read_reboot_request(root: &Path) -> anyhow::Result<Option<RebootRequest>> {
+    match std::fs::read(host_path(root, REBOOT_REQUESTED)) {
+        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[context("Removing {REBOOT_REQUESTED}")]
+pub fn remove_reboot_request(root: &Path) -> anyhow::Result<()> {
+    let failpoints = Failpoints::default();
+    Fs::new(root, &failpoints).remove(&host_path(root, REBOOT_REQUESTED))
+}
 
 /// The on-disk current config, if any.
 #[context("Reading {CURRENT_CONFIG}")]

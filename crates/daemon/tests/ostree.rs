@@ -272,7 +272,11 @@ fn firstboot_pivot_then_updates_then_rollback() {
     assert_eq!(staged.deployments[0].kargs, kargs_with(&["nosmt", "console=ttyS0"]));
     lab.reboot();
 
-    // A new OS image from the registry keeps the kernel arguments.
+    // A new OS image from the registry, pulled first as the daemon does (the pull stages nothing),
+    // keeps the kernel arguments.
+    let before_pull = lab.status();
+    node.os.as_ref().unwrap().pull(&image_d).unwrap();
+    assert_eq!(lab.status(), before_pull, "a pull stages nothing");
     let d = mc("rendered-worker-d", &image_d, &["nosmt", "console=ttyS0"], &[("/etc/mco/a.conf", "b\n")], json!({}));
     apply::apply(&node, &c, &d, &cluster(), &Failpoints::default()).unwrap();
     lab.reboot();

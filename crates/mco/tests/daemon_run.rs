@@ -129,6 +129,14 @@ async fn mco_daemon_run_updates_through_a_reboot() {
     std::fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
     std::fs::write(r.join("etc/group"), "root:x:0:\n").unwrap();
     std::fs::write(r.join("etc/app.conf"), "v1").unwrap();
+    std::fs::write(
+        r.join("etc/os-release"),
+        "NAME=\"Red Hat Enterprise Linux CoreOS\"\nID=\"rhcos\"\nVERSION_ID=\"4.18\"\n",
+    )
+    .unwrap();
+    // Each boot's id, as the lab's booter records it.
+    std::fs::create_dir_all(r.join("run")).unwrap();
+    std::fs::write(r.join("run/mco-boot-id"), "boot-1\n").unwrap();
     let log = env.dir().join("daemon.log");
 
     let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
@@ -149,6 +157,8 @@ async fn mco_daemon_run_updates_through_a_reboot() {
     );
 
     std::fs::remove_dir_all(r.join("run")).unwrap();
+    std::fs::create_dir_all(r.join("run")).unwrap();
+    std::fs::write(r.join("run/mco-boot-id"), "boot-2\n").unwrap();
     let _daemon = Daemon::start(env.kubeconfig(), r, &log, metrics);
     answer_drain(&nodes, "uncordon-rendered-b", &log).await;
     wait_for(&nodes, CURRENT_CONFIG_ANNOTATION, "rendered-b", &log).await;
@@ -184,11 +194,17 @@ async fn mco_daemon_run_updates_through_a_reboot() {
         status.conditions.unwrap().into_iter().filter(|c| c.status != "False").map(|c| c.type_).collect();
     assert_eq!(not_false, ["Updated"], "after {seen:?}");
 
-    // Its metrics, with the original's names: Done, and the update to rendered-b completed.
-    eventually("the daemon's metrics saying Done on rendered-b", || async move {
+    // Its metrics, with the original's names: Done, the update to rendered-b completed, the
+    // host's OS; and how long the reboot took (the drain and the deploy were observed by the
+    // process that requested it).
+    eventually("the daemon's metrics saying Done on rendered-b after a reboot", || async move {
         let scraped = scrape(metrics).await;
         let done = scraped.lines().any(|l| l.starts_with("mcd_state{state=\"Done\",reason=\"\"} "))
-            && scraped.lines().any(|l| l.starts_with("mcd_update_state{config=\"rendered-b\",err=\"\"} "));
+            && scraped.lines().any(|l| l.starts_with("mcd_update_state{config=\"rendered-b\",err=\"\"} "))
+            && scraped.lines().any(|l| l == "mcd_host_os_and_version{os=\"RHCOS\",version=\"4.18\"} 1")
+            && scraped.lines().any(|l| l == "mco_daemon_update_phase_seconds_count{phase=\"reboot\"} 1")
+            && scraped.lines().any(|l| l == "mcd_reboots_failed_total 0")
+            && scraped.lines().any(|l| l == "mcd_pivot_errors_total 0");
         if done { Ok(()) } else { Err(scraped) }
     })
     .await;

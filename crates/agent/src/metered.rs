@@ -1,0 +1,175 @@
+//! The node's OS backend and reboot as the daemon uses them: their failures counted (the
+//! original's `mcd_pivot_errors_total` and `mcd_reboots_failed_total`), and each reboot request
+//! recorded on the node, so that the daemon on the new boot can observe how long the reboot took.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use mco_daemon::apply::{Node, Reboot};
+use mco_daemon::journal;
+use mco_daemon::os::{OsBackend, OsStatus};
+use mco_daemon::plan::OsChanges;
+use mco_daemon::state::{self, RebootRequest};
+use mco_metrics::daemon::{DaemonMetrics, UpdatePhase};
+
+/// `node` with its OS backend and reboot metered into `metrics`.
+pub fn metered(node: Node, metrics: &DaemonMetrics) -> Node {
+    let Node { root, systemd, os, originals, reboot } = node;
+    let os = os.map(|inner| -> Box<dyn OsBackend> { Box::new(CountedOs { inner, metrics: metrics.clone() }) });
+    let reboot = Box::new(RecordedReboot { inner: reboot, root: root.clone(), metrics: metrics.clone() });
+    Node { root, systemd, os, originals, reboot }
+}
+
+/// Counts the failures of an OS update: pulling the image or staging the deployment.
+struct CountedOs {
+    inner: Box<dyn OsBackend>,
+    metrics: DaemonMetrics,
+}
+
+impl CountedOs {
+    fn counted(&self, result: anyhow::Result<()>) -> anyhow::Result<()> {
+        if result.is_err() {
+            self.metrics.pivot_errors.inc();
+        }
+        result
+    }
+}
+
+impl OsBackend for CountedOs {
+    fn status(&self) -> anyhow::Result<OsStatus> {
+        self.inner.status()
+    }
+
+    fn pull(&self, image: &str) -> anyhow::Result<()> {
+        self.counted(self.inner.pull(image))
+    }
+
+    fn apply(&self, changes: &OsChanges) -> anyhow::Result<()> {
+        self.counted(self.inner.apply(changes))
+    }
+
+    fn discard_staged(&self) -> anyhow::Result<()> {
+        self.inner.discard_staged()
+    }
+}
+
+/// Records each reboot request and counts the ones that fail.
+struct RecordedReboot {
+    inner: Box<dyn Reboot>,
+    root: PathBuf,
+    metrics: DaemonMetrics,
+}
+
+impl Reboot for RecordedReboot {
+    fn reboot(&self, rationale: &str) -> anyhow::Result<()> {
+        // Recorded before the request: once it is made the node may go down at any moment. A
+        // record that cannot be written costs only the measurement.
+        let recorded = record_request(&self.root)
+            .inspect_err(|e| tracing::warn!("the reboot's duration will not be measured: {e:#}"))
+            .is_ok();
+        let requested = self.inner.reboot(rationale);
+        if requested.is_err() {
+            self.metrics.reboots_failed.inc();
+            if recorded && let Err(e) = state::remove_reboot_request(&self.root) {
+                tracing::warn!("{e:#}");
+            }
+        }
+        requested
+    }
+}
+
+fn record_request(root: &Path) -> anyhow::Result<()> {
+    let request = RebootRequest { boot_id: journal::boot_id(root)?, unix_millis: unix_millis(SystemTime::now()) };
+    state::write_reboot_request(root, &request)
+}
+
+fn unix_millis(now: SystemTime) -> u64 {
+    now.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// How long the reboot `request` took, for a node in boot `boot_id` confirming its update at
+/// `now_millis` (pure): `None` while the node is still in the boot that requested it. A clock set
+/// back during the reboot counts as no time.
+pub fn reboot_took(request: &RebootRequest, boot_id: &str, now_millis: u64) -> Option<Duration> {
+    (request.boot_id != boot_id).then(|| Duration::from_millis(now_millis.saturating_sub(request.unix_millis)))
+}
+
+/// Observes the `reboot` phase once the node under `root` runs a boot after the one that
+/// requested the recorded reboot; the record is consumed.
+pub fn observe_reboot(root: &Path, metrics: &DaemonMetrics) -> anyhow::Result<()> {
+    let Some(request) = state::read_reboot_request(root)? else { return Ok(()) };
+    if let Some(took) = reboot_took(&request, &journal::boot_id(root)?, unix_millis(SystemTime::now())) {
+        // Removed first: a record that stays would be observed again.
+        state::remove_reboot_request(root)?;
+        metrics.observe_phase(UpdatePhase::Reboot, took);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reboot_took_the_time_since_its_request_once_the_boot_changed() {
+        let request = RebootRequest { boot_id: "boot-1".to_string(), unix_millis: 10_000 };
+        let cases = [
+            ("still the requesting boot", "boot-1", 95_000, None),
+            ("a new boot", "boot-2", 95_000, Some(Duration::from_secs(85))),
+            ("the clock set back", "boot-2", 9_000, Some(Duration::ZERO)),
+        ];
+        for (name, boot_id, now, want) in cases {
+            assert_eq!(reboot_took(&request, boot_id, now), want, "{name}");
+        }
+    }
+
+    struct FailingReboot;
+
+    impl Reboot for FailingReboot {
+        fn reboot(&self, _: &str) -> anyhow::Result<()> {
+            anyhow::bail!("systemd-run failed")
+        }
+    }
+
+    /// The directory root's boot id, as the booter of a directory root (the lab) records it.
+    fn boot(root: &Path, id: &str) {
+        let path = mco_daemon::fsutil::host_path(root, journal::DIRECTORY_ROOT_BOOT_ID);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, format!("{id}\n")).unwrap();
+    }
+
+    #[test]
+    fn a_reboot_is_observed_on_the_next_boot_and_a_failed_request_is_counted_not_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        boot(root, "boot-1");
+        let mut registry = mco_metrics::Registry::default();
+        let metrics = DaemonMetrics::register(&mut registry);
+        let reboots_observed = || {
+            let text = mco_metrics::render(&registry);
+            let count =
+                text.lines().find_map(|l| l.strip_prefix("mco_daemon_update_phase_seconds_count{phase=\"reboot\"} "));
+            count.map_or(0, |n| n.parse::<u64>().unwrap())
+        };
+
+        let failing = RecordedReboot { inner: Box::new(FailingReboot), root: root.into(), metrics: metrics.clone() };
+        assert!(failing.reboot("Node will reboot into config b").is_err());
+        assert_eq!(metrics.reboots_failed.get(), 1);
+        assert_eq!(state::read_reboot_request(root).unwrap(), None, "a failed request leaves no record");
+
+        let node = metered(Node::directory_root(root.into(), None), &metrics);
+        node.reboot.reboot("Node will reboot into config b").unwrap();
+        let recorded = state::read_reboot_request(root).unwrap().expect("the request recorded");
+        assert_eq!(recorded.boot_id, "boot-1");
+        assert_eq!(metrics.reboots_failed.get(), 1, "only the failed request counted");
+
+        observe_reboot(root, &metrics).unwrap();
+        assert_eq!(reboots_observed(), 0, "not before the reboot");
+        boot(root, "boot-2");
+        observe_reboot(root, &metrics).unwrap();
+        assert_eq!(reboots_observed(), 1);
+        assert_eq!(state::read_reboot_request(root).unwrap(), None, "consumed");
+        observe_reboot(root, &metrics).unwrap();
+        assert_eq!(reboots_observed(), 1, "observed once");
+    }
+}
