@@ -163,10 +163,10 @@ async fn cluster_mode_against_a_real_apiserver() {
         sync_timeout: TIMEOUT,
     };
     let source = ClusterSource::start(client.clone(), options, Arc::new(BodyCache::default())).await.unwrap();
-    let served = Served {
-        addr: serve(source, Limits::default(), None, Default::default()).await,
-        accept: format!("{IGN};version=3.3.0"),
-    };
+    let mut registry = mco_metrics::Registry::default();
+    let metrics = mco_metrics::server::ServerMetrics::register(&mut registry);
+    let served =
+        Served { addr: serve(source, Limits::default(), None, metrics).await, accept: format!("{IGN};version=3.3.0") };
 
     // New machines get what the pool's machines run, not the untested target.
     let body = served.wait_for_generation("worker", "old").await;
@@ -274,6 +274,11 @@ async fn cluster_mode_against_a_real_apiserver() {
     // (Ignition retries until the render controller has made one).
     assert_eq!(served.get("nosuchpool").await.status, 404);
     assert_eq!(served.get("infra").await.status, 500);
+    // The metrics name the pool that exists, never the one a client made up.
+    let text = mco_metrics::render(&registry);
+    assert!(text.lines().any(|l| l == "mco_server_requests_total{pool=\"infra\",code=\"500\"} 1"), "{text}");
+    assert!(text.lines().any(|l| l == "mco_server_requests_total{pool=\"\",code=\"404\"} 1"), "{text}");
+    assert!(!text.contains("nosuchpool"), "{text}");
 
     // The served rendered config deleted: 500, as upstream (the render controller recreates
     // it); back to 200 when it is there again.
@@ -289,9 +294,13 @@ async fn cluster_mode_against_a_real_apiserver() {
         .unwrap();
     served.wait_for_status("worker", 500).await;
 
-    // A deleted pool is not found.
+    // A deleted pool is not found, and no longer named in the metrics.
     pools.delete("worker", &DeleteParams::default()).await.unwrap();
     served.wait_for_status("worker", 404).await;
+    let text = mco_metrics::render(&registry);
+    let not_found = text.lines().find_map(|l| l.strip_prefix("mco_server_requests_total{pool=\"\",code=\"404\"} "));
+    assert!(not_found.is_some_and(|n| n.parse::<u64>().unwrap() >= 2), "{text}");
+    assert!(!text.contains("{pool=\"worker\",code=\"404\"}"), "{text}");
 }
 
 /// A served cluster-mode server for pool `worker` (one rendered config, run by its machines).
