@@ -303,9 +303,10 @@ impl OsBackend for Bootc {
         parse_bootc_status(&json, &cmdline)
     }
 
-    #[context("Pulling {image} with ostree-ext")]
-    fn pull(&self, image: &str) -> anyhow::Result<()> {
-        Ok(self.runner.run(&ostree_container_pull_command(image)).map(drop)?)
+    /// Nothing ahead: `bootc switch` pulls (into whichever store the host's bootc uses, which
+    /// need not be the OSTree repository), so on bootc hosts the pull is timed with the deploy.
+    fn pull(&self, _image: &str) -> anyhow::Result<()> {
+        Ok(())
     }
 
     #[context("Staging OS changes with bootc")]
