@@ -83,7 +83,7 @@ mod tests {
         drop(listener);
         let mut registry = Registry::default();
         let metrics = mco_metrics::controller::ControllerMetrics::register(&mut registry);
-        metrics.set_drain_failing("worker-0", true);
+        metrics.set_drain_failed("worker-0");
         tokio::spawn(listen(addr, Some(Arc::new(registry))).await.unwrap());
         let scraped = get(addr, "/metrics").await;
         assert!(scraped.starts_with("HTTP/1.1 200 OK\r\n"), "{scraped}");

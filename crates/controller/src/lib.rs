@@ -158,6 +158,7 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
     }
     let mut registry = mco_metrics::Registry::default();
     let metrics = mco_metrics::controller::ControllerMetrics::register(&mut registry);
+    settings.render.metrics = metrics.clone();
     settings.node.metrics = metrics.clone();
     settings.drain.metrics = metrics;
     if let Some(addr) = settings.metrics {

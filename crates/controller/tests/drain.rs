@@ -98,6 +98,12 @@ async fn warning(client: &Client, reason: &str) -> Result<String, Vec<(Option<St
         .ok_or(warnings)
 }
 
+#[track_caller]
+fn assert_no_drain_err(registry: &mco_metrics::Registry) {
+    let metrics = mco_metrics::render(registry);
+    assert!(!metrics.lines().any(|l| l.starts_with("mcc_drain_err{node=\"worker-0\"}")), "{metrics}");
+}
+
 #[tokio::test]
 async fn drains_hold_for_disruption_budgets() {
     common::init_logs();
@@ -175,6 +181,8 @@ async fn drains_hold_for_disruption_budgets() {
     })
     .await;
     assert!(cordoned(&node(&client).await));
+    // Failing, but for less than the drain timeout (4 s): not a drain error yet.
+    assert_no_drain_err(&registry);
     let threshold = eventually("a DrainThresholdExceeded warning", || warning(&client, "DrainThresholdExceeded")).await;
     assert!(threshold.starts_with("Drain failed. Drain has been failing for more than "), "{threshold}");
     assert!(
@@ -183,6 +191,9 @@ async fn drains_hold_for_disruption_budgets() {
     );
     let failed = eventually("a DrainFailed warning", || warning(&client, "DrainFailed")).await;
     assert_eq!(failed, "node worker-0: drain exceeded timeout: 4s. Will continue to retry.");
+    // Set before the event is published.
+    let metrics = mco_metrics::render(&registry);
+    assert!(metrics.lines().any(|l| l == "mcc_drain_err{node=\"worker-0\"} 1"), "{metrics}");
     let now = node(&client).await;
     assert_eq!(annotation(&now, LAST_APPLIED_DRAIN_ANNOTATION), None, "not drained while the budget holds");
     assert!(cordoned(&now));
@@ -191,8 +202,6 @@ async fn drains_hold_for_disruption_budgets() {
     let draining = mcn_condition(&client, "Drained", "Unknown", "Error: Node Drain has not succeeded.").await;
     assert!(draining.contains("would violate the pod's disruption budget."), "{draining}");
     mcn_condition(&client, "UpdateExecuted", "Unknown", "Node Drain has not succeeded").await;
-    let metrics = mco_metrics::render(&registry);
-    assert!(metrics.lines().any(|l| l == "mcc_drain_err{node=\"worker-0\"} 1"), "{metrics}");
 
     // Without the budget the drain completes; DaemonSet and mirror pods stay, as do other nodes' pods.
     budgets.delete("web", &DeleteParams::default()).await.unwrap();
@@ -206,6 +215,10 @@ async fn drains_hold_for_disruption_budgets() {
     .await;
     assert_eq!(pod_names(&client).await, ["agent", "elsewhere", "static"]);
     assert!(cordoned(&node(&client).await));
+    // A drain that succeeded leaves no drain error series (upstream deletes it).
+    assert_no_drain_err(&registry);
+    let metrics = mco_metrics::render(&registry);
+    assert!(metrics.lines().any(|l| l == "mcc_drain_err{node=\"initialize\"} 0"), "{metrics}");
     mcn_condition(
         &client,
         "Drained",
@@ -225,7 +238,12 @@ async fn drains_hold_for_disruption_budgets() {
     .await;
     assert!(!cordoned(&uncordoned));
     let metrics = mco_metrics::render(&registry);
-    assert!(metrics.lines().any(|l| l == "mcc_drain_err{node=\"worker-0\"} 0"), "{metrics}");
+    for completed in ["drain", "uncordon"] {
+        let series = format!(
+            "mcc_sub_controller_state{{subcontroller=\"machine-config-controller-drain\",state=\"{completed}\",object=\"worker-0\"}} "
+        );
+        assert!(metrics.lines().any(|l| l.starts_with(&series)), "{series} in\n{metrics}");
+    }
     mcn_condition(&client, "Uncordoned", "True", "UnCordoned node. The node is reporting Unschedulable = true").await;
     mcn_condition(&client, "UpdateComplete", "True", "Uncordoned Node as part of completing upgrade phase").await;
 

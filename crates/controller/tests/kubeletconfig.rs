@@ -86,6 +86,7 @@ async fn config_objects_generate_what_render_generates_and_take_it_away_when_del
     let render = mco_controller::render::controller::Options {
         render_delay: Duration::from_millis(200),
         retry_delay: Duration::from_millis(500),
+        ..Default::default()
     };
     tokio::spawn(mco_controller::render::controller::run(client.clone(), version(), render));
 

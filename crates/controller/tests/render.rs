@@ -12,6 +12,7 @@ use mco_api::machineconfiguration::pool_condition;
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use mco_controller::conditions;
 use mco_controller::render::controller::{Options, run};
+use mco_metrics::controller::ControllerMetrics;
 use mco_render::{ControllerVersion, Inputs, StorageOverrides};
 use mco_testenv::TestEnv;
 use mco_testenv::{eventually, satisfying};
@@ -85,8 +86,10 @@ async fn render_controller_against_a_real_apiserver() {
     env.create_manifests(&examples_dir()).await.unwrap();
     env.mark_controller_config_completed().await.unwrap();
     let render_delay = Duration::from_secs(2);
-    let controller =
-        tokio::spawn(run(client.clone(), version(), Options { render_delay, retry_delay: Duration::from_millis(500) }));
+    let mut registry = mco_metrics::Registry::default();
+    let metrics = ControllerMetrics::register(&mut registry);
+    let options = Options { render_delay, retry_delay: Duration::from_millis(500), metrics };
+    let controller = tokio::spawn(run(client.clone(), version(), options));
     let pools: Api<MachineConfigPool> = Api::all(client.clone());
     let mcs: Api<MachineConfig> = Api::all(client.clone());
 
@@ -210,6 +213,32 @@ async fn render_controller_against_a_real_apiserver() {
     let everything = pools.get("everything").await.unwrap();
     assert_eq!(target_of(&everything), None);
     assert_eq!(render_degraded(&everything), None);
+
+    // An OS image set by a MachineConfig is an override for the pools rendering it, and each
+    // render was timed.
+    let mut custom_os: MachineConfig = example("50-infra-kargs.yaml");
+    custom_os.metadata.name = Some("60-infra-os".into());
+    custom_os.spec.config = None;
+    custom_os.spec.kernel_arguments = None;
+    custom_os.spec.os_image_url =
+        "quay.io/example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222".into();
+    mcs.create(&PostParams::default(), &custom_os).await.unwrap();
+    eventually("os_image_url_override 1 for infra only", || async {
+        let text = mco_metrics::render(&registry);
+        let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("os_image_url_override{")).collect();
+        let want = [
+            "os_image_url_override{pool=\"infra\"} 1",
+            "os_image_url_override{pool=\"worker\"} 0",
+            "os_image_url_override{pool=\"master\"} 0",
+        ];
+        satisfying(lines.join("\n"), |_| want.iter().all(|w| lines.contains(w)))
+    })
+    .await;
+    let text = mco_metrics::render(&registry);
+    for pool in ["master", "worker", "infra"] {
+        let count = format!("mco_render_duration_seconds_count{{pool=\"{pool}\"}} ");
+        assert!(text.lines().any(|l| l.starts_with(&count) && !l.ends_with(" 0")), "{count} in\n{text}");
+    }
 
     controller.abort();
 }

@@ -10,6 +10,7 @@ use mco_controller::leader::Timing;
 use mco_controller::render::controller::Options;
 use mco_controller::{LeaseSettings, Settings};
 use mco_render::ControllerVersion;
+use mco_rollout::drain::RetryPolicy;
 
 #[derive(Debug, clap::Args)]
 pub struct ControllerArgs {
@@ -26,6 +27,14 @@ pub struct ControllerArgs {
     /// and is retried later.
     #[arg(long, value_name = "SECONDS", default_value = "90", value_parser = seconds)]
     drain_timeout: Duration,
+    /// Seconds before a failed drain is tried again (while it has failed for less than ten
+    /// minutes; then every five).
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = seconds)]
+    drain_retry_delay: Duration,
+    /// Seconds a drain may keep failing before it is reported as failed (a DrainFailed event
+    /// at each further attempt, `mcc_drain_err` 1); it is still retried.
+    #[arg(long, value_name = "SECONDS", default_value = "3600", value_parser = seconds)]
+    drain_failed_after: Duration,
     /// Seconds before an eviction a PodDisruptionBudget refused is asked for again.
     #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = seconds)]
     eviction_retry: Duration,
@@ -84,9 +93,14 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             raw: args.controller_version_raw.unwrap_or(this_build.raw),
             hash: args.controller_version.unwrap_or(this_build.hash),
         },
-        render: Options { render_delay: args.render_delay, retry_delay: args.retry_delay },
+        render: Options { render_delay: args.render_delay, retry_delay: args.retry_delay, ..Default::default() },
         node: mco_controller::node::controller::Options { retry_delay: args.retry_delay, ..Default::default() },
         drain: mco_controller::drain::controller::Options {
+            retry: RetryPolicy {
+                delay: args.drain_retry_delay,
+                timeout: args.drain_failed_after,
+                ..Default::default()
+            },
             attempt_timeout: args.drain_timeout,
             eviction_retry: args.eviction_retry,
             ..Default::default()

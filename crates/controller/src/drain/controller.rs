@@ -20,7 +20,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use mco_api::constants::{DESIRED_DRAIN_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION};
 use mco_mcn::{Recorder, Step};
-use mco_metrics::controller::ControllerMetrics;
+use mco_metrics::controller::{ControllerMetrics, SubControllerSync};
 use mco_rollout::drain::{Request, RetryPolicy, Warning, pending, pods_to_evict};
 use mco_rollout::node::annotation;
 use serde_json::json;
@@ -38,7 +38,8 @@ pub struct Options {
     pub eviction_retry: Duration,
     /// Interval of the checks whether evicted pods are gone (upstream 1 s).
     pub deletion_poll: Duration,
-    /// Failing drains are counted here (`mcc_drain_err`).
+    /// Drains failing past [`RetryPolicy::timeout`] are reported here (`mcc_drain_err`), and
+    /// completed requests (`mcc_sub_controller_state`).
     pub metrics: ControllerMetrics,
 }
 
@@ -151,6 +152,8 @@ async fn reconcile(node: Arc<Node>, context: Arc<Context>) -> Result<Action, Err
             let policy = context.options.retry;
             let draining_for = context.drain_started(&name, &desired).elapsed();
             if let Some(warning) = policy.before_attempt(&name, draining_for) {
+                // Upstream's `mcc_drain_err`: only past the drain timeout.
+                context.options.metrics.set_drain_failed(&name);
                 warn(&context, &reference, &warning).await;
             }
             tracing::info!(node = %name, "draining for {desired}");
@@ -180,10 +183,9 @@ async fn reconcile(node: Arc<Node>, context: Arc<Context>) -> Result<Action, Err
                     warn(&context, &reference, &warning).await;
                 }
                 record(Step::drain_failed(&format!("{e:#}"), &desired, &last)).await;
-                context.options.metrics.set_drain_failing(&name, true);
                 return Ok(Action::requeue(after));
             }
-            context.options.metrics.set_drain_failing(&name, false);
+            context.options.metrics.clear_drain_failed(&name);
             record(Step::drained(&desired)).await;
         }
     }
@@ -193,6 +195,12 @@ async fn reconcile(node: Arc<Node>, context: Arc<Context>) -> Result<Action, Err
         .await
         .map_err(kube_error(format!("writing {LAST_APPLIED_DRAIN_ANNOTATION} on node {name}")))?;
     context.forget(&name);
+    let sync = match request {
+        Request::Drain => SubControllerSync::Drain,
+        Request::Uncordon => SubControllerSync::Uncordon,
+    };
+    let now = mco_metrics::unix_seconds(std::time::SystemTime::now());
+    context.options.metrics.set_sub_controller_state(sync, &name, now);
     tracing::info!(node = %name, "{desired} done");
     Ok(Action::await_change())
 }

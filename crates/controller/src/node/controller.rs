@@ -26,17 +26,20 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use mco_api::constants::{
     ARBITER_POOL, CONTROLLER_CONFIG_NAME, CURRENT_MACHINE_OS_BUILD_ANNOTATION, CUSTOM_POOL_LABELS_APPLIED_ANNOTATION,
-    FIRST_PIVOT_CONFIG_ANNOTATION, MASTER_POOL, MCO_NAMESPACE,
+    FIRST_PIVOT_CONFIG_ANNOTATION, MACHINE_CONFIGURATION_NAME, MASTER_POOL, MCO_NAMESPACE,
 };
-use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, MachineOSBuild, MachineOSConfig};
+use mco_api::machineconfiguration::MachineConfigPoolStatus;
+use mco_api::{
+    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
+};
 use mco_rollout::arbiter::{self, Coordination, HA_ARBITER_TOPOLOGY};
 use mco_rollout::layering::{self, Layered};
 use mco_rollout::node::annotation;
-use mco_rollout::plan::Update;
+use mco_rollout::plan::{Update, pool_target};
 use mco_rollout::{Inputs, Plan, PlanError, calculate_status, nodes_for_pool, plan, pools_for_node};
 use serde_json::json;
 
-use mco_metrics::controller::ControllerMetrics;
+use mco_metrics::controller::{ControllerMetrics, SubControllerSync};
 
 use super::background::BackgroundWrites;
 use super::machineconfignodes::MachineConfigNodes;
@@ -112,7 +115,12 @@ struct Context {
 /// Runs the node controller until its watches end (they retry errors, so: forever).
 pub async fn run(client: Client, options: Options) {
     let (nodes, node_writer) = reflector::store();
-    let node_events = cache_events("Nodes", Api::<Node>::all(client.clone()), watcher::Config::default(), node_writer);
+    let node_events = {
+        let (metrics, nodes) = (options.metrics.clone(), nodes.clone());
+        let forget_deleted = move || metrics.retain_nodes(|name| nodes.get(&ObjectRef::new(name)).is_some());
+        let events = watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
+        logging_errors("Nodes", after_removals(events.reflect(node_writer), forget_deleted).touched_objects())
+    };
     let (controller_configs, controller_config_writer) = reflector::store();
     let controller_config_events = cache_events(
         "the ControllerConfig",
@@ -135,8 +143,18 @@ pub async fn run(client: Client, options: Options) {
         watcher::Config::default(),
         os_build_writer,
     );
-    let controller = Controller::new(Api::<MachineConfigPool>::all(client.clone()), watcher::Config::default());
-    let pools = controller.store();
+    let (pools, pool_writer) = reflector::store();
+    let pool_events = {
+        let (metrics, pools) = (options.metrics.clone(), pools.clone());
+        let forget_deleted = move || metrics.retain_pools(|name| pools.get(&ObjectRef::new(name)).is_some());
+        let events =
+            watcher(Api::<MachineConfigPool>::all(client.clone()), watcher::Config::default()).default_backoff();
+        logging_errors(
+            "MachineConfigPools",
+            after_removals(events.reflect(pool_writer), forget_deleted).applied_objects(),
+        )
+    };
+    let controller = Controller::for_stream(pool_events, pools.clone());
     let owners = PrimaryPools::default();
     let pools_for_nodes = pools.clone();
     let background = Arc::new(BackgroundWrites::new(
@@ -175,6 +193,12 @@ pub async fn run(client: Client, options: Options) {
     let wake_machine_config_nodes = Arc::new(tokio::sync::Notify::new());
     let machine_config_nodes = MachineConfigNodes::new(client.clone(), nodes.clone(), pools.clone())
         .run(wake_machine_config_nodes.clone(), caches_ready.clone());
+    let skew_metric = skew_enforcement_metric(
+        Api::all(client.clone()),
+        controller_configs.clone(),
+        caches_ready.clone(),
+        options.metrics.clone(),
+    );
     let context = Arc::new(Context {
         machine_config_nodes: wake_machine_config_nodes,
         client,
@@ -210,6 +234,7 @@ pub async fn run(client: Client, options: Options) {
         () = controller => {}
         () = readiness => {}
         () = machine_config_nodes => {}
+        () = skew_metric => {}
     }
 }
 
@@ -225,6 +250,44 @@ where
     K::DynamicType: Clone + Eq + std::hash::Hash,
 {
     logging_errors(what, watcher(api, config).default_backoff().reflect(writer).touched_objects())
+}
+
+/// `events` (of a watch through a reflector), calling `removed` after each deletion and each
+/// relist: then the store holds what remains.
+fn after_removals<K>(
+    events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    removed: impl Fn() + Send,
+) -> impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send {
+    events.inspect(move |event| {
+        if matches!(event, Ok(watcher::Event::Delete(_) | watcher::Event::InitDone)) {
+            removed();
+        }
+    })
+}
+
+/// Keeps `mcc_boot_image_skew_enforcement_none` from the MachineConfiguration `cluster`, judged
+/// with the cached ControllerConfig's Infrastructure (so once the caches are ready). As upstream,
+/// only changes of the MachineConfiguration count.
+async fn skew_enforcement_metric(
+    api: Api<MachineConfiguration>,
+    controller_configs: Store<ControllerConfig>,
+    mut caches_ready: tokio::sync::watch::Receiver<bool>,
+    metrics: ControllerMetrics,
+) {
+    caches_ready.wait_for(|ready| *ready).await.expect("the readiness task outlives the controller");
+    let config = watcher::Config::default().fields(&format!("metadata.name={MACHINE_CONFIGURATION_NAME}"));
+    let mut events = std::pin::pin!(logging_errors("the MachineConfiguration", watcher(api, config).default_backoff()));
+    while let Some(Ok(event)) = events.next().await {
+        let controller_config = controller_configs.get(&ObjectRef::new(CONTROLLER_CONFIG_NAME));
+        let none = match &event {
+            watcher::Event::Apply(configuration) | watcher::Event::InitApply(configuration) => {
+                super::metrics::skew_enforcement_none(Some(configuration), controller_config.as_deref())
+            }
+            watcher::Event::Delete(_) => false,
+            watcher::Event::Init | watcher::Event::InitDone => continue,
+        };
+        metrics.set_boot_image_skew_enforcement_none(none);
+    }
 }
 
 /// Each node's primary pool as last seen, so that a node leaving a pool (relabelled, deleted)
@@ -460,6 +523,8 @@ async fn carry_out(context: &Context, pool: &MachineConfigPool, nodes: &[&Node],
         let (reason, note) = set_desired_event(&update.to_target, &update.target);
         tracing::info!(pool = %pool.name_any(), nodes = ?update.to_target, "{note}");
         publish(&context.client, &reference, EventType::Normal, reason, &note, "Sync").await;
+        let now = mco_metrics::unix_seconds(std::time::SystemTime::now());
+        context.options.metrics.set_sub_controller_state(SubControllerSync::PoolTargeted, &pool.name_any(), now);
     }
     tracing::debug!(pool = %pool.name_any(), targeted = written.len(), "targeted nodes written");
     let queued = context.background.submit(others);
@@ -530,6 +595,22 @@ async fn wait_for_cache(context: &Context, written: &[(String, String)]) -> Resu
     Ok(())
 }
 
+/// The pool's gauges, and its nodes' series, from the status just computed.
+fn record_metrics(
+    context: &Context,
+    pool: &MachineConfigPool,
+    nodes: &[&Node],
+    layered: Option<&Layered>,
+    status: &MachineConfigPoolStatus,
+) {
+    let (metrics, name) = (&context.options.metrics, pool.name_any());
+    metrics.set_pool(&name, status);
+    metrics.set_pool_nodes(&name, &super::metrics::pool_nodes(nodes, &pool_target(pool, layered)));
+    let members = super::metrics::pool_members(&name, nodes, &context.pools.state());
+    let now = mco_metrics::unix_seconds(std::time::SystemTime::now());
+    metrics.set_pool_members(&name, &members, super::metrics::pool_state(status), now);
+}
+
 /// Writes the pool's status if it differs from what the nodes say. The write is conditional on
 /// the pool's resourceVersion, so conditions the render controller set meanwhile are not lost:
 /// after a conflict the status is recomputed from the fresh pool.
@@ -544,7 +625,7 @@ async fn sync_status(
     let mut pool = pool;
     for _ in 0..CONFLICT_RETRIES {
         let status = calculate_status(&pool, nodes, layered, &Time(Timestamp::now()));
-        context.options.metrics.set_pool(&name, &status);
+        record_metrics(context, &pool, nodes, layered, &status);
         if pool.status.as_ref() == Some(&status) {
             return Ok(());
         }

@@ -6,6 +6,7 @@
 mod background;
 pub mod controller;
 mod machineconfignodes;
+pub mod metrics;
 
 use k8s_openapi::api::core::v1::Node;
 use mco_api::constants::{

@@ -2,7 +2,7 @@
 //! reads the inputs of [`super::plan`], and writes what it decided.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -17,6 +17,7 @@ use mco_api::constants::{CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME};
 use mco_api::{
     ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfiguration,
 };
+use mco_metrics::controller::{ControllerMetrics, SubControllerSync};
 use mco_render::{ControllerVersion, StorageOverrides};
 use serde_json::json;
 
@@ -35,11 +36,17 @@ pub struct Options {
     /// Delay before a pool that failed (bad input, API errors, ControllerConfig not ready) is
     /// tried again.
     pub retry_delay: Duration,
+    /// Render times, OS image overrides and new targets are reported here.
+    pub metrics: ControllerMetrics,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { render_delay: Duration::from_secs(5), retry_delay: Duration::from_secs(5) }
+        Options {
+            render_delay: Duration::from_secs(5),
+            retry_delay: Duration::from_secs(5),
+            metrics: ControllerMetrics::default(),
+        }
     }
 }
 
@@ -149,8 +156,13 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
         .map_err(kube_error("listing KubeletConfigs"))?
         .items;
     let config_objects = ConfigObjects { runtime_configs: &runtime_configs, kubelet_configs: &kubelet_configs };
+    let started = Instant::now();
     let decision =
         plan(&pool, &machine_configs, controller_config.as_ref(), config_objects, &context.version, overrides)?;
+    let metrics = &context.options.metrics;
+    if matches!(decision, Plan::Target(_) | Plan::Degraded(_)) {
+        metrics.observe_render(&name, started.elapsed().as_secs_f64());
+    }
     match decision {
         Plan::SelectingAll => {
             let note = mco_render::RenderError::SelectingAll.to_string();
@@ -166,6 +178,7 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
             for warning in &target.warnings {
                 tracing::warn!(pool = %name, "{warning}");
             }
+            metrics.set_os_image_url_override(&name, target.os_image_url_overridden);
             ensure_rendered(&context, &pool, &target).await?;
             let pool = match &target.configuration {
                 Some(configuration) => {
@@ -175,6 +188,8 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
                         .await
                         .map_err(kube_error(format!("updating MachineConfigPool {name}")))?;
                     tracing::info!(pool = %name, "now targeting {}", target.rendered.name_any());
+                    let now = mco_metrics::unix_seconds(std::time::SystemTime::now());
+                    metrics.set_sub_controller_state(SubControllerSync::PoolRendered, &name, now);
                     Arc::new(updated)
                 }
                 None => pool,

@@ -36,6 +36,9 @@ pub struct Target {
     pub configuration: Option<MachineConfigPoolStatusConfiguration>,
     /// Release and controller version, for the `RenderedConfigGenerated` event.
     pub release_version: String,
+    /// The rendered OS image is not the ControllerConfig's (a MachineConfig sets `osImageURL`):
+    /// upstream's `os_image_url_override`.
+    pub os_image_url_overridden: bool,
     pub warnings: Vec<String>,
 }
 
@@ -127,8 +130,11 @@ pub fn plan(
         .and_then(|a| a.get(mco_api::constants::RELEASE_IMAGE_VERSION_ANNOTATION))
         .cloned()
         .unwrap_or_default();
+    let os_image_url_overridden =
+        Some(&rendered.machine_config.spec.os_image_url) != controller_config.spec.base_os_container_image.as_ref();
     Ok(Plan::Target(Box::new(Target {
         rendered: rendered.machine_config,
+        os_image_url_overridden,
         configuration: (configuration != before).then_some(configuration),
         release_version,
         warnings: rendered.warnings,

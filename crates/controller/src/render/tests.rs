@@ -83,6 +83,20 @@ fn worker_pool_targets_its_rendered_config() {
 }
 
 #[test]
+fn an_os_image_from_a_machine_config_is_an_override() {
+    let pool: MachineConfigPool = example("worker-pool.yaml");
+    let mut mcs = machine_configs();
+    assert!(!target(plan_for(&pool, &mcs, Some(&completed_cc()))).os_image_url_overridden);
+    let mut custom_os: MachineConfig = example("99-worker-ssh.yaml");
+    custom_os.metadata.name = Some("99-worker-os".into());
+    custom_os.spec.config = None;
+    custom_os.spec.os_image_url =
+        "quay.io/example/os@sha256:2222222222222222222222222222222222222222222222222222222222222222".into();
+    mcs.push(custom_os);
+    assert!(target(plan_for(&pool, &mcs, Some(&completed_cc()))).os_image_url_overridden);
+}
+
+#[test]
 fn custom_pool_sources_are_in_name_order_not_merge_order() {
     let pool: MachineConfigPool = example("infra-pool.yaml");
     let target = target(plan_for(&pool, &machine_configs(), Some(&completed_cc())));
