@@ -23,6 +23,8 @@ use mco_api::constants::{
 use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use mco_controller::drain::controller as drain;
 use mco_controller::node::controller as node;
+use mco_metrics::Registry;
+use mco_metrics::controller::ControllerMetrics;
 use mco_rollout::drain::RetryPolicy;
 use mco_rollout::node::annotation;
 use mco_testenv::TestEnv;
@@ -31,14 +33,20 @@ use serde_json::json;
 
 /// Both controllers, with test timings; aborted with the returned handles.
 async fn start_controllers(env: &TestEnv) -> [tokio::task::JoinHandle<()>; 2] {
+    start_controllers_with(env, ControllerMetrics::default()).await
+}
+
+/// [`start_controllers`] reporting to `metrics`.
+async fn start_controllers_with(env: &TestEnv, metrics: ControllerMetrics) -> [tokio::task::JoinHandle<()>; 2] {
     let config = mco_controller::config(Some(env.kubeconfig())).await.unwrap();
-    let node_options = node::Options { retry_delay: Duration::from_millis(500), ..Default::default() };
+    let node_options =
+        node::Options { retry_delay: Duration::from_millis(500), metrics: metrics.clone(), ..Default::default() };
     let drain_options = drain::Options {
         retry: RetryPolicy { delay: Duration::from_millis(500), ..Default::default() },
         attempt_timeout: Duration::from_secs(10),
         eviction_retry: Duration::from_millis(200),
         deletion_poll: Duration::from_millis(100),
-        ..Default::default()
+        metrics,
     };
     [
         tokio::spawn(node::run(env.client(), node_options)),
@@ -180,12 +188,49 @@ async fn waiting_nodes_are_tainted_and_targeted_nodes_are_not() {
     stop(&controllers);
 }
 
+/// The metrics' lines starting with `prefix`.
+fn series(registry: &Registry, prefix: &str) -> Vec<String> {
+    mco_metrics::render(registry).lines().filter(|l| l.starts_with(prefix)).map(str::to_string).collect()
+}
+
+/// The worker pool's `mco_pool_nodes`: updated, updating, degraded, waiting (`None`: no series).
+fn pool_nodes(registry: &Registry) -> [Option<i64>; 4] {
+    let lines = series(registry, "mco_pool_nodes{pool=\"worker\",");
+    ["updated", "updating", "degraded", "waiting"].map(|state| {
+        let prefix = format!("mco_pool_nodes{{pool=\"worker\",state=\"{state}\"}} ");
+        lines.iter().find_map(|l| l.strip_prefix(&prefix)).map(|n| n.parse().unwrap())
+    })
+}
+
+/// Waits until the worker pool's `mco_pool_nodes` are `want` (updated, updating, degraded,
+/// waiting).
+async fn wait_pool_nodes(registry: &Registry, want: [i64; 4]) {
+    let what = format!("mco_pool_nodes updated, updating, degraded, waiting = {want:?}");
+    eventually(&what, || async { satisfying(pool_nodes(registry), |seen| *seen == want.map(Some)) }).await;
+}
+
+/// Waits until each node has one `mco_state` series, for the worker pool, in one of `states`.
+async fn wait_node_states(registry: &Registry, nodes: &[&str], states: &[&str]) -> Vec<String> {
+    let what = format!("mco_state of {nodes:?} in {states:?}");
+    eventually(&what, || async {
+        let lines = series(registry, "mco_state{");
+        let in_state = |node: &str| {
+            let of_node: Vec<&String> = lines.iter().filter(|l| l.contains(&format!("node=\"{node}\""))).collect();
+            of_node.len() == 1 && states.iter().any(|s| of_node[0].contains(&format!("pool=\"worker\",state=\"{s}\"")))
+        };
+        satisfying(lines.clone(), |_| lines.len() == nodes.len() && nodes.iter().all(|n| in_state(n)))
+    })
+    .await
+}
+
 #[tokio::test]
 async fn paused_pools_wait_and_degraded_nodes_degrade_the_pool() {
     let (env, client) = worker_pool(3, json!(1)).await;
     let daemons = FakeDaemons::default();
     let daemon_task = daemons.spawn(client.clone());
-    let controllers = start_controllers(&env).await;
+    let mut registry = Registry::default();
+    let controllers = start_controllers_with(&env, ControllerMetrics::register(&mut registry)).await;
+    let all = ["worker-0", "worker-1", "worker-2"];
     eventually("the pool's status: 3 machines", || async {
         satisfying(pool(&client).await.status, |s| s.as_ref().is_some_and(|s| s.machine_count == Some(3)))
     })
@@ -206,8 +251,32 @@ async fn paused_pools_wait_and_degraded_nodes_degrade_the_pool() {
     assert_eq!(updating.2, "Pool is paused; will not update to MachineConfig rendered-worker-1");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(targeted(&client, &rendered(1)).await, 0, "a paused pool does not move");
+    wait_pool_nodes(&registry, [0, 0, 0, 3]).await;
     patch_pool(&client, json!({"paused": false})).await;
-    wait_rollout(&client, &rendered(1)).await;
+    // Every count the rollout goes through covers the 3 nodes, at most 1 (maxUnavailable) updating.
+    let watch_counts = async {
+        let mut seen = Vec::new();
+        loop {
+            let counts = pool_nodes(&registry);
+            if seen.last() != Some(&counts) {
+                seen.push(counts);
+            }
+            if counts == [Some(3), Some(0), Some(0), Some(0)] {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let watch_counts = tokio::time::timeout(Duration::from_secs(120), watch_counts);
+    let target = rendered(1);
+    let ((), seen) = tokio::join!(wait_rollout(&client, &target), watch_counts);
+    let seen = seen.expect("mco_pool_nodes to reach 3 updated");
+    for counts in &seen {
+        let [updated, updating, degraded, waiting] = counts.map(|c| c.unwrap_or_default());
+        assert!(updated + updating + degraded + waiting == 3 && updating <= 1, "{seen:?}");
+    }
+    assert!(seen.iter().any(|c| c[1] == Some(1)), "a node seen updating: {seen:?}");
+    wait_node_states(&registry, &all, &["Updated"]).await;
 
     // Every node fails rendered-worker-2: the first one holds the only slot, the pool degrades.
     for i in 0..3 {
@@ -234,6 +303,10 @@ async fn paused_pools_wait_and_degraded_nodes_degrade_the_pool() {
     assert_eq!(pool_now.status.as_ref().unwrap().degraded_machine_count, Some(1));
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(targeted(&client, &rendered(2)).await, 1, "a node failing this config holds the slot");
+    wait_pool_nodes(&registry, [0, 0, 1, 2]).await;
+    // Conditions are stamped in whole seconds: Updating went true in the same second as the
+    // degradation, and on a tie upstream reports the condition listed first.
+    wait_node_states(&registry, &all, &["Updating", "NodeDegraded", "Degraded"]).await;
 
     // The node recovers: the rollout goes on and the pool is no longer degraded.
     daemons.recover_all();
@@ -241,6 +314,25 @@ async fn paused_pools_wait_and_degraded_nodes_degrade_the_pool() {
     let pool_now = pool(&client).await;
     assert_eq!(condition(&pool_now, "NodeDegraded").unwrap().0, "False");
     assert_eq!(condition(&pool_now, "Degraded").unwrap().0, "False");
+    wait_pool_nodes(&registry, [3, 0, 0, 0]).await;
+    wait_node_states(&registry, &all, &["Updated"]).await;
+    assert_eq!(series(&registry, "mcc_pool_alert{node=\"worker-0\"}"), ["mcc_pool_alert{node=\"worker-0\"} 0"]);
+
+    // A deleted node's series go, and so do a deleted pool's.
+    Api::<Node>::all(client.clone()).delete("worker-2", &Default::default()).await.unwrap();
+    wait_pool_nodes(&registry, [2, 0, 0, 0]).await;
+    wait_node_states(&registry, &all[..2], &["Updated"]).await;
+    assert_eq!(series(&registry, "mcc_pool_alert{node=\"worker-2\"}"), Vec::<String>::new());
+    Api::<MachineConfigPool>::all(client.clone()).delete("worker", &Default::default()).await.unwrap();
+    eventually("no series of the deleted pool or of its nodes", || async {
+        let left: Vec<String> = mco_metrics::render(&registry)
+            .lines()
+            .filter(|l| ["pool=\"worker\"", "object=\"worker\"", "node=\"worker-"].iter().any(|s| l.contains(s)))
+            .map(str::to_string)
+            .collect();
+        satisfying(left, Vec::is_empty)
+    })
+    .await;
 
     stop(&controllers);
     daemon_task.abort();
