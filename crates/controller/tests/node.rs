@@ -20,7 +20,10 @@ use mco_api::constants::{
     CUSTOM_POOL_LABELS_APPLIED_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_IMAGE_ANNOTATION,
     FIRST_PIVOT_CONFIG_ANNOTATION, STATE_ANNOTATION, STATE_DONE, UPDATE_IN_PROGRESS_TAINT_KEY,
 };
-use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool, MachineOSBuild, MachineOSConfig};
+use mco_api::{
+    ControllerConfig, MachineConfig, MachineConfigNode, MachineConfigPool, MachineConfiguration, MachineOSBuild,
+    MachineOSConfig,
+};
 use mco_controller::drain::controller as drain;
 use mco_controller::node::controller as node;
 use mco_metrics::Registry;
@@ -626,4 +629,42 @@ async fn every_node_of_a_pool_has_its_machine_config_node() {
 
     stop(&controllers);
     daemon_task.abort();
+}
+
+#[tokio::test]
+async fn boot_image_skew_enforcement_none_is_reported_where_scaling_needs_it() {
+    common::init_logs();
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    // The Infrastructure, as the ControllerConfig copies it: a highly available cluster on no
+    // particular platform (neither single-node nor bare metal, where None is expected).
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster");
+    let controller_config: ControllerConfig =
+        serde_yaml::from_str(&std::fs::read_to_string(examples.join("controllerconfig.yaml")).unwrap()).unwrap();
+    Api::<ControllerConfig>::all(client.clone()).create(&PostParams::default(), &controller_config).await.unwrap();
+    let mut registry = Registry::default();
+    let controllers = start_controllers_with(&env, ControllerMetrics::register(&mut registry)).await;
+    let skew_none = |value: &'static str| {
+        let registry = &registry;
+        move || async move {
+            let seen = series(registry, "mcc_boot_image_skew_enforcement_none ");
+            satisfying(seen, |seen| *seen == [format!("mcc_boot_image_skew_enforcement_none {value}")])
+        }
+    };
+
+    let configurations = Api::<MachineConfiguration>::all(client.clone());
+    let configuration = json!({
+        "apiVersion": "operator.openshift.io/v1",
+        "kind": "MachineConfiguration",
+        "metadata": {"name": "cluster"},
+        "spec": {"managementState": "Managed"},
+    });
+    configurations.create(&PostParams::default(), &serde_json::from_value(configuration).unwrap()).await.unwrap();
+    let none = json!({"status": {"bootImageSkewEnforcementStatus": {"mode": "None"}}});
+    configurations.patch_status("cluster", &PatchParams::default(), &Patch::Merge(&none)).await.unwrap();
+    eventually("mcc_boot_image_skew_enforcement_none 1 with mode None", skew_none("1")).await;
+    configurations.delete("cluster", &Default::default()).await.unwrap();
+    eventually("mcc_boot_image_skew_enforcement_none 0 without a MachineConfiguration", skew_none("0")).await;
+
+    stop(&controllers);
 }
