@@ -131,3 +131,44 @@ fn the_component_builds_into_a_pod_monitor_and_the_prometheus_rules() {
         assert!(named_metrics, "{} declares no `metrics` port", workload["metadata"]["name"].as_str().unwrap());
     }
 }
+
+/// Every metric name a sample of a registry's text can have: counters get `_total`, histograms
+/// their `_bucket`, `_sum` and `_count`.
+fn sample_names(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .flat_map(|declared| {
+            let (name, kind) = declared.split_once(' ').unwrap();
+            let suffixes: &[&str] = match kind {
+                "counter" => &["_total"],
+                "histogram" => &["_bucket", "_sum", "_count"],
+                _ => &[""],
+            };
+            suffixes.iter().map(move |suffix| format!("{name}{suffix}"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_rules_use_only_metrics_mco_serves() {
+    let mut registry = mco_metrics::Registry::default();
+    mco_metrics::controller::ControllerMetrics::register(&mut registry);
+    mco_metrics::daemon::DaemonMetrics::register(&mut registry);
+    // A family is written once it has a series.
+    mco_metrics::server::ServerMetrics::register(&mut registry).record_boot_image_skew_refusal("worker");
+    let served = sample_names(&mco_metrics::render(&registry));
+    assert!(served.contains("mcd_reboots_failed_total") && served.contains("mcc_drain_err"), "{served:?}");
+    let ours = ["mcc_", "mcd_", "mco_", "os_image_url_override"];
+    let used: BTreeSet<String> = prometheus_rule_groups()
+        .iter()
+        .flat_map(|group| group["rules"].as_sequence().unwrap().clone())
+        .flat_map(|rule| {
+            let expr = rule["expr"].as_str().unwrap().to_string();
+            expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map(str::to_string).collect::<Vec<_>>()
+        })
+        .filter(|token| ours.iter().any(|prefix| token.starts_with(prefix)))
+        .collect();
+    assert!(used.contains("mcc_drain_err") && used.contains("mco_server_boot_image_skew_refusals_total"), "{used:?}");
+    let unknown: Vec<&String> = used.difference(&served).collect();
+    assert!(unknown.is_empty(), "rules use metrics no mco component serves: {unknown:?}");
+}
