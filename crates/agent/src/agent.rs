@@ -583,11 +583,12 @@ impl Agent {
         if let Some(image) = pull {
             let started = Instant::now();
             let pulled = blocking(&self.node, move |node| match &node.os {
-                Some(os) => os.pull(&image),
-                None => Ok(()),
+                Some(os) => os.pull_ahead(&image),
+                None => Ok(false),
             });
-            pulled.await.map_err(|e| ApplyError::Degraded(format!("{e:#}")))?;
-            metrics.observe_phase(UpdatePhase::Pull, started.elapsed());
+            if pulled.await.map_err(|e| ApplyError::Degraded(format!("{e:#}")))? {
+                metrics.observe_phase(UpdatePhase::Pull, started.elapsed());
+            }
         }
         let started = Instant::now();
         let applied = blocking(&self.node, move |node| {

@@ -27,7 +27,7 @@ struct CountedOs {
 }
 
 impl CountedOs {
-    fn counted(&self, result: anyhow::Result<()>) -> anyhow::Result<()> {
+    fn counted<T>(&self, result: anyhow::Result<T>) -> anyhow::Result<T> {
         if result.is_err() {
             self.metrics.pivot_errors.inc();
         }
@@ -40,8 +40,8 @@ impl OsBackend for CountedOs {
         self.inner.status()
     }
 
-    fn pull(&self, image: &str) -> anyhow::Result<()> {
-        self.counted(self.inner.pull(image))
+    fn pull_ahead(&self, image: &str) -> anyhow::Result<bool> {
+        self.counted(self.inner.pull_ahead(image))
     }
 
     fn apply(&self, changes: &OsChanges) -> anyhow::Result<()> {

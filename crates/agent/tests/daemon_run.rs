@@ -607,7 +607,7 @@ impl OsBackend for UnreachableRegistry {
         Ok(OsStatus::default())
     }
 
-    fn pull(&self, image: &str) -> anyhow::Result<()> {
+    fn pull_ahead(&self, image: &str) -> anyhow::Result<bool> {
         anyhow::bail!("pinging container registry for {image}: connection refused")
     }
 

@@ -37,7 +37,7 @@ async fn answer(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let (status, content_type, body) = match (request.uri().path(), metrics) {
         ("/healthz", _) => (StatusCode::OK, "text/plain", Bytes::from_static(b"ok\n")),
-        // Rendered from the registry's atomics: a scrape never waits for an update.
+        // A scrape reads the registry (prometheus-client's brief locks), never waits for an update.
         ("/metrics", Some(registry)) => {
             (StatusCode::OK, mco_metrics::CONTENT_TYPE, Bytes::from(mco_metrics::render(&registry)))
         }

@@ -35,10 +35,14 @@ pub struct OsStatus {
 /// An OS that can be updated in place.
 pub trait OsBackend: Send + Sync {
     fn status(&self) -> anyhow::Result<OsStatus>;
-    /// Fetches the OS image `image` into the node's OSTree repository without deploying it, so
-    /// that [`OsBackend::apply`] finds it there: the pull, the long part of an OS update, is
-    /// timed apart and fails before anything on the node has changed.
-    fn pull(&self, image: &str) -> anyhow::Result<()>;
+    /// Fetches the OS image `image` ahead of [`OsBackend::apply`], which then finds it there, if
+    /// this backend can and the image is not the booted one; returns whether it pulled. A pull
+    /// ahead is timed apart and fails before anything on the node has changed. Hosts pull in
+    /// `apply`: rpm-ostree and bootc fetch inside their daemons, which make the read-only
+    /// `/sysroot` writable in a mount namespace of their own and hold the sysroot's lock.
+    fn pull_ahead(&self, _image: &str) -> anyhow::Result<bool> {
+        Ok(false)
+    }
     /// Stages a deployment with `changes` for the next boot.
     fn apply(&self, changes: &OsChanges) -> anyhow::Result<()>;
     /// Drops a staged deployment (rollback); nothing staged is fine.
@@ -61,16 +65,6 @@ const K64_PACKAGES: [&str; 4] =
 
 fn rpm_ostree<S: Into<String>>(args: impl IntoIterator<Item = S>) -> Cmd {
     Cmd::new(RPM_OSTREE, args)
-}
-
-/// The transport upstream rebases to (`rpm-ostree rebase --experimental ostree-unverified-registry:IMAGE`).
-const UNVERIFIED_REGISTRY: &str = "ostree-unverified-registry";
-
-/// ostree-ext's pull of `image` into the host's repository, into the same container image store
-/// (and with the same global pull secret) that `rpm-ostree rebase` and `bootc switch` then find
-/// it in.
-pub fn ostree_container_pull_command(image: &str) -> Cmd {
-    Cmd::new("ostree", ["container", "image", "pull", "/ostree/repo", &format!("{UNVERIFIED_REGISTRY}:{image}")])
 }
 
 /// The rpm-ostree commands that stage `changes` on a host in state `status` (upstream
@@ -96,7 +90,11 @@ pub fn rpm_ostree_commands(changes: &OsChanges, status: &OsStatus, arch: &str) -
         }
     }
     if let Some(img) = image {
-        cmds.push(rpm_ostree(["rebase".to_string(), "--experimental".into(), format!("{UNVERIFIED_REGISTRY}:{img}")]));
+        cmds.push(rpm_ostree([
+            "rebase".to_string(),
+            "--experimental".into(),
+            format!("ostree-unverified-registry:{img}"),
+        ]));
     }
     if let Some(k) = &changes.kargs {
         let args = std::iter::once("kargs".to_string())
@@ -211,11 +209,6 @@ impl OsBackend for RpmOstree {
         parse_rpm_ostree_status(&json, &kargs)
     }
 
-    #[context("Pulling {image} with ostree-ext")]
-    fn pull(&self, image: &str) -> anyhow::Result<()> {
-        Ok(self.runner.run(&ostree_container_pull_command(image)).map(drop)?)
-    }
-
     #[context("Staging OS changes with rpm-ostree")]
     fn apply(&self, changes: &OsChanges) -> anyhow::Result<()> {
         let status = self.status()?;
@@ -301,12 +294,6 @@ impl OsBackend for Bootc {
         let cmdline =
             std::fs::read_to_string(&self.cmdline).with_context(|| format!("reading {}", self.cmdline.display()))?;
         parse_bootc_status(&json, &cmdline)
-    }
-
-    /// Nothing ahead: `bootc switch` pulls (into whichever store the host's bootc uses, which
-    /// need not be the OSTree repository), so on bootc hosts the pull is timed with the deploy.
-    fn pull(&self, _image: &str) -> anyhow::Result<()> {
-        Ok(())
     }
 
     #[context("Staging OS changes with bootc")]

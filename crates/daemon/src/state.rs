@@ -53,7 +53,10 @@ pub fn read_reboot_request(root: &Path) -> anyhow::Result<Option<RebootRequest>>
 #[context("Removing {REBOOT_REQUESTED}")]
 pub fn remove_reboot_request(root: &Path) -> anyhow::Result<()> {
     let failpoints = Failpoints::default();
-    Fs::new(root, &failpoints).remove(&host_path(root, REBOOT_REQUESTED))
+    let fs = Fs::new(root, &failpoints);
+    fs.remove(&host_path(root, REBOOT_REQUESTED))?;
+    // Durable, as the write: a record that came back after a crash would be observed again.
+    fs.sync_dirs()
 }
 
 /// The on-disk current config, if any.

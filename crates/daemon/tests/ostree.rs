@@ -275,7 +275,7 @@ fn firstboot_pivot_then_updates_then_rollback() {
     // A new OS image from the registry, pulled first as the daemon does (the pull stages nothing),
     // keeps the kernel arguments.
     let before_pull = lab.status();
-    node.os.as_ref().unwrap().pull(&image_d).unwrap();
+    assert!(node.os.as_ref().unwrap().pull_ahead(&image_d).unwrap(), "{image_d} not pulled");
     assert_eq!(lab.status(), before_pull, "a pull stages nothing");
     let d = mc("rendered-worker-d", &image_d, &["nosmt", "console=ttyS0"], &[("/etc/mco/a.conf", "b\n")], json!({}));
     apply::apply(&node, &c, &d, &cluster(), &Failpoints::default()).unwrap();
@@ -285,6 +285,8 @@ fn firstboot_pivot_then_updates_then_rollback() {
     assert_eq!(on_d.booted, Some(0));
     assert_eq!(booted.image.as_deref(), Some(image_d.as_str()));
     assert_eq!(booted.kargs, kargs_with(&["nosmt", "console=ttyS0"]));
+    // The booted image is not pulled again.
+    assert!(!node.os.as_ref().unwrap().pull_ahead(&image_d).unwrap(), "the booted {image_d} pulled again");
 
     // A failure at any point of the next update leaves the node on d: no pending deployment,
     // files and state as they were.

@@ -153,7 +153,7 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
     );
     let server = String::from_utf8_lossy(&server.stdout).to_string();
     assert!(
-        server.contains("--metrics-listen=0.0.0.0:8799")
+        server.contains("--metrics-listen=$(HOST_IP):8799")
             && server.ends_with("ports:https=22623 http=22624 metrics=8799 "),
         "{server}"
     );

@@ -119,10 +119,10 @@ impl DaemonMetrics {
         registry.register("mcd_update_state", "completed update config or error", metrics.update_state.clone());
         registry.register("mcd_config_drift", "timestamp for config drift", metrics.config_drift.clone());
         // A counter's name gets `_total` when written: `mcd_reboots_failed_total`, as the original's.
-        registry.register("mcd_reboots_failed", "Total number of reboots that failed.", metrics.reboots_failed.clone());
+        registry.register("mcd_reboots_failed", "Total number of reboots that failed", metrics.reboots_failed.clone());
         registry.register(
             "mcd_pivot_errors_total",
-            "Total number of errors encountered during pivot.",
+            "Total number of errors encountered during pivot",
             metrics.pivot_errors.clone(),
         );
         registry.register("mcd_kubelet_state", "state of kubelet health monitor", metrics.kubelet_state.clone());

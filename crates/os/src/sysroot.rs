@@ -413,6 +413,18 @@ pub fn deploy(
     })
 }
 
+/// Imports `image` into the sysroot's repository without deploying it (what [`deploy`] then
+/// finds there), under the sysroot's lock.
+#[context("Pulling {image} into {}", path.display())]
+pub fn pull(path: &Path, image: &str, pull: &PullConfig) -> Result<()> {
+    let imgref = os_image_ref(image)?;
+    on_own_thread(|| {
+        let sysroot = open(path)?;
+        let _lock = Locked::new(&sysroot)?;
+        import(&sysroot, &imgref, pull).map(drop)
+    })
+}
+
 /// Drops the deployments staged ahead of the booted one (`rpm-ostree cleanup -p`); returns how
 /// many. Nothing booted or nothing pending is fine.
 #[context("Dropping pending deployments of {}", path.display())]

@@ -147,6 +147,8 @@ async fn reconcile(node: Arc<Node>, context: Arc<Context>) -> Result<Action, Err
                 return Err(e.into());
             }
             record(Step::uncordoned(unschedulable)).await;
+            // A drain given up (the update was reverted) is no longer failing.
+            context.options.metrics.clear_drain_failed(&name);
         }
         Request::Drain => {
             let policy = context.options.retry;

@@ -609,6 +609,10 @@ fn record_metrics(
     let members = super::metrics::pool_members(&name, nodes, &context.pools.state());
     let now = mco_metrics::unix_seconds(std::time::SystemTime::now());
     metrics.set_pool_members(&name, &members, super::metrics::pool_state(status), now);
+    // A sync (this one, or the render controller's) that began before a deletion may have
+    // written the deleted object's series after the watch removed them.
+    metrics.retain_pools(|pool| context.pools.get(&ObjectRef::new(pool)).is_some());
+    metrics.retain_nodes(|node| context.nodes.get(&ObjectRef::new(node)).is_some());
 }
 
 /// Writes the pool's status if it differs from what the nodes say. The write is conditional on

@@ -13,7 +13,6 @@ use anyhow::Context;
 use fn_error_context::context;
 use mco_os::image::PullConfig;
 use mco_os::sysroot;
-use ostree_ext::{gio, ostree};
 
 use super::{OsBackend, OsStatus};
 use crate::plan::{KernelType, OsChanges, split_kargs};
@@ -67,20 +66,13 @@ impl OsBackend for OstreeSysroot {
         })
     }
 
-    #[context("Pulling {image} into the OSTree sysroot {}", self.sysroot.display())]
-    fn pull(&self, image: &str) -> anyhow::Result<()> {
-        let imgref = sysroot::os_image_ref(image)?;
-        let repo = self.sysroot.join("ostree/repo");
-        // ostree-ext runs on a tokio runtime of its own, which cannot start on a thread of the
-        // daemon's.
-        std::thread::scope(|scope| {
-            let pulled = scope.spawn(|| {
-                let repo = ostree::Repo::new(&gio::File::for_path(&repo));
-                repo.open(gio::Cancellable::NONE)?;
-                mco_os::block_on(mco_os::image::import_with(&repo, &imgref, &self.pull, true))?.map(drop)
-            });
-            pulled.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        })
+    fn pull_ahead(&self, image: &str) -> anyhow::Result<bool> {
+        let status = sysroot::status(&self.sysroot, &self.cmdline)?;
+        if status.booted().is_some_and(|booted| booted.image.as_deref() == Some(image)) {
+            return Ok(false);
+        }
+        sysroot::pull(&self.sysroot, image, &self.pull)?;
+        Ok(true)
     }
 
     #[context("Staging OS changes in the OSTree sysroot {}", self.sysroot.display())]

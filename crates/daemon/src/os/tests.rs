@@ -182,11 +182,3 @@ fn bootc_switches_images_and_refuses_what_it_cannot_do() {
         assert!(bootc_commands(&refused, &status).is_err(), "{refused:?}");
     }
 }
-
-#[test]
-fn host_pulls_go_into_the_store_rpm_ostree_and_bootc_deploy_from() {
-    assert_eq!(
-        ostree_container_pull_command("reg/os@sha256:2").to_string(),
-        "ostree container image pull /ostree/repo ostree-unverified-registry:reg/os@sha256:2"
-    );
-}
