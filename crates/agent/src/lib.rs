@@ -20,6 +20,7 @@ pub mod annotations;
 pub mod backoff;
 pub mod events;
 pub mod handshake;
+pub mod kubelet_health;
 pub mod metered;
 pub mod os_release;
 

@@ -32,6 +32,8 @@ use crate::manifests::{KUBELET_CONFIG, KUBELET_CONFIG_DIR};
 use crate::network;
 use crate::process::Service;
 
+/// The kubelet's healthz port (upstream's, the daemon's default).
+const KUBELET_HEALTHZ_PORT: u16 = 10248;
 /// The containerd namespace of the kubelet's containers, and the parent of their cgroups.
 const CONTAINERD_NAMESPACE: &str = "k8s.io";
 /// The cgroup v1 hierarchy the machine's processes are listed (and killed) by.
@@ -80,8 +82,6 @@ pub struct MachineSpec {
     pub sandbox_image: String,
     /// The cgroup (relative to each hierarchy's root) every machine's cgroup goes under.
     pub cgroup_parent: String,
-    /// The kubelet's healthz port on the lab's loopback.
-    pub healthz_port: u16,
     /// Where `<name>-kubelet.log` and `<name>-containerd.log` go.
     pub logs: PathBuf,
     /// `KEY[=VALUE]:EFFECT` taints the kubelet registers its Node with (a control-plane node's).
@@ -501,8 +501,9 @@ fn kubelet_drop_in(spec: &MachineSpec) -> serde_json::Value {
         "kubeReservedCgroup": "",
         "staticPodPath": spec.path(STATIC_PODS).display().to_string(),
         "address": network::node_address(spec.index).to_string(),
-        "healthzBindAddress": "127.0.0.1",
-        "healthzPort": spec.healthz_port,
+        // On the node's own address, at upstream's port, where the node's daemon checks it.
+        "healthzBindAddress": network::node_address(spec.index).to_string(),
+        "healthzPort": KUBELET_HEALTHZ_PORT,
         "containerRuntimeEndpoint": format!("unix://{}", spec.containerd_socket().display()),
         "podLogsDir": spec.path("var/log/pods").display().to_string(),
         "authentication": {"x509": {"clientCAFile": spec.client_ca.display().to_string()}},
@@ -526,7 +527,6 @@ mod tests {
             registry: "127.0.0.1:5000".into(),
             sandbox_image: "127.0.0.1:5000/lab/pause@sha256:00".into(),
             cgroup_parent: "mco-lab-1".into(),
-            healthz_port: 10248,
             logs: "/lab/logs".into(),
             taints: vec![],
         }

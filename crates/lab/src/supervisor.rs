@@ -42,7 +42,7 @@ use crate::layout::Layout;
 use crate::machine::{Machine, MachineSpec};
 use crate::manifests::{ClusterInputs, Platform, cloud_objects, cluster_objects, config_crds};
 use crate::node::{Answer, Boot, LabNode, Provisioned, ask_server};
-use crate::process::{Service, free_ports, run_tool};
+use crate::process::{Service, run_tool};
 use crate::request::{self, AddNode, BootImage};
 use crate::state::{self, LabState, NodeReason, Phase};
 use crate::{apply, images, network};
@@ -533,7 +533,6 @@ impl Machines<'_> {
         let kubeconfig = node.dirs.root.join("var/lib/kubelet/kubeconfig");
         std::fs::create_dir_all(kubeconfig.parent().context("a file has a directory")?)?;
         self.env.write_client_kubeconfig(&kubeconfig, &format!("system:node:{}", node.name), Some(NODES_GROUP))?;
-        let [healthz_port] = free_ports()?;
         Ok(MachineSpec {
             name: node.name.clone(),
             index,
@@ -545,7 +544,6 @@ impl Machines<'_> {
             registry: self.registry.clone(),
             sandbox_image: self.sandbox_image.clone(),
             cgroup_parent: self.cgroup_parent.clone(),
-            healthz_port,
             logs: self.layout.logs(),
             taints: if node.pool == MASTER_POOL { vec![format!("{MASTER_ROLE}:NoSchedule")] } else { vec![] },
         })

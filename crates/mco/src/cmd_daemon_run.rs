@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use mco_agent::kubelet_health::{self, HealthzUrl};
 use mco_agent::{Settings, Stopped, Timing};
 
 use crate::cmd_daemon::{NodeArgs, node};
@@ -29,6 +30,9 @@ pub struct RunArgs {
     /// Answer `GET /metrics` (Prometheus) on this address.
     #[arg(long, value_name = "ADDR", value_parser = crate::listen_address)]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// The kubelet's healthz endpoint, checked every 30 s (`mcd_kubelet_state`: failures in a row).
+    #[arg(long, value_name = "URL", default_value = "http://localhost:10248/healthz")]
+    kubelet_healthz_endpoint: HealthzUrl,
     #[command(flatten)]
     node: NodeArgs,
 }
@@ -41,6 +45,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let host = args.node.is_host();
     let mut registry = mco_metrics::Registry::default();
     let metrics = mco_metrics::daemon::DaemonMetrics::register(&mut registry);
+    let kubelet_state = metrics.kubelet_state.clone();
     let settings = Settings { node_name: args.node_name, aleph: args.node.aleph(), timing: Timing::default(), metrics };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
@@ -50,6 +55,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         if let Some(addr) = args.metrics_listen {
             tokio::spawn(mco_controller::health::listen(addr, Some(std::sync::Arc::new(registry))).await?);
         }
+        let healthz = args.kubelet_healthz_endpoint;
+        tokio::spawn(kubelet_health::monitor(
+            healthz,
+            kubelet_health::INTERVAL,
+            kubelet_health::TIMEOUT,
+            kubelet_state,
+        ));
         let client = mco_controller::client(args.kubeconfig.as_deref()).await?;
         let node_client = match &args.node_kubeconfig {
             Some(path) => node_credentials(path, args.node.mounted_host_root()).await?,

@@ -11,6 +11,7 @@ pub mod controller;
 pub mod daemon;
 pub mod server;
 
+pub use prometheus_client::metrics::gauge::Gauge;
 pub use prometheus_client::registry::Registry;
 
 /// The content type of [`render`]'s text.
