@@ -277,14 +277,22 @@ async fn skew_enforcement_metric(
     caches_ready.wait_for(|ready| *ready).await.expect("the readiness task outlives the controller");
     let config = watcher::Config::default().fields(&format!("metadata.name={MACHINE_CONFIGURATION_NAME}"));
     let mut events = std::pin::pin!(logging_errors("the MachineConfiguration", watcher(api, config).default_backoff()));
+    // Whether a (re)list found the object: one deleted while the watch was down has no Delete.
+    let mut listed = false;
     while let Some(Ok(event)) = events.next().await {
         let controller_config = controller_configs.get(&ObjectRef::new(CONTROLLER_CONFIG_NAME));
         let none = match &event {
             watcher::Event::Apply(configuration) | watcher::Event::InitApply(configuration) => {
+                listed = true;
                 super::metrics::skew_enforcement_none(Some(configuration), controller_config.as_deref())
             }
             watcher::Event::Delete(_) => false,
-            watcher::Event::Init | watcher::Event::InitDone => continue,
+            watcher::Event::Init => {
+                listed = false;
+                continue;
+            }
+            watcher::Event::InitDone if listed => continue,
+            watcher::Event::InitDone => false,
         };
         metrics.set_boot_image_skew_enforcement_none(none);
     }
