@@ -55,7 +55,8 @@ for query in scrape_duration_seconds scrape_samples_scraped; do
 import json, sys
 name = sys.argv[1]
 for r in json.load(sys.stdin)["data"]["result"]:
-    print(f"{name}{{pod=\"{r["metric"]["pod"]}\"}} {r["value"][1]}")' "$query"
+    pod, value = r["metric"]["pod"], r["value"][1]
+    print(f"{name}{{pod=\"{pod}\"}} {value}")' "$query"
 done
 pkill -f "^prometheus --config.file=$dir/prometheus/prometheus.yml"
 sleep 10

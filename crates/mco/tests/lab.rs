@@ -781,6 +781,23 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
         if drain { Err(alerts) } else { Ok(()) }
     })
     .await;
+    // Every daemon's kubelet health checks found its own node's kubelet all along (master-0's
+    // daemon has run since the install, checking every 30 s).
+    let kubelet_states =
+        prometheus_api(&prometheus, "/api/v1/query?query=max_over_time(mcd_kubelet_state%5B30m%5D)").await;
+    let worst: Vec<(String, String)> = kubelet_states["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["metric"]["node"].as_str().unwrap_or_default().into(), r["value"][1].as_str().unwrap().into()))
+        .collect();
+    let checked: std::collections::BTreeSet<&str> = worst.iter().map(|(node, _)| node.as_str()).collect();
+    assert_eq!(
+        checked.into_iter().collect::<Vec<_>>(),
+        [MASTER, "worker-0", "worker-1", "worker-2"],
+        "{kubelet_states}"
+    );
+    assert!(worst.iter().all(|(_, failures)| failures == "0"), "kubelet health checks failed: {worst:?}");
     workload_observer.abort();
 
     // An OS update is booted by a real reboot: each node's machine is powered off (its kubelet
