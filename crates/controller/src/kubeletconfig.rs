@@ -19,9 +19,10 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch,
 use kube::runtime::controller::Action;
 use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use mco_api::constants::{CONTROLLER_CONFIG_NAME, MC_NAME_SUFFIX_ANNOTATION};
+use mco_api::constants::{CONTROLLER_CONFIG_NAME, MACHINE_CONFIG_ROLE_LABEL, MC_NAME_SUFFIX_ANNOTATION};
 use mco_api::{ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool};
 use mco_kubeletconfig::{Cluster, ClusterSettings};
+use mco_metrics::controller::{ControllerMetrics, SubControllerSync};
 use mco_render::ControllerVersion;
 use serde_json::{Value, json};
 
@@ -30,16 +31,18 @@ use crate::{CONTROLLER_NAME, KubeError, kube_error, logging_errors, patch_params
 /// The config.openshift.io kinds whose `cluster` object the syncs read.
 const CLUSTER_SETTINGS: [&str; 3] = ["FeatureGate", "APIServer", "Node"];
 
-/// Timing of both controllers.
+/// Timing and metrics of both controllers.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Delay before a failed sync is tried again.
     pub retry_delay: Duration,
+    /// Where each pool's sync is recorded (`mcc_sub_controller_state`, as upstream's).
+    pub metrics: ControllerMetrics,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { retry_delay: Duration::from_secs(5) }
+        Options { retry_delay: Duration::from_secs(5), metrics: ControllerMetrics::default() }
     }
 }
 
@@ -62,6 +65,8 @@ trait ConfigKind:
     Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug + Send + std::marker::Sync + 'static
 {
     const KIND: &'static str;
+    /// What writing its MachineConfig for a pool records.
+    const SYNCED: SubControllerSync;
     fn sync(cluster: &Cluster<Self>, settings: &ClusterSettings, config: &Self) -> mco_kubeletconfig::Sync;
     /// The status after a sync that ended with `outcome`.
     fn status(&self, outcome: Result<(), &str>, now: &Time) -> Value;
@@ -69,6 +74,7 @@ trait ConfigKind:
 
 impl ConfigKind for KubeletConfig {
     const KIND: &'static str = "KubeletConfig";
+    const SYNCED: SubControllerSync = SubControllerSync::KubeletConfigSynced;
     fn sync(cluster: &Cluster<Self>, settings: &ClusterSettings, config: &Self) -> mco_kubeletconfig::Sync {
         mco_kubeletconfig::sync(cluster, &settings.kubelet_inputs(), config)
     }
@@ -80,6 +86,7 @@ impl ConfigKind for KubeletConfig {
 
 impl ConfigKind for ContainerRuntimeConfig {
     const KIND: &'static str = "ContainerRuntimeConfig";
+    const SYNCED: SubControllerSync = SubControllerSync::ContainerRuntimeConfigSynced;
     fn sync(cluster: &Cluster<Self>, settings: &ClusterSettings, config: &Self) -> mco_kubeletconfig::Sync {
         mco_kubeletconfig::sync_container_runtime(cluster, settings.additional_storage(), config)
     }
@@ -173,6 +180,10 @@ async fn reconcile<K: ConfigKind>(config: Arc<K>, context: Arc<Context>) -> Resu
     let machine_configs_api = Api::<MachineConfig>::all(client.clone());
     for generated in &synced.machine_configs {
         write_machine_config(&machine_configs_api, generated).await?;
+        if let Some(pool) = generated.labels().get(MACHINE_CONFIG_ROLE_LABEL) {
+            let now = mco_metrics::unix_seconds(std::time::SystemTime::now());
+            context.options.metrics.set_sub_controller_state(K::SYNCED, pool, now);
+        }
     }
     for stale in &synced.deletions {
         delete_machine_config(&machine_configs_api, stale).await?;

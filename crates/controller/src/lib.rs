@@ -160,6 +160,7 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
     let metrics = mco_metrics::controller::ControllerMetrics::register(&mut registry);
     settings.render.metrics = metrics.clone();
     settings.node.metrics = metrics.clone();
+    settings.kubelet_configs.metrics = metrics.clone();
     settings.drain.metrics = metrics;
     if let Some(addr) = settings.metrics {
         tokio::spawn(health::listen(addr, Some(std::sync::Arc::new(registry))).await?);

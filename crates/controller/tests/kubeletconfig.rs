@@ -82,7 +82,9 @@ async fn config_objects_generate_what_render_generates_and_take_it_away_when_del
     create::<ControllerConfig>(&client, &example("controllerconfig.yaml")).await;
     env.mark_controller_config_completed().await.unwrap();
     create::<MachineConfig>(&client, &example("00-worker.yaml")).await;
-    tokio::spawn(run(client.clone(), version(), Options { retry_delay: Duration::from_millis(500) }));
+    let mut registry = mco_metrics::Registry::default();
+    let metrics = mco_metrics::controller::ControllerMetrics::register(&mut registry);
+    tokio::spawn(run(client.clone(), version(), Options { retry_delay: Duration::from_millis(500), metrics }));
     let render = mco_controller::render::controller::Options {
         render_delay: Duration::from_millis(200),
         retry_delay: Duration::from_millis(500),
@@ -132,6 +134,22 @@ async fn config_objects_generate_what_render_generates_and_take_it_away_when_del
     assert_eq!(synced.status.as_ref().and_then(|s| s.observed_generation), synced.metadata.generation);
     let crc = Api::<ContainerRuntimeConfig>::all(client.clone()).get("pids").await.unwrap();
     assert_eq!(crc.finalizers(), ["99-worker-generated-containerruntime"]);
+    // Each controller recorded its sync of the worker pool, as upstream's.
+    eventually("both controllers' sub-controller states for the worker pool", || async {
+        let text = mco_metrics::render(&registry);
+        let recorded: Vec<&str> = text.lines().filter(|l| l.starts_with("mcc_sub_controller_state{")).collect();
+        let synced = |subcontroller: &str, state: &str| {
+            let series = format!(
+                "mcc_sub_controller_state{{subcontroller=\"{subcontroller}\",state=\"{state}\",object=\"worker\"}} "
+            );
+            recorded.iter().any(|l| l.starts_with(&series))
+        };
+        let both = synced("machine-config-controller-kubelet-config", "Sync Kubelet Config")
+            && synced("machine-config-controller-container-runtime-config", "Sync Container Runtime Config");
+        let recorded: Vec<String> = recorded.iter().map(|l| l.to_string()).collect();
+        if both { Ok(()) } else { Err(recorded) }
+    })
+    .await;
     // The worker pool renders with both, once both are synced.
     let pools_api = Api::<MachineConfigPool>::all(client.clone());
     eventually("the worker pool rendered with the generated MachineConfigs", || async {

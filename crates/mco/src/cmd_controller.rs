@@ -105,7 +105,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             eviction_retry: args.eviction_retry,
             ..Default::default()
         },
-        kubelet_configs: mco_controller::kubeletconfig::Options { retry_delay: args.retry_delay },
+        kubelet_configs: mco_controller::kubeletconfig::Options { retry_delay: args.retry_delay, ..Default::default() },
         boot_images: (!args.no_boot_images).then(mco_bootimage_controller::Options::default),
         health: args.health_listen,
         metrics: args.metrics_listen,

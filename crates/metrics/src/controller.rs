@@ -69,11 +69,21 @@ pub enum SubControllerSync {
     PoolTargeted,
     /// The render controller pointed the pool at a new rendered config.
     PoolRendered,
+    /// The kubelet config controller wrote a KubeletConfig's MachineConfig for the pool.
+    KubeletConfigSynced,
+    /// The container runtime config controller wrote a ContainerRuntimeConfig's MachineConfig
+    /// for the pool.
+    ContainerRuntimeConfigSynced,
 }
 
 impl SubControllerSync {
     const OF_NODES: [SubControllerSync; 2] = [SubControllerSync::Drain, SubControllerSync::Uncordon];
-    const OF_POOLS: [SubControllerSync; 2] = [SubControllerSync::PoolTargeted, SubControllerSync::PoolRendered];
+    const OF_POOLS: [SubControllerSync; 4] = [
+        SubControllerSync::PoolTargeted,
+        SubControllerSync::PoolRendered,
+        SubControllerSync::KubeletConfigSynced,
+        SubControllerSync::ContainerRuntimeConfigSynced,
+    ];
 
     fn labels(self, object: &str) -> SubControllerLabels {
         let (subcontroller, state) = match self {
@@ -82,6 +92,12 @@ impl SubControllerSync {
             SubControllerSync::PoolTargeted => ("machine-config-controller-node", "Sync Machine Config Pool"),
             SubControllerSync::PoolRendered => {
                 ("machine-config-controller-render", "Sync Machine Config Pool with new MC")
+            }
+            SubControllerSync::KubeletConfigSynced => {
+                ("machine-config-controller-kubelet-config", "Sync Kubelet Config")
+            }
+            SubControllerSync::ContainerRuntimeConfigSynced => {
+                ("machine-config-controller-container-runtime-config", "Sync Container Runtime Config")
             }
         };
         SubControllerLabels { subcontroller: subcontroller.into(), state: state.into(), object: object.into() }
