@@ -6,8 +6,9 @@
 //! * rebase: the daemon's OS step, pull + import from the registry + deploy (`OsBackend::apply`);
 //! * deploy: the same with the image already imported, against `ostree admin deploy` of the same
 //!   commit into an identical sysroot;
-//! * pull + import: ostree-ext's import into an empty repository, against `skopeo copy` of the
-//!   image plus `ostree commit` of the same tree.
+//! * pull + import: the node's import (`mco_os::image::import_with`: ostree-ext, with the merge
+//!   step skipped for a single-commit image) into an empty repository, against the floor:
+//!   `skopeo copy` of the image plus `ostree commit` of the same tree.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -129,10 +130,14 @@ fn main() {
         sysroot::remove(&entry.unwrap().path()).unwrap();
     }
     let ratio = median(ours.clone()).as_secs_f64() / median(cli.clone()).as_secs_f64();
+    let import_ratio = median(import.clone()).as_secs_f64() / median(baseline.clone()).as_secs_f64();
     println!("image with {FILES} files (median of {RUNS}):");
     println!("  rebase (pull + import + deploy), ours:      {:?}", median(rebase));
     println!("  deploy, ours:                               {:?}", median(ours));
     println!("  deploy, ostree admin deploy:                {:?}  (ours / CLI = {ratio:.2})", median(cli));
-    println!("  pull + import, ostree-ext:                  {:?}", median(import));
-    println!("  skopeo copy + ostree commit of the tree:    {:?}", median(baseline));
+    println!("  pull + import, ours:                        {:?}", median(import));
+    println!(
+        "  skopeo copy + ostree commit of the tree:    {:?}  (ours / floor = {import_ratio:.2})",
+        median(baseline)
+    );
 }

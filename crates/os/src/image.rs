@@ -11,9 +11,10 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 use fn_error_context::context;
-use ostree_ext::container::store::{ImageImporter, PrepareResult};
+use ostree_ext::container::store::{self, ImageImporter, LayeredImageState, PrepareResult, PreparedImport};
 use ostree_ext::container::{ImageReference, OstreeImageReference, SignatureSource, Transport};
 use ostree_ext::containers_image_proxy::ImageProxyConfig;
+use ostree_ext::oci_spec::image as oci_image;
 use ostree_ext::prelude::*;
 use ostree_ext::{gio, glib, ostree};
 
@@ -264,10 +265,7 @@ pub async fn inspect(image: &str) -> Result<ImageInfo> {
 }
 
 /// Import an image into `repo` (the way a node pulls it) and return what was stored.
-pub async fn import(
-    repo: &ostree::Repo,
-    imgref: &ImageReference,
-) -> Result<Box<ostree_ext::container::store::LayeredImageState>> {
+pub async fn import(repo: &ostree::Repo, imgref: &ImageReference) -> Result<Box<LayeredImageState>> {
     let imgref =
         OstreeImageReference { sigverify: SignatureSource::ContainerPolicyAllowInsecure, imgref: imgref.clone() };
     import_with(repo, &imgref, &PullConfig::default(), false).await
@@ -275,21 +273,111 @@ pub async fn import(
 
 /// Import `imgref` into `repo` with the node's pull settings; `bootable` refuses images that are
 /// not bootable OS images.
+///
+/// The repository ends up as ostree-ext's import leaves it (the same refs, commits and commit
+/// metadata, so rpm-ostree, bootc and `ostree container image` read it), but an image that is one
+/// encapsulated commit, without split-object or derived layers, skips ostree-ext's merge step:
+/// see [`import_single_commit`].
 #[context("Importing {imgref}")]
 pub async fn import_with(
     repo: &ostree::Repo,
     imgref: &OstreeImageReference,
     pull: &PullConfig,
     bootable: bool,
-) -> Result<Box<ostree_ext::container::store::LayeredImageState>> {
+) -> Result<Box<LayeredImageState>> {
     let mut importer = ImageImporter::new(repo, imgref, pull.proxy_config()).await?;
     if bootable {
         importer.require_bootable();
     }
     match importer.prepare().await? {
         PrepareResult::AlreadyPresent(state) => Ok(state),
+        PrepareResult::Ready(prep) if prep.ostree_layers.is_empty() && prep.layers.is_empty() => {
+            import_single_commit(repo, importer, &prep, imgref).await
+        }
         PrepareResult::Ready(prep) => importer.import(prep).await,
     }
+}
+
+/// The commit metadata keys ostree-ext writes on an image's merge commit (private in ostree-ext
+/// 0.15.3; `single_commit_import_is_ostree_ext_import` checks them against its own import).
+const META_MANIFEST_DIGEST: &str = "ostree.manifest-digest";
+const META_MANIFEST: &str = "ostree.manifest";
+const META_CONFIG: &str = "ostree.container.image-config";
+const META_IMPORTER_VERSION: &str = "ostree.importer.version";
+/// The ostree-ext version the dependency is pinned to (`=` in Cargo.toml), which it records.
+const OSTREE_EXT_VERSION: &str = "0.15.3";
+/// ostree-ext's ref prefix for imported images.
+const IMAGE_REF_PREFIX: &str = "ostree/container/image";
+
+/// Import an image made of one encapsulated commit: the commit layer through ostree-ext, then
+/// the merge commit written directly on the commit's own tree.
+///
+/// ostree-ext 0.15.3 checks the base commit out into the repository's tmp and commits the
+/// checkout again to make the merge commit, even when there is no layer to merge: half of a
+/// 50,000-file image's import time, for a tree that comes out identical (its files are the
+/// commit's objects through the devino cache, their SELinux labels precomputed, as its own TODO
+/// notes). Here the merge commit points at the base commit's tree, and the layer ref, metadata,
+/// timestamp, image ref and layer garbage collection are ostree-ext's.
+async fn import_single_commit(
+    repo: &ostree::Repo,
+    importer: ImageImporter,
+    prep: &PreparedImport,
+    imgref: &OstreeImageReference,
+) -> Result<Box<LayeredImageState>> {
+    let fetched = importer.unencapsulate().await?;
+    if fetched.image_digest != prep.manifest_digest {
+        anyhow::bail!(
+            "{imgref} changed during the pull ({} then {}); pull it by digest",
+            prep.manifest_digest,
+            fetched.image_digest
+        );
+    }
+    let base_commit = fetched.ostree_commit;
+    let metadata = glib::VariantDict::new(None);
+    metadata.insert(META_MANIFEST_DIGEST, prep.manifest_digest.to_string());
+    metadata.insert(META_MANIFEST, serde_json::to_string(&prep.manifest)?);
+    metadata.insert(META_CONFIG, serde_json::to_string(&prep.config)?);
+    metadata.insert(META_IMPORTER_VERSION, OSTREE_EXT_VERSION);
+    metadata.insert_value(store::META_FILTERED, &store::MetaFilteredData::new().to_variant());
+    let metadata = metadata.end();
+    let timestamp = image_timestamp(&prep.manifest, &prep.config).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs()
+    });
+    let image_ref = ostree_ext::refescape::prefix_escape_for_ref(IMAGE_REF_PREFIX, &imgref.imgref.to_string())?;
+
+    let repo = repo.clone();
+    let layer_ref = prep.ostree_commit_layer.ostree_ref.clone();
+    let state = tokio::task::spawn_blocking(move || -> Result<Box<LayeredImageState>> {
+        let cancellable = gio::Cancellable::NONE;
+        let txn = repo.auto_transaction(cancellable)?;
+        let (root, _) = repo.read_commit(&base_commit, cancellable)?;
+        let root = root.downcast::<ostree::RepoFile>().map_err(|_| anyhow::anyhow!("commit root is not a RepoFile"))?;
+        let merge_commit = repo
+            .write_commit_with_time(None, None, None, Some(&metadata), &root, timestamp, cancellable)
+            .context("Writing the merge commit")?;
+        repo.transaction_set_ref(None, &layer_ref, Some(base_commit.as_str()));
+        repo.transaction_set_ref(None, &image_ref, Some(merge_commit.as_str()));
+        txn.commit(cancellable)?;
+        store::gc_image_layers(&repo)?;
+        store::query_image_commit(&repo, &merge_commit)
+    })
+    .await??;
+    Ok(state)
+}
+
+/// The time ostree-ext gives an image's merge commit: the manifest's `created` annotation, else
+/// the configuration's `created`, if it parses as RFC 3339.
+fn image_timestamp(manifest: &oci_image::ImageManifest, config: &oci_image::ImageConfiguration) -> Option<u64> {
+    let created = manifest
+        .annotations()
+        .as_ref()
+        .and_then(|a| a.get(oci_image::ANNOTATION_CREATED))
+        .or_else(|| config.created().as_ref())?;
+    let parsed = chrono::DateTime::parse_from_rfc3339(created);
+    if let Err(e) = &parsed {
+        tracing::warn!(%created, "image timestamp: {e}");
+    }
+    parsed.ok().and_then(|t| u64::try_from(t.timestamp()).ok())
 }
 
 /// Where image pulls take their registry settings and credentials from.

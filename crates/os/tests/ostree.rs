@@ -193,3 +193,73 @@ async fn derived_image_adds_a_layer_on_the_base_commit() {
     let err = build::build(&base, &adds, &labels, &format!("oci:{}", oci.display())).unwrap_err();
     assert!(format!("{err:#}").contains("a destination needs a tag"), "{err:#}");
 }
+
+/// A commit as a reader of the repository sees it: parent, timestamp, root tree and root
+/// metadata as printed GVariants, and its metadata.
+type CommitView = (Vec<String>, BTreeMap<String, serde_json::Value>);
+
+/// The refs of a repository and, for each, its commit as rpm-ostree, bootc or `ostree container
+/// image` read it. Metadata holding JSON (the image manifest and configuration) is compared as
+/// JSON: ostree-ext serializes labels from a HashMap, in an order that changes from run to run.
+fn repo_view(path: &Path) -> BTreeMap<String, CommitView> {
+    let repo = tree::open_or_create_repo(path).unwrap();
+    let refs = repo.list_refs(None, ostree_ext::gio::Cancellable::NONE).unwrap();
+    refs.into_iter()
+        .map(|(name, rev)| {
+            let (commit, _) = repo.load_commit(&rev).unwrap();
+            let fields = [1, 5, 6, 7].iter().map(|&i| commit.child_value(i).print(true).to_string()).collect();
+            let meta = commit
+                .child_value(0)
+                .iter()
+                .map(|entry| {
+                    let value = entry.child_value(1).as_variant().unwrap();
+                    let json = value.str().and_then(|s| serde_json::from_str(s).ok());
+                    let value = json.unwrap_or_else(|| serde_json::Value::String(value.print(true).to_string()));
+                    (entry.child_value(0).str().unwrap().to_string(), value)
+                })
+                .collect();
+            (name.to_string(), (fields, meta))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn single_commit_import_is_ostree_ext_import() {
+    use ostree_ext::container::store::{ImageImporter, PrepareResult};
+    use ostree_ext::container::{OstreeImageReference, SignatureSource};
+
+    let (tmp, repo, commit) = committed("mco/os", "42.1");
+    let dest = format!("oci:{}:42.1", tmp.path().join("oci").display());
+    image::encapsulate(&repo, "mco/os", &dest).await.unwrap();
+    let imgref = OstreeImageReference {
+        sigverify: SignatureSource::ContainerPolicyAllowInsecure,
+        imgref: image::parse_image_ref(&dest).unwrap(),
+    };
+
+    // ostree-ext's own import (checkout of the base commit, commit of the checkout) ...
+    let theirs_path = tmp.path().join("theirs");
+    let theirs = tree::open_or_create_repo(&theirs_path).unwrap();
+    let mut importer = ImageImporter::new(&theirs, &imgref, Default::default()).await.unwrap();
+    let PrepareResult::Ready(prep) = importer.prepare().await.unwrap() else { panic!("nothing imported yet") };
+    let their_state = importer.import(prep).await.unwrap();
+
+    // ... and ours leave the same refs, trees, metadata and timestamps.
+    let ours_path = tmp.path().join("ours");
+    let ours = tree::open_or_create_repo(&ours_path).unwrap();
+    let our_state = image::import_with(&ours, &imgref, &Default::default(), true).await.unwrap();
+    assert_eq!(our_state.base_commit, commit);
+    assert_eq!(our_state.base_commit, their_state.base_commit);
+    assert_eq!(our_state.manifest_digest, their_state.manifest_digest);
+    assert_eq!(our_state.manifest, their_state.manifest);
+    assert_eq!(our_state.configuration, their_state.configuration);
+    let (our_view, their_view) = (repo_view(&ours_path), repo_view(&theirs_path));
+    assert_eq!(our_view.keys().filter(|r| r.starts_with("ostree/container/")).count(), 2, "{our_view:#?}");
+    assert_eq!(our_view, their_view);
+    run("ostree", &["fsck", &format!("--repo={}", ours_path.display())]);
+
+    // A second pull finds the image present, as after ostree-ext's import.
+    let again = image::import_with(&ours, &imgref, &Default::default(), true).await.unwrap();
+    assert_eq!(again.merge_commit, our_state.merge_commit);
+    let query = ostree_ext::container::store::query_image(&ours, &imgref.imgref).unwrap().unwrap();
+    assert_eq!(query.merge_commit, our_state.merge_commit);
+}
