@@ -219,18 +219,37 @@ fn analyze_scalar(value: &str) -> Analysis {
 
 /// Writes a document the way yaml.v2's `Marshal` does.
 pub(crate) fn emit_document(root: &Node) -> String {
+    let mut out = String::new();
+    emit_document_in_pieces(root, &mut |piece| out.push_str(piece));
+    out
+}
+
+/// How much output the emitter gathers before handing it over.
+const PIECE_BYTES: usize = 64 * 1024;
+
+/// [`emit_document`], handing the output to `sink` in pieces of about [`PIECE_BYTES`].
+pub(crate) fn emit_document_in_pieces(root: &Node, sink: &mut dyn FnMut(&str)) {
     // yaml_emitter_emit_stream_start.
-    let mut e =
-        Emitter { out: String::new(), indent: -1, indents: Vec::new(), column: 0, whitespace: true, indention: true };
+    let mut e = Emitter {
+        out: String::with_capacity(PIECE_BYTES),
+        sink,
+        indent: -1,
+        indents: Vec::new(),
+        column: 0,
+        whitespace: true,
+        indention: true,
+    };
     // The first document is implicit: nothing is written for DOCUMENT-START.
     e.emit_node(root, false, false);
     // yaml_emitter_emit_document_end (implicit: no "...").
     e.write_indent();
-    e.out
+    (e.sink)(&e.out);
 }
 
-struct Emitter {
+struct Emitter<'s> {
+    /// Output not yet handed to `sink`.
     out: String,
+    sink: &'s mut dyn FnMut(&str),
     indent: isize,
     indents: Vec<isize>,
     /// Characters (not bytes) since the last line break, as `put`/`write` count them.
@@ -241,7 +260,7 @@ struct Emitter {
     indention: bool,
 }
 
-impl Emitter {
+impl Emitter<'_> {
     // ---- Output primitives: put, put_break, write, write_break. ----
 
     fn put(&mut self, c: char) {
@@ -258,6 +277,10 @@ impl Emitter {
     fn put_break(&mut self) {
         self.out.push('\n');
         self.column = 0;
+        if self.out.len() >= PIECE_BYTES {
+            (self.sink)(&self.out);
+            self.out.clear();
+        }
     }
 
     fn write(&mut self, c: char) {

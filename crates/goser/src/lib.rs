@@ -54,3 +54,10 @@ pub fn to_go_json<T: serde::Serialize + ?Sized>(value: &T, flavor: Escaping) -> 
 pub fn ghodss_yaml(value: &serde_json::Value) -> Result<String, GhodssError> {
     Ok(emitter::emit_document(&ghodss::to_node(value)?))
 }
+
+/// [`ghodss_yaml`] handed to `sink` in pieces (of some 64 KiB) as it is written, for a caller
+/// that only hashes megabytes of it. Nothing is written when the conversion fails.
+pub fn ghodss_yaml_in_pieces(value: &serde_json::Value, sink: &mut dyn FnMut(&str)) -> Result<(), GhodssError> {
+    emitter::emit_document_in_pieces(&ghodss::to_node(value)?, sink);
+    Ok(())
+}

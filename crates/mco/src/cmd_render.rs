@@ -31,7 +31,7 @@ pub struct RenderArgs {
 }
 
 pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
-    let manifests = manifests::load(&args.paths)?;
+    let mut manifests = manifests::load(&args.paths)?;
     if !manifests.problems.is_empty() {
         for p in &manifests.problems {
             eprintln!("{p}");
@@ -43,7 +43,9 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
         raw: args.controller_version_raw.clone().unwrap_or(this_build.raw),
         hash: args.controller_version.clone().unwrap_or(this_build.hash),
     };
-    match render(&manifests, &args.pool, &version) {
+    // Moved, not copied: they hold all the file contents.
+    let machine_configs = manifests.take_machine_configs();
+    match render_machine_configs(&manifests, machine_configs, &args.pool, &version) {
         Ok(rendered) => {
             for w in &rendered.warnings {
                 eprintln!("warning: {w}");
@@ -67,13 +69,23 @@ pub fn render(
     pool_name: &str,
     version: &ControllerVersion,
 ) -> Result<mco_render::Rendered, String> {
+    render_machine_configs(manifests, manifests.machine_configs(), pool_name, version)
+}
+
+/// [`render`] with the manifests' MachineConfigs given apart.
+fn render_machine_configs(
+    manifests: &Manifests,
+    machine_configs: Vec<MachineConfig>,
+    pool_name: &str,
+    version: &ControllerVersion,
+) -> Result<mco_render::Rendered, String> {
     let pools = manifests.pools();
     let pool = pools
         .iter()
         .find(|p| p.metadata.name.as_deref() == Some(pool_name))
         .ok_or_else(|| format!("no MachineConfigPool named {pool_name:?} in the given manifests"))?;
     let controller_config = controller_config(manifests, version)?;
-    let generated = generate(manifests, &controller_config, &pools, version)?;
+    let generated = generate(manifests, machine_configs, &controller_config, &pools, version)?;
     let machine_configs = generated.machine_configs;
     let current_name = pool.spec.configuration.as_ref().and_then(|c| c.name.clone());
     let current = machine_configs.iter().find(|mc| current_name.is_some() && mc.metadata.name == current_name);
@@ -94,10 +106,11 @@ pub fn render(
 }
 
 /// What the kubelet config and container runtime config controllers generate from the
-/// manifests, reading the FeatureGate, APIServer and Node `cluster` objects among them as those
-/// controllers read the cluster's.
+/// manifests (their MachineConfigs given apart), reading the FeatureGate, APIServer and Node
+/// `cluster` objects among them as those controllers read the cluster's.
 pub fn generate(
     manifests: &Manifests,
+    machine_configs: Vec<MachineConfig>,
     controller_config: &ControllerConfig,
     pools: &[MachineConfigPool],
     version: &ControllerVersion,
@@ -116,7 +129,7 @@ pub fn generate(
     };
     Ok(mco_kubeletconfig::generate(
         &offline,
-        manifests.machine_configs(),
+        machine_configs,
         &manifests.kubelet_configs(),
         &manifests.container_runtime_configs(),
     ))

@@ -26,7 +26,7 @@ pub fn problems(manifests: &Manifests) -> Vec<String> {
     let machine_configs = manifests.machine_configs();
     let version = validation_version(manifests);
     let generated = cmd_render::controller_config(manifests, &version)
-        .and_then(|cc| cmd_render::generate(manifests, &cc, &manifests.pools(), &version));
+        .and_then(|cc| cmd_render::generate(manifests, machine_configs.clone(), &cc, &manifests.pools(), &version));
     // What the kubelet config and container runtime config controllers refuse, by kind and name.
     let refused = |kind: &str, name: &Option<String>| -> Vec<String> {
         let refused = generated.as_ref().map(|g| g.refused.as_slice()).unwrap_or_default();

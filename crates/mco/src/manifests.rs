@@ -74,6 +74,19 @@ impl Manifests {
         self.all(|o| if let Object::MachineConfig(mc) = o { Some(&**mc) } else { None })
     }
 
+    /// Moves the MachineConfigs out, in manifest order: for a caller that needs them once, as
+    /// they hold all the file contents.
+    pub fn take_machine_configs(&mut self) -> Vec<MachineConfig> {
+        let (machine_configs, others) = std::mem::take(&mut self.objects)
+            .into_iter()
+            .partition::<Vec<_>, _>(|(_, o)| matches!(o, Object::MachineConfig(_)));
+        self.objects = others;
+        machine_configs
+            .into_iter()
+            .filter_map(|(_, o)| if let Object::MachineConfig(mc) = o { Some(*mc) } else { None })
+            .collect()
+    }
+
     pub fn pools(&self) -> Vec<MachineConfigPool> {
         self.all(|o| if let Object::MachineConfigPool(p) = o { Some(&**p) } else { None })
     }

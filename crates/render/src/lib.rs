@@ -115,8 +115,12 @@ pub fn render(inputs: Inputs<'_>) -> Result<Rendered, RenderError> {
         extensions_image: spec.base_os_extensions_container_image.clone().unwrap_or_default(),
     };
     let merged = merge::merge_machine_configs(validated, &base)?;
-    let serialized = name::serialize(&merged).map_err(|e| RenderError::Generate(e.to_string()))?;
-    let name = name::rendered_name(&pool_name, &serialized.hash_input);
+    let spec_json = name::SpecJson::new(&merged);
+    // The object holds the spec, so a spec over the limit is refused below whatever its name:
+    // its hash input (as large as the config) is hashed as it is written, not kept.
+    let keep_hash_input = spec_json.len() <= MAX_RENDERED_CONFIG_SIZE;
+    let named = name::name(&pool_name, &merged, keep_hash_input).map_err(|e| RenderError::Generate(e.to_string()))?;
+    let name = named.name;
 
     if let Some(current) = inputs.current {
         check_reconcilable(current, &merged, &selected, inputs.storage_overrides)?;
@@ -147,8 +151,8 @@ pub fn render(inputs: Inputs<'_>) -> Result<Rendered, RenderError> {
         controller: Some(true),
         block_owner_deletion: Some(true),
     };
-    let object_json = go_object_json(&name, &annotations, &owner, &serialized.spec_json);
-    let size = object_json.len();
+    let object_json_head = go_object_json_head(&name, &annotations, &owner);
+    let size = object_json_head.len() + spec_json.len() + OBJECT_JSON_END.len();
     if size > MAX_RENDERED_CONFIG_SIZE {
         return Err(RenderError::TooLarge { name, size });
     }
@@ -157,6 +161,13 @@ pub fn render(inputs: Inputs<'_>) -> Result<Rendered, RenderError> {
             "rendered MachineConfig {name} is {size} bytes, over 80% of the {MAX_RENDERED_CONFIG_SIZE}-byte limit"
         ));
     }
+    let spec_json_text = spec_json.to_text();
+    let object_json = format!("{object_json_head}{spec_json_text}{OBJECT_JSON_END}");
+    let serialized = name::Serialized {
+        config_json: spec_json.config_json,
+        spec_json: spec_json_text,
+        hash_input: named.hash_input.expect("the hash input of a spec within the size limit is kept"),
+    };
 
     let config: serde_json::Value =
         serde_json::from_str(&serialized.config_json).expect("the Go JSON writer emits valid JSON");
@@ -276,13 +287,12 @@ struct GoOwner<'a> {
     block_owner_deletion: bool,
 }
 
-/// Go `json.Marshal` of the rendered object (empty TypeMeta, metadata in Go field order).
-fn go_object_json(
-    name: &str,
-    annotations: &BTreeMap<String, String>,
-    owner: &OwnerReference,
-    spec_json: &str,
-) -> String {
+/// How the rendered object's JSON ends after the spec.
+const OBJECT_JSON_END: &str = "}";
+
+/// Go `json.Marshal` of the rendered object (empty TypeMeta, metadata in Go field order) up to
+/// its spec, which follows, then [`OBJECT_JSON_END`].
+fn go_object_json_head(name: &str, annotations: &BTreeMap<String, String>, owner: &OwnerReference) -> String {
     let metadata = GoMetadata {
         name,
         annotations,
@@ -295,5 +305,5 @@ fn go_object_json(
             block_owner_deletion: owner.block_owner_deletion.unwrap_or_default(),
         }],
     };
-    format!("{{\"metadata\":{},\"spec\":{spec_json}}}", name::to_string(&metadata, Escaping::Modern))
+    format!("{{\"metadata\":{},\"spec\":", name::to_string(&metadata, Escaping::Modern))
 }

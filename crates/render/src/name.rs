@@ -7,9 +7,9 @@
 //! `mco-goser` and this module only assembles the pieces.
 
 use mco_goser::Escaping;
+use mco_ignition::v3;
 use md5::{Digest, Md5};
 use serde::Serialize;
-use serde_json::value::RawValue;
 
 use crate::merge::Merged;
 
@@ -21,15 +21,14 @@ const SALT: [u8; 80] = [
     148, 79, 6, 206, 23, 22,
 ];
 
-/// `MachineConfigSpec` in Go field order; the config is either pre-serialized bytes or the typed
-/// config (same fields, since both go through the config's `Serialize`).
+/// `MachineConfigSpec` in Go field order, with the typed config: the value ghodss converts.
 #[derive(Serialize)]
-struct GoSpec<'a, C: Serialize + ?Sized> {
+struct GoSpec<'a> {
     #[serde(rename = "osImageURL")]
     os_image_url: &'a str,
     #[serde(rename = "baseOSExtensionsContainerImage")]
     base_os_extensions_container_image: &'a str,
-    config: &'a C,
+    config: &'a v3::Config,
     #[serde(rename = "kernelArguments")]
     kernel_arguments: &'a [String],
     extensions: &'a [String],
@@ -49,38 +48,75 @@ pub struct Serialized {
     pub hash_input: String,
 }
 
-/// Fails where ghodss/yaml fails in the original (some control characters), so no name exists.
-pub fn serialize(merged: &Merged) -> Result<Serialized, mco_goser::GhodssError> {
-    let config_json = to_string(&merged.config, Escaping::Legacy);
-    let raw = RawValue::from_string(config_json.clone()).expect("the Go JSON writer emits valid JSON");
-    let spec_json = to_string(&go_spec(merged, &*raw), Escaping::Modern);
-    // The value ghodss converts is the JSON read back; building it from the typed config is the
-    // same value without parsing megabytes of JSON again.
-    let value = serde_json::to_value(go_spec(merged, &merged.config)).expect("plain data types always serialize");
-    let hash_input = mco_goser::ghodss_yaml(&value)?;
-    Ok(Serialized { config_json, spec_json, hash_input })
+/// The spec as Go's encoding/json writes it (the fields of [`GoSpec`], the config as
+/// clarketm/json wrote it), kept in pieces around the config: that is megabytes, and the size
+/// check needs only the total length.
+pub(crate) struct SpecJson {
+    before_config: String,
+    pub(crate) config_json: String,
+    after_config: String,
 }
 
-fn go_spec<'a, C: Serialize + ?Sized>(merged: &'a Merged, config: &'a C) -> GoSpec<'a, C> {
-    GoSpec {
+impl SpecJson {
+    pub(crate) fn new(merged: &Merged) -> Self {
+        let before_config = format!(
+            "{{\"osImageURL\":{},\"baseOSExtensionsContainerImage\":{},\"config\":",
+            to_string(&merged.os_image_url, Escaping::Modern),
+            to_string(&merged.base_os_extensions_container_image, Escaping::Modern),
+        );
+        let after_config = format!(
+            ",\"kernelArguments\":{},\"extensions\":{},\"fips\":{},\"kernelType\":{}}}",
+            to_string(&merged.kernel_arguments, Escaping::Modern),
+            to_string(&merged.extensions, Escaping::Modern),
+            merged.fips,
+            to_string(&merged.kernel_type, Escaping::Modern),
+        );
+        let config_json = to_string(&merged.config, Escaping::Legacy);
+        SpecJson { before_config, config_json, after_config }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.before_config.len() + self.config_json.len() + self.after_config.len()
+    }
+
+    pub(crate) fn to_text(&self) -> String {
+        [self.before_config.as_str(), &self.config_json, &self.after_config].concat()
+    }
+}
+
+/// The rendered name and, when asked for, the bytes hashed for it.
+pub(crate) struct Named {
+    pub(crate) name: String,
+    pub(crate) hash_input: Option<String>,
+}
+
+/// Names the rendered config `rendered-<pool>-<hex md5>`, hashing the ghodss YAML of the spec as
+/// it is written; the YAML is kept only when `keep_hash_input` (it is as large as the config).
+/// Fails where ghodss/yaml fails in the original (some control characters), so no name exists.
+pub(crate) fn name(pool: &str, merged: &Merged, keep_hash_input: bool) -> Result<Named, mco_goser::GhodssError> {
+    // The value ghodss converts is the JSON read back; building it from the typed config is the
+    // same value without parsing megabytes of JSON again.
+    let value = serde_json::to_value(GoSpec {
         os_image_url: &merged.os_image_url,
         base_os_extensions_container_image: &merged.base_os_extensions_container_image,
-        config,
+        config: &merged.config,
         kernel_arguments: &merged.kernel_arguments,
         extensions: &merged.extensions,
         fips: merged.fips,
         kernel_type: &merged.kernel_type,
-    }
-}
-
-/// `rendered-<pool>-<hex md5>`.
-pub fn rendered_name(pool: &str, hash_input: &str) -> String {
+    })
+    .expect("plain data types always serialize");
     let mut md5 = Md5::new();
     md5.update(SALT);
-    md5.update(hash_input.as_bytes());
-    let digest = md5.finalize();
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("rendered-{pool}-{hex}")
+    let mut hash_input = keep_hash_input.then(String::new);
+    mco_goser::ghodss_yaml_in_pieces(&value, &mut |piece| {
+        md5.update(piece.as_bytes());
+        if let Some(kept) = &mut hash_input {
+            kept.push_str(piece);
+        }
+    })?;
+    let hex: String = md5.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok(Named { name: format!("rendered-{pool}-{hex}"), hash_input })
 }
 
 /// Go-compatible JSON as a string. Serializing our own plain types cannot fail.
