@@ -2,9 +2,10 @@
 //! an OCI image (ostree-ext), inspect an image.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::Context;
 use mco_os::build::{self as derive, AddError};
 use mco_os::image::{self, ImageRefError, PullConfig};
 use mco_os::sysroot::{self, SysrootError};
@@ -24,8 +25,8 @@ pub enum ImageCommand {
     /// Import an image as a node would and describe it: digest, commit, version, kernel,
     /// labels and the files (as `ostree ls -R`).
     Inspect(InspectArgs),
-    /// Build a derived image: the base image plus one layer of directories and labels; print
-    /// the manifest digest.
+    /// Build a derived image, the base image plus one layer of directories and labels, or a
+    /// Containerfile with buildah (`-f`); push it and print the manifest digest.
     Build(BuildArgs),
     /// Install an OS image into an empty OSTree sysroot directory (init, stateroot, import,
     /// deploy with the kernel arguments) and boot it (see `boot`).
@@ -72,18 +73,31 @@ pub struct InstallArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct BuildArgs {
-    /// The base image (`oci:DIR[:TAG]`, `docker://HOST/NAME[:TAG|@DIGEST]`).
-    #[arg(long, value_name = "IMAGE")]
-    from: String,
+    /// The base image (`oci:DIR[:TAG]`, `docker://HOST/NAME[:TAG|@DIGEST]`), to add directories to.
+    #[arg(long, value_name = "IMAGE", required_unless_present = "file", conflicts_with = "file")]
+    from: Option<String>,
     /// A directory to add, repeatable: SRC_DIR:/DEST with DEST under /usr or /etc.
-    #[arg(long = "add", value_name = "SRC:DEST")]
+    #[arg(long = "add", value_name = "SRC:DEST", conflicts_with = "file")]
     adds: Vec<String>,
+    /// Build this Containerfile instead (`FROM` the base image; `RUN`, `COPY`, ... as in any
+    /// container build) with buildah.
+    #[arg(short = 'f', long, value_name = "CONTAINERFILE")]
+    file: Option<PathBuf>,
+    /// An `ARG` value of the Containerfile, repeatable.
+    #[arg(long = "build-arg", value_name = "KEY=VALUE", value_parser = parse_label, requires = "file")]
+    build_args: Vec<(String, String)>,
+    /// Credentials (containers-auth.json) for pulling the Containerfile's base image and pushing.
+    #[arg(long, value_name = "FILE", requires = "file")]
+    authfile: Option<PathBuf>,
     /// A label of the new image, repeatable.
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     labels: Vec<(String, String)>,
     /// Destination: `oci:DIR:TAG` or `docker://HOST/NAME:TAG`.
     #[arg(long, value_name = "IMAGE")]
     to: String,
+    /// The Containerfile's build context [default: the Containerfile's directory].
+    #[arg(value_name = "CONTEXT", requires = "file")]
+    context: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -185,9 +199,28 @@ fn commit(args: CommitArgs) -> anyhow::Result<()> {
 }
 
 fn build(args: BuildArgs) -> anyhow::Result<()> {
-    let adds = args.adds.iter().map(|a| derive::parse_add(a)).collect::<Result<Vec<_>, _>>()?;
     let labels: BTreeMap<String, String> = args.labels.into_iter().collect();
-    println!("{}", derive::build(&args.from, &adds, &labels, &args.to)?);
+    let digest = match args.file {
+        Some(containerfile) => {
+            let context = args.context.unwrap_or_else(|| {
+                containerfile.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()
+            });
+            let spec = derive::ContainerBuild {
+                containerfile,
+                context,
+                build_args: args.build_args.into_iter().collect(),
+                labels,
+                to: args.to,
+            };
+            derive::build_containerfile(&spec, &PullConfig { registries_conf: None, authfile: args.authfile })?
+        }
+        None => {
+            let from = args.from.context("--from or --file is required")?;
+            let adds = args.adds.iter().map(|a| derive::parse_add(a)).collect::<Result<Vec<_>, _>>()?;
+            derive::build(&from, &adds, &labels, &args.to)?
+        }
+    };
+    println!("{digest}");
     Ok(())
 }
 

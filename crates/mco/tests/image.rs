@@ -161,6 +161,60 @@ fn build_a_derived_image_from_an_encapsulated_one() {
 }
 
 #[test]
+fn build_an_image_from_a_containerfile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let registry = LocalRegistry::start(&tmp.path().join("registry")).unwrap();
+    let env = [("CONTAINERS_REGISTRIES_CONF", registry.registries_conf.as_path())];
+    let (repo, checksum) = commit(tmp.path(), "3.1");
+    encapsulate(&repo, &format!("docker://{}/mco/os:3.1", registry.host()), &env);
+    let context = tmp.path().join("context");
+    std::fs::create_dir_all(&context).unwrap();
+    std::fs::write(context.join("policy.conf"), "x\n").unwrap();
+    let containerfile = context.join("Containerfile");
+    std::fs::write(
+        &containerfile,
+        format!(
+            "FROM {}/mco/os:3.1\nARG NOTE=none\nCOPY policy.conf /usr/share/policy/\nLABEL io.mco.note=$NOTE\n",
+            registry.host()
+        ),
+    )
+    .unwrap();
+    let derived = format!("docker://{}/mco/os:3.1-derived", registry.host());
+    let assert = mco()
+        .args(["image", "build", "--build-arg", "NOTE=from-arg", "--label", "io.mco.layer=1", "--to", &derived, "-f"])
+        .arg(&containerfile)
+        .envs(env)
+        .assert()
+        .success();
+    let digest = stdout(&assert).trim().to_string();
+    assert_eq!(skopeo_inspect(&derived, &env)["Digest"], digest.as_str());
+    let info = inspect(&derived, &env);
+    assert_eq!(info["commit"], checksum.as_str());
+    assert_eq!(info["labels"]["io.mco.note"], "from-arg");
+    assert_eq!(info["labels"]["io.mco.layer"], "1");
+    let files: Vec<&str> = info["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    assert!(files.contains(&"-00644 0 0      2 /usr/share/policy/policy.conf"), "{files:?}");
+
+    // A step that fails (this base has no shell) is reported with the step; nothing is pushed.
+    std::fs::write(&containerfile, format!("FROM {}/mco/os:3.1\nRUN true\n", registry.host())).unwrap();
+    let failed = format!("docker://{}/mco/os:3.1-failed", registry.host());
+    let assert = mco().args(["image", "build", "--to", &failed, "-f"]).arg(&containerfile).envs(env).assert().failure();
+    assert!(stderr(&assert).contains("building at STEP \"RUN true\""), "{}", stderr(&assert));
+    let pushed = StdCommand::new("skopeo")
+        .arg("--registries-conf")
+        .arg(&registry.registries_conf)
+        .args(["inspect", &failed])
+        .output()
+        .unwrap();
+    assert!(!pushed.status.success(), "{failed} was pushed");
+
+    // A Containerfile and directories to add are two different builds.
+    let assert =
+        mco().args(["image", "build", "--from", &derived, "--to", &failed, "-f"]).arg(&containerfile).assert().code(2);
+    assert!(stderr(&assert).contains("cannot be used with"), "{}", stderr(&assert));
+}
+
+#[test]
 fn install_from_a_registry_by_digest_boot_and_status() {
     let tmp = tempfile::tempdir().unwrap();
     let registry = LocalRegistry::start(&tmp.path().join("registry")).unwrap();

@@ -1,19 +1,23 @@
-//! Derived OS images: a base image plus one layer of added directories and labels, the way a
-//! `FROM <base>` + `COPY` container build layers content on an ostree native container.
+//! Derived OS images, two ways:
 //!
-//! The base is copied with skopeo (digests preserved) into a work OCI directory, the layer and the
-//! new config are written there, and the result is copied to the destination with skopeo, which
-//! reports the pushed digest.
+//! * [`build`]: a base image plus one layer of added directories and labels, the way a
+//!   `FROM <base>` + `COPY` container build layers content on an ostree native container. The
+//!   base is copied with skopeo (digests preserved) into a work OCI directory, the layer and the
+//!   new config are written there, and the result is copied to the destination with skopeo, which
+//!   reports the pushed digest.
+//! * [`build_containerfile`]: any Containerfile (`FROM` the base, `RUN`, `COPY`, `LABEL`, ...),
+//!   built by buildah as the original's on-cluster builds do, and pushed.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::process::Command;
 
 use anyhow::{Context, Result};
 use fn_error_context::context;
 use ocidir::cap_std::{ambient_authority, fs::Dir};
 use ocidir::oci_spec::image as oci_image;
 
-use crate::image::{parse_destination, parse_image_ref, skopeo_copy};
+use crate::image::{PullConfig, parse_destination, parse_image_ref, skopeo_copy};
 
 /// One `--add SRC:DEST`: the directory `src` becomes `dest` (absolute, under /usr or /etc) in
 /// the image.
@@ -94,6 +98,89 @@ pub fn build(from: &str, adds: &[Add], labels: &BTreeMap<String, String>, to: &s
     let digest = std::fs::read_to_string(&digestfile).context("Reading skopeo's digest file")?;
     tracing::info!(%digest, to, "built derived image");
     Ok(digest.trim().to_string())
+}
+
+/// A Containerfile build: what `mco image build -f` takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerBuild {
+    pub containerfile: PathBuf,
+    /// The build context (`COPY` sources).
+    pub context: PathBuf,
+    /// `ARG` values.
+    pub build_args: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+    /// Destination: `oci:DIR:TAG` or `docker://HOST/NAME:TAG`.
+    pub to: String,
+}
+
+/// How many of buildah's last output lines a failed build's error carries: the failing step and
+/// what the step printed before it.
+const BUILD_ERROR_LINES: usize = 20;
+
+/// Build `spec` with buildah (rootful, `--isolation chroot`, storage of its own that is removed
+/// afterwards) and push it to `spec.to`, pulling the base and pushing with `registries`' settings
+/// and credentials; return the pushed manifest digest. A failed step's error names the step and
+/// carries buildah's output; nothing is pushed then.
+#[context("Building {} from {}", spec.to, spec.containerfile.display())]
+pub fn build_containerfile(spec: &ContainerBuild, registries: &PullConfig) -> Result<String> {
+    let to = parse_destination(&spec.to)?;
+    crate::tree::validate_labels(&spec.labels)?;
+    if !spec.containerfile.is_file() {
+        anyhow::bail!("Containerfile {} is not a file", spec.containerfile.display());
+    }
+    if !spec.context.is_dir() {
+        anyhow::bail!("build context {} is not a directory", spec.context.display());
+    }
+    let work = tempfile::Builder::new().prefix("mco-image-build-").tempdir()?;
+    // As for skopeo: buildah 1.28 (Debian 12) takes the registries file as a flag only.
+    let registries_conf = registries
+        .registries_conf
+        .clone()
+        .or_else(|| std::env::var_os("CONTAINERS_REGISTRIES_CONF").map(PathBuf::from));
+    let buildah = |subcommand: &str| {
+        let mut cmd = Command::new("buildah");
+        let storage = work.path().join("storage");
+        cmd.arg("--root").arg(&storage).arg("--runroot").arg(&storage).args(["--storage-driver", "vfs"]);
+        if let Some(conf) = &registries_conf {
+            cmd.arg("--registries-conf").arg(conf);
+        }
+        cmd.arg(subcommand);
+        if let Some(authfile) = &registries.authfile {
+            cmd.arg("--authfile").arg(authfile);
+        }
+        cmd
+    };
+    const TAG: &str = "localhost/mco-image-build:latest";
+    let mut bud = buildah("build");
+    bud.args(["--isolation", "chroot", "--layers=false", "--tag", TAG]).arg("--file").arg(&spec.containerfile);
+    for (key, value) in &spec.build_args {
+        bud.arg("--build-arg").arg(format!("{key}={value}"));
+    }
+    for (key, value) in &spec.labels {
+        bud.arg("--label").arg(format!("{key}={value}"));
+    }
+    run_buildah(bud.arg(&spec.context), "buildah build")?;
+    let digestfile = work.path().join("digest");
+    run_buildah(buildah("push").arg("--digestfile").arg(&digestfile).arg(TAG).arg(to.to_string()), "buildah push")?;
+    let digest = std::fs::read_to_string(&digestfile).context("Reading buildah's digest file")?;
+    tracing::info!(digest = digest.trim(), to = spec.to, "built image from a Containerfile");
+    Ok(digest.trim().to_string())
+}
+
+/// Run a buildah command; a failure carries the last lines of its output (stdout and stderr
+/// interleaved as buildah wrote them: the step lines and the step's own output).
+fn run_buildah(cmd: &mut Command, what: &str) -> Result<()> {
+    let out = cmd.stdin(std::process::Stdio::null()).output().with_context(|| format!("Running {what}"))?;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        tracing::info!(target: "buildah", "{line}");
+    }
+    if !out.status.success() {
+        let output = [String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)].concat();
+        let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
+        let tail = lines[lines.len().saturating_sub(BUILD_ERROR_LINES)..].join("\n");
+        anyhow::bail!("{what} failed ({}):\n{tail}", out.status);
+    }
+    Ok(())
 }
 
 /// Directory entries for the parents of `dest` (`usr`, `usr/share`, ...), so the layer is a

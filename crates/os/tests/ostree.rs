@@ -4,8 +4,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use mco_os::image::PullConfig;
+use mco_os::registry::LocalRegistry;
 use mco_os::tree::{self, TreeSpec};
 use mco_os::{build, image};
+use ostree_ext::container::{OstreeImageReference, SignatureSource};
 
 const KVER: &str = "6.5.0-1.mco.x86_64";
 
@@ -226,7 +229,6 @@ fn repo_view(path: &Path) -> BTreeMap<String, CommitView> {
 #[tokio::test]
 async fn single_commit_import_is_ostree_ext_import() {
     use ostree_ext::container::store::{ImageImporter, PrepareResult};
-    use ostree_ext::container::{OstreeImageReference, SignatureSource};
 
     let (tmp, repo, commit) = committed("mco/os", "42.1");
     let dest = format!("oci:{}:42.1", tmp.path().join("oci").display());
@@ -262,4 +264,122 @@ async fn single_commit_import_is_ostree_ext_import() {
     assert_eq!(again.merge_commit, our_state.merge_commit);
     let query = ostree_ext::container::store::query_image(&ours, &imgref.imgref).unwrap().unwrap();
     assert_eq!(query.merge_commit, our_state.merge_commit);
+}
+
+/// A base image whose tree has a shell, in a registry on loopback: the test tree plus Debian's
+/// static busybox as `/bin/sh` and its applets (a stand-in for a real OS userland, enough for
+/// `RUN` steps). Returns the registry, the pull settings for it, the base image and its commit.
+fn base_with_shell(tmp: &Path) -> (LocalRegistry, PullConfig, String, String) {
+    let tree_dir = tmp.join("tree");
+    tree::write_tree(&tree_dir, &spec("42.1")).unwrap();
+    std::fs::copy("/bin/busybox", tree_dir.join("usr/bin/busybox")).unwrap();
+    for applet in ["sh", "echo", "cat", "mkdir", "false"] {
+        std::os::unix::fs::symlink("busybox", tree_dir.join("usr/bin").join(applet)).unwrap();
+    }
+    std::os::unix::fs::symlink("usr/bin", tree_dir.join("bin")).unwrap();
+    let repo = tmp.join("repo");
+    let commit = tree::commit(&repo, "mco/os", &tree_dir, "42.1", &labels()).unwrap();
+    let registry = LocalRegistry::start(&tmp.join("registry")).unwrap();
+    let pull = PullConfig { registries_conf: Some(registry.registries_conf.clone()), authfile: None };
+    let base = format!("docker://{}/mco/os:base", registry.host());
+    mco_os::block_on(image::encapsulate_with(&repo, "mco/os", &base, &pull)).unwrap().unwrap();
+    (registry, pull, base, commit)
+}
+
+fn containerfile_build(tmp: &Path, pull: &PullConfig, containerfile: &str, to: &str) -> anyhow::Result<String> {
+    let context = tmp.join("context");
+    std::fs::create_dir_all(&context).unwrap();
+    std::fs::write(context.join("extra.conf"), "extra=1\n").unwrap();
+    std::fs::write(context.join("Containerfile"), containerfile).unwrap();
+    let spec = build::ContainerBuild {
+        containerfile: context.join("Containerfile"),
+        context: context.clone(),
+        build_args: BTreeMap::from([("GREETING".to_string(), "hello".to_string())]),
+        labels: BTreeMap::from([("io.mco.label".to_string(), "given".to_string())]),
+        to: to.to_string(),
+    };
+    build::build_containerfile(&spec, pull)
+}
+
+/// `skopeo inspect` of an image in the test registry, `None` if it is not there.
+fn inspect_in(pull: &PullConfig, image: &str) -> Option<serde_json::Value> {
+    let conf = pull.registries_conf.as_ref().unwrap();
+    let out = Command::new("skopeo").arg("--registries-conf").arg(conf).args(["inspect", image]).output().unwrap();
+    out.status.success().then(|| serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn containerfile_build_runs_its_steps_on_the_base() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (registry, pull, base, commit) = base_with_shell(tmp.path());
+    let derived = format!("docker://{}/mco/os:derived", registry.host());
+    let containerfile = format!(
+        "FROM {}\nARG GREETING=unset\nCOPY extra.conf /etc/mco/extra.conf\n\
+         RUN mkdir -p /usr/share/mco && echo \"$GREETING from RUN\" > /usr/share/mco/run.txt\n\
+         LABEL io.mco.built=containerfile\n",
+        base.trim_start_matches("docker://")
+    );
+    let digest = containerfile_build(tmp.path(), &pull, &containerfile, &derived).unwrap();
+
+    let skopeo = inspect_in(&pull, &derived).expect("the image was pushed");
+    assert_eq!(skopeo["Digest"], digest.as_str());
+    let labels = &skopeo["Labels"];
+    assert_eq!(labels["io.mco.built"], "containerfile");
+    assert_eq!(labels["io.mco.label"], "given");
+    assert_eq!(labels["ostree.bootable"], "true", "the base's labels are kept: {labels}");
+
+    // A node imports it (by digest) as the base commit plus the build's layer: the RUN step's
+    // output and the copied file (in /usr/etc, as ostree keeps /etc) are in the merged tree.
+    let repo_path = tmp.path().join("node-repo");
+    let repo = tree::open_or_create_repo(&repo_path).unwrap();
+    let imgref = OstreeImageReference {
+        sigverify: SignatureSource::ContainerPolicyAllowInsecure,
+        imgref: image::parse_image_ref(&format!("docker://{}/mco/os@{digest}", registry.host())).unwrap(),
+    };
+    let state = mco_os::block_on(image::import_with(&repo, &imgref, &pull, true)).unwrap().unwrap();
+    assert_eq!(state.base_commit, commit);
+    assert_ne!(state.merge_commit, commit);
+    let cat = |path: &str| ostree(&repo_path, &["cat", &state.merge_commit, path]);
+    assert_eq!(cat("/usr/share/mco/run.txt"), "hello from RUN\n");
+    assert_eq!(cat("/usr/etc/mco/extra.conf"), "extra=1\n");
+    assert!(cat(&format!("/usr/lib/modules/{KVER}/vmlinuz")).starts_with("placeholder kernel"));
+}
+
+#[test]
+fn failed_containerfile_builds_name_the_step_and_push_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (registry, pull, base, _) = base_with_shell(tmp.path());
+    let base = base.trim_start_matches("docker://");
+    let host = registry.host();
+    let cases = [
+        (
+            format!("FROM {base}\nRUN echo step output && exit 3\n"),
+            "building at STEP \"RUN echo step output && exit 3\"",
+        ),
+        (format!("FROM {base}\nFROBNICATE /usr\n"), "FROBNICATE"),
+        (format!("FROM {host}/mco/absent:1\nRUN true\n"), "mco/absent"),
+        (format!("FROM {base}\nCOPY not-in-context /usr/share/x\n"), "not-in-context"),
+    ];
+    for (i, (containerfile, want)) in cases.iter().enumerate() {
+        let to = format!("docker://{host}/mco/os:failed-{i}");
+        let err = format!("{:#}", containerfile_build(tmp.path(), &pull, containerfile, &to).unwrap_err());
+        assert!(err.contains(want), "{containerfile}: {err}");
+        assert!(err.contains("buildah build failed"), "{err}");
+        if i == 0 {
+            assert!(err.contains("step output"), "the step's own output is kept: {err}");
+        }
+        assert!(inspect_in(&pull, &to).is_none(), "{to} was pushed after a failed build");
+    }
+
+    let spec = build::ContainerBuild { to: format!("docker://{host}/mco/os"), ..Default::default() };
+    let err = build::build_containerfile(&spec, &pull).unwrap_err();
+    assert!(format!("{err:#}").contains("a destination needs a tag"), "{err:#}");
+    let spec = build::ContainerBuild {
+        containerfile: tmp.path().join("absent"),
+        context: tmp.path().to_path_buf(),
+        to: format!("docker://{host}/mco/os:x"),
+        ..Default::default()
+    };
+    let err = build::build_containerfile(&spec, &pull).unwrap_err();
+    assert!(format!("{err:#}").contains("is not a file"), "{err:#}");
 }
