@@ -7,8 +7,9 @@
 //! * deploy: the same with the image already imported, against `ostree admin deploy` of the same
 //!   commit into an identical sysroot;
 //! * pull + import: the node's import (`mco_os::image::import_with`: ostree-ext, with the merge
-//!   step skipped for a single-commit image) into an empty repository, against the floor:
-//!   `skopeo copy` of the image plus `ostree commit` of the same tree.
+//!   step skipped for a single-commit image) into an empty repository, against ostree-ext's own
+//!   import (with its merge step: what the node did before) and the floor: `skopeo copy` of the
+//!   image plus `ostree commit` of the same tree.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -21,6 +22,7 @@ use mco_os::image::{self, PullConfig};
 use mco_os::registry::LocalRegistry;
 use mco_os::sysroot;
 use mco_os::tree::{self, TreeSpec};
+use ostree_ext::container::store::{ImageImporter, PrepareResult};
 
 const FILES: usize = 50_000;
 const RUNS: usize = 3;
@@ -73,6 +75,7 @@ fn main() {
     .to_string();
 
     let (mut rebase, mut ours, mut cli, mut import, mut baseline) = (vec![], vec![], vec![], vec![], vec![]);
+    let mut ostree_ext_import = vec![];
     for i in 0..RUNS {
         let install = |name: &str| {
             let path = dir.join(format!("{name}-{i}"));
@@ -107,6 +110,15 @@ fn main() {
         import.push(timed(|| {
             mco_os::block_on(image::import_with(&target, &imgref, &pull, true)).unwrap().unwrap();
         }));
+        let target = tree::open_or_create_repo(&dir.join(format!("import-ostree-ext-{i}"))).unwrap();
+        ostree_ext_import.push(timed(|| {
+            mco_os::block_on(async {
+                let mut importer = ImageImporter::new(&target, &imgref, pull.proxy_config()).await.unwrap();
+                let PrepareResult::Ready(prep) = importer.prepare().await.unwrap() else { panic!("already imported") };
+                importer.import(prep).await.unwrap();
+            })
+            .unwrap();
+        }));
         let copy_dir = dir.join(format!("copy-{i}"));
         let commit_repo = dir.join(format!("commit-{i}"));
         baseline.push(timed(|| {
@@ -135,7 +147,12 @@ fn main() {
     println!("  rebase (pull + import + deploy), ours:      {:?}", median(rebase));
     println!("  deploy, ours:                               {:?}", median(ours));
     println!("  deploy, ostree admin deploy:                {:?}  (ours / CLI = {ratio:.2})", median(cli));
+    let ostree_ext_ratio = median(ostree_ext_import.clone()).as_secs_f64() / median(baseline.clone()).as_secs_f64();
     println!("  pull + import, ours:                        {:?}", median(import));
+    println!(
+        "  pull + import, ostree-ext's own (before):   {:?}  (/ floor = {ostree_ext_ratio:.2})",
+        median(ostree_ext_import)
+    );
     println!(
         "  skopeo copy + ostree commit of the tree:    {:?}  (ours / floor = {import_ratio:.2})",
         median(baseline)

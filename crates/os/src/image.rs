@@ -413,7 +413,8 @@ impl PullConfig {
         }
     }
 
-    fn proxy_config(&self) -> ImageProxyConfig {
+    /// The settings of ostree-ext's image proxy (skopeo) for these registries and credentials.
+    pub fn proxy_config(&self) -> ImageProxyConfig {
         ImageProxyConfig { skopeo_cmd: Some(self.skopeo()), authfile: self.authfile.clone(), ..Default::default() }
     }
 }
