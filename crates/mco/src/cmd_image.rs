@@ -2,7 +2,7 @@
 //! an OCI image (ostree-ext), inspect an image.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -95,7 +95,8 @@ pub struct BuildArgs {
     /// Destination: `oci:DIR:TAG` or `docker://HOST/NAME:TAG`.
     #[arg(long, value_name = "IMAGE")]
     to: String,
-    /// The Containerfile's build context [default: the Containerfile's directory].
+    /// The Containerfile's build context (`COPY` sources) [default: the current directory, as for
+    /// buildah and podman].
     #[arg(value_name = "CONTEXT", requires = "file")]
     context: Option<PathBuf>,
 }
@@ -202,9 +203,7 @@ fn build(args: BuildArgs) -> anyhow::Result<()> {
     let labels: BTreeMap<String, String> = args.labels.into_iter().collect();
     let digest = match args.file {
         Some(containerfile) => {
-            let context = args.context.unwrap_or_else(|| {
-                containerfile.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()
-            });
+            let context = args.context.unwrap_or_else(|| PathBuf::from("."));
             let spec = derive::ContainerBuild {
                 containerfile,
                 context,

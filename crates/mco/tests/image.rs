@@ -183,6 +183,7 @@ fn build_an_image_from_a_containerfile() {
     let assert = mco()
         .args(["image", "build", "--build-arg", "NOTE=from-arg", "--label", "io.mco.layer=1", "--to", &derived, "-f"])
         .arg(&containerfile)
+        .arg(&context)
         .envs(env)
         .assert()
         .success();
@@ -207,6 +208,7 @@ fn build_an_image_from_a_containerfile() {
         .output()
         .unwrap();
     assert!(!pushed.status.success(), "{failed} was pushed");
+    assert!(String::from_utf8_lossy(&pushed.stderr).contains("manifest unknown"), "{pushed:?}");
 
     // A Containerfile and directories to add are two different builds.
     let assert =

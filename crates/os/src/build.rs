@@ -117,10 +117,14 @@ pub struct ContainerBuild {
 /// what the step printed before it.
 const BUILD_ERROR_LINES: usize = 20;
 
-/// Build `spec` with buildah (rootful, `--isolation chroot`, storage of its own that is removed
-/// afterwards) and push it to `spec.to`, pulling the base and pushing with `registries`' settings
-/// and credentials; return the pushed manifest digest. A failed step's error names the step and
-/// carries buildah's output; nothing is pushed then.
+/// Build `spec` with buildah (rootful, `--isolation chroot`) and push it to `spec.to`, pulling the
+/// base and pushing with `registries`' settings and credentials; return the pushed manifest
+/// digest. A failed step's error names the step and carries buildah's output; nothing is pushed
+/// then.
+///
+/// buildah's storage (vfs: it works in a pod and on any filesystem, at the price of a full copy of
+/// the tree per layer) and its temporary files are in a directory of their own under `$TMPDIR`,
+/// else `/var/tmp` (a pod's scratch disk, not a tmpfs), removed afterwards.
 #[context("Building {} from {}", spec.to, spec.containerfile.display())]
 pub fn build_containerfile(spec: &ContainerBuild, registries: &PullConfig) -> Result<String> {
     let to = parse_destination(&spec.to)?;
@@ -131,7 +135,10 @@ pub fn build_containerfile(spec: &ContainerBuild, registries: &PullConfig) -> Re
     if !spec.context.is_dir() {
         anyhow::bail!("build context {} is not a directory", spec.context.display());
     }
-    let work = tempfile::Builder::new().prefix("mco-image-build-").tempdir()?;
+    let scratch = std::env::var_os("TMPDIR").map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from);
+    let work = tempfile::Builder::new().prefix("mco-image-build-").tempdir_in(&scratch)?;
+    let buildah_tmp = work.path().join("tmp");
+    std::fs::create_dir(&buildah_tmp)?;
     // As for skopeo: buildah 1.28 (Debian 12) takes the registries file as a flag only.
     let registries_conf = registries
         .registries_conf
@@ -139,6 +146,7 @@ pub fn build_containerfile(spec: &ContainerBuild, registries: &PullConfig) -> Re
         .or_else(|| std::env::var_os("CONTAINERS_REGISTRIES_CONF").map(PathBuf::from));
     let buildah = |subcommand: &str| {
         let mut cmd = Command::new("buildah");
+        cmd.env("BUILDAH_TMPDIR", &buildah_tmp);
         let storage = work.path().join("storage");
         cmd.arg("--root").arg(&storage).arg("--runroot").arg(&storage).args(["--storage-driver", "vfs"]);
         if let Some(conf) = &registries_conf {
@@ -159,26 +167,42 @@ pub fn build_containerfile(spec: &ContainerBuild, registries: &PullConfig) -> Re
     for (key, value) in &spec.labels {
         bud.arg("--label").arg(format!("{key}={value}"));
     }
-    run_buildah(bud.arg(&spec.context), "buildah build")?;
+    bud.arg(&spec.context);
+    run_buildah(bud, "buildah build")?;
     let digestfile = work.path().join("digest");
-    run_buildah(buildah("push").arg("--digestfile").arg(&digestfile).arg(TAG).arg(to.to_string()), "buildah push")?;
+    let mut push = buildah("push");
+    push.arg("--digestfile").arg(&digestfile).arg(TAG).arg(to.to_string());
+    run_buildah(push, "buildah push")?;
     let digest = std::fs::read_to_string(&digestfile).context("Reading buildah's digest file")?;
     tracing::info!(digest = digest.trim(), to = spec.to, "built image from a Containerfile");
     Ok(digest.trim().to_string())
 }
 
-/// Run a buildah command; a failure carries the last lines of its output (stdout and stderr
-/// interleaved as buildah wrote them: the step lines and the step's own output).
-fn run_buildah(cmd: &mut Command, what: &str) -> Result<()> {
-    let out = cmd.stdin(std::process::Stdio::null()).output().with_context(|| format!("Running {what}"))?;
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+/// Run a buildah command, logging its output as it comes (stdout and stderr through one pipe, in
+/// the order buildah wrote them: each `STEP` line, then what the step printed); a failure carries
+/// the last lines.
+fn run_buildah(mut cmd: Command, what: &str) -> Result<()> {
+    let (reader, writer) = std::io::pipe()?;
+    cmd.stdin(std::process::Stdio::null()).stdout(writer.try_clone()?).stderr(writer);
+    let mut child = cmd.spawn().with_context(|| format!("Running {what}"))?;
+    // The command holds the pipe's write ends: without dropping it the output never ends.
+    drop(cmd);
+    let mut tail = std::collections::VecDeque::with_capacity(BUILD_ERROR_LINES);
+    for line in std::io::BufRead::lines(std::io::BufReader::new(reader)) {
+        let line = line.with_context(|| format!("Reading the output of {what}"))?;
         tracing::info!(target: "buildah", "{line}");
+        if line.trim().is_empty() {
+            continue;
+        }
+        if tail.len() == BUILD_ERROR_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(line);
     }
-    if !out.status.success() {
-        let output = [String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)].concat();
-        let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
-        let tail = lines[lines.len().saturating_sub(BUILD_ERROR_LINES)..].join("\n");
-        anyhow::bail!("{what} failed ({}):\n{tail}", out.status);
+    let status = child.wait().with_context(|| format!("Waiting for {what}"))?;
+    if !status.success() {
+        let tail: Vec<String> = tail.into();
+        anyhow::bail!("{what} failed ({status}):\n{}", tail.join("\n"));
     }
     Ok(())
 }

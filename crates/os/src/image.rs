@@ -277,7 +277,8 @@ pub async fn import(repo: &ostree::Repo, imgref: &ImageReference) -> Result<Box<
 /// The repository ends up as ostree-ext's import leaves it (the same refs, commits and commit
 /// metadata, so rpm-ostree, bootc and `ostree container image` read it), but an image that is one
 /// encapsulated commit, without split-object or derived layers, skips ostree-ext's merge step:
-/// see [`import_single_commit`].
+/// see [`import_single_commit`]. Callers serialize imports into a repository (a node's under the
+/// sysroot lock): ostree-ext panics when an image appears while it is fetched.
 #[context("Importing {imgref}")]
 pub async fn import_with(
     repo: &ostree::Repo,
@@ -326,10 +327,11 @@ async fn import_single_commit(
 ) -> Result<Box<LayeredImageState>> {
     let fetched = importer.unencapsulate().await?;
     if fetched.image_digest != prep.manifest_digest {
+        // skopeo's proxy reads the manifest once per opened image: never expected.
         anyhow::bail!(
-            "{imgref} changed during the pull ({} then {}); pull it by digest",
-            prep.manifest_digest,
-            fetched.image_digest
+            "{imgref}: the image proxy gave manifest {} after {}",
+            fetched.image_digest,
+            prep.manifest_digest
         );
     }
     let base_commit = fetched.ostree_commit;

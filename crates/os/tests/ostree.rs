@@ -243,6 +243,7 @@ async fn single_commit_import_is_ostree_ext_import() {
     let theirs = tree::open_or_create_repo(&theirs_path).unwrap();
     let mut importer = ImageImporter::new(&theirs, &imgref, Default::default()).await.unwrap();
     let PrepareResult::Ready(prep) = importer.prepare().await.unwrap() else { panic!("nothing imported yet") };
+    assert!(prep.ostree_layers.is_empty() && prep.layers.is_empty(), "a single-commit image: the shortcut applies");
     let their_state = importer.import(prep).await.unwrap();
 
     // ... and ours leave the same refs, trees, metadata and timestamps.
@@ -272,6 +273,9 @@ async fn single_commit_import_is_ostree_ext_import() {
 fn base_with_shell(tmp: &Path) -> (LocalRegistry, PullConfig, String, String) {
     let tree_dir = tmp.join("tree");
     tree::write_tree(&tree_dir, &spec("42.1")).unwrap();
+    let busybox = std::fs::read("/bin/busybox").expect("Debian's busybox-static (hack/setup.sh installs it)");
+    let dynamic = busybox.windows(b"/ld-linux".len()).any(|w| w == b"/ld-linux");
+    assert!(!dynamic, "/bin/busybox must be Debian's busybox-static, not the dynamically linked busybox");
     std::fs::copy("/bin/busybox", tree_dir.join("usr/bin/busybox")).unwrap();
     for applet in ["sh", "echo", "cat", "mkdir", "false"] {
         std::os::unix::fs::symlink("busybox", tree_dir.join("usr/bin").join(applet)).unwrap();
@@ -369,6 +373,7 @@ fn failed_containerfile_builds_name_the_step_and_push_nothing() {
             assert!(err.contains("step output"), "the step's own output is kept: {err}");
         }
         assert!(inspect_in(&pull, &to).is_none(), "{to} was pushed after a failed build");
+        assert!(inspect_in(&pull, &format!("docker://{base}")).is_some(), "the registry answers");
     }
 
     let spec = build::ContainerBuild { to: format!("docker://{host}/mco/os"), ..Default::default() };
