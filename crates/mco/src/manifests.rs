@@ -121,14 +121,22 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Manifests> {
     for path in paths {
         collect_files(path, &mut files)?;
     }
-    let mut manifests = Manifests::default();
-    for file in files {
+    // Each file is read and parsed on its own; the results are gathered in file order.
+    let per_file = mco_render::parallel::map(&files, |file| -> anyhow::Result<Manifests> {
         let text = if file == Path::new("-") {
             std::io::read_to_string(std::io::stdin())?
         } else {
-            std::fs::read_to_string(&file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?
+            std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?
         };
-        read_documents(&file, &text, &mut manifests);
+        let mut manifests = Manifests::default();
+        read_documents(file, &text, &mut manifests);
+        Ok(manifests)
+    });
+    let mut manifests = Manifests::default();
+    for file_manifests in per_file {
+        let file_manifests = file_manifests?;
+        manifests.objects.extend(file_manifests.objects);
+        manifests.problems.extend(file_manifests.problems);
     }
     Ok(manifests)
 }

@@ -7,10 +7,12 @@
 
 pub mod merge;
 pub mod name;
+pub mod parallel;
 pub mod reconcile;
 pub mod select;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use mco_api::constants::{
@@ -105,9 +107,9 @@ pub fn render(inputs: Inputs<'_>) -> Result<Rendered, RenderError> {
         return Err(RenderError::NoMachineConfigs(selection.to_string()));
     }
     check_versions(inputs.controller_config, &selected, inputs.version)?;
-    let validated = selected
-        .iter()
-        .map(|mc| Ok((*mc, merge::validate_machine_config(mc)?)))
+    // Each config is parsed, validated (contents decoded) and converted on its own.
+    let validated = parallel::map(&selected, |mc| Ok((*mc, merge::validate_machine_config(mc)?)))
+        .into_iter()
         .collect::<Result<Vec<_>, RenderError>>()?;
     let spec = &inputs.controller_config.spec;
     let base = BaseImages {
@@ -115,11 +117,17 @@ pub fn render(inputs: Inputs<'_>) -> Result<Rendered, RenderError> {
         extensions_image: spec.base_os_extensions_container_image.clone().unwrap_or_default(),
     };
     let merged = merge::merge_machine_configs(validated, &base)?;
-    let spec_json = name::SpecJson::new(&merged);
-    // The object holds the spec, so a spec over the limit is refused below whatever its name:
-    // its hash input (as large as the config) is hashed as it is written, not kept.
-    let keep_hash_input = spec_json.len() <= MAX_RENDERED_CONFIG_SIZE;
-    let named = name::name(&pool_name, &merged, keep_hash_input).map_err(|e| RenderError::Generate(e.to_string()))?;
+    // The spec's JSON and its hash input are written from the merged config side by side. The
+    // object holds the spec, so a spec over the limit is refused below whatever its name: then
+    // the hash input (as large as the config) need not be kept.
+    let drop_hash_input = AtomicBool::new(false);
+    let (spec_json, named) = std::thread::scope(|scope| {
+        let naming = scope.spawn(|| name::name(&pool_name, &merged, &drop_hash_input));
+        let spec_json = name::SpecJson::new(&merged);
+        drop_hash_input.store(spec_json.len() > MAX_RENDERED_CONFIG_SIZE, Ordering::Relaxed);
+        (spec_json, naming.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    });
+    let named = named.map_err(|e| RenderError::Generate(e.to_string()))?;
     let name = named.name;
 
     if let Some(current) = inputs.current {
@@ -166,7 +174,7 @@ pub fn render(inputs: Inputs<'_>) -> Result<Rendered, RenderError> {
     let serialized = name::Serialized {
         config_json: spec_json.config_json,
         spec_json: spec_json_text,
-        hash_input: named.hash_input.expect("the hash input of a spec within the size limit is kept"),
+        hash_input: named.hash_input.expect("the hash input of a spec within the size limit is never dropped"),
     };
 
     let config: serde_json::Value =

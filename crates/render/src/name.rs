@@ -6,6 +6,8 @@
 //! live cluster would roll every node, so the serializers are emulated byte for byte in
 //! `mco-goser` and this module only assembles the pieces.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use mco_goser::Escaping;
 use mco_ignition::v3;
 use md5::{Digest, Md5};
@@ -84,16 +86,17 @@ impl SpecJson {
     }
 }
 
-/// The rendered name and, when asked for, the bytes hashed for it.
+/// The rendered name and, unless it was dropped, the bytes hashed for it.
 pub(crate) struct Named {
     pub(crate) name: String,
     pub(crate) hash_input: Option<String>,
 }
 
 /// Names the rendered config `rendered-<pool>-<hex md5>`, hashing the ghodss YAML of the spec as
-/// it is written; the YAML is kept only when `keep_hash_input` (it is as large as the config).
+/// it is written. The YAML is kept too, until `drop_hash_input` is set: it is as large as the
+/// config, and the caller may learn meanwhile that it will not need it.
 /// Fails where ghodss/yaml fails in the original (some control characters), so no name exists.
-pub(crate) fn name(pool: &str, merged: &Merged, keep_hash_input: bool) -> Result<Named, mco_goser::GhodssError> {
+pub(crate) fn name(pool: &str, merged: &Merged, drop_hash_input: &AtomicBool) -> Result<Named, mco_goser::GhodssError> {
     // The value ghodss converts is the JSON read back; building it from the typed config is the
     // same value without parsing megabytes of JSON again.
     let value = serde_json::to_value(GoSpec {
@@ -108,10 +111,12 @@ pub(crate) fn name(pool: &str, merged: &Merged, keep_hash_input: bool) -> Result
     .expect("plain data types always serialize");
     let mut md5 = Md5::new();
     md5.update(SALT);
-    let mut hash_input = keep_hash_input.then(String::new);
+    let mut hash_input = Some(String::new());
     mco_goser::ghodss_yaml_in_pieces(&value, &mut |piece| {
         md5.update(piece.as_bytes());
-        if let Some(kept) = &mut hash_input {
+        if drop_hash_input.load(Ordering::Relaxed) {
+            hash_input = None;
+        } else if let Some(kept) = &mut hash_input {
             kept.push_str(piece);
         }
     })?;
