@@ -58,7 +58,9 @@ fn main() {
         tree::commit(&repo, &format!("os/{version}"), &tree_dir, version, &BTreeMap::new()).unwrap();
         let to = format!("docker://{}/mco/os:{version}", registry.host());
         let digest =
-            mco_os::block_on(image::encapsulate_with(&repo, &format!("os/{version}"), &to, &pull)).unwrap().unwrap();
+            mco_os::block_on(image::encapsulate_with(&repo, &format!("os/{version}"), &to, &pull, Default::default()))
+                .unwrap()
+                .unwrap();
         urls.push(format!("{}/mco/os@{digest}", registry.host()));
     }
     let (boot_image, big_image) = (&urls[0], &urls[1]);

@@ -94,7 +94,9 @@ impl Lab {
         let push =
             PullConfig { registries_conf: Some(self.registry.registries_conf.clone()), authfile: Some(authfile) };
         let to = format!("docker://{name}:{version}");
-        let digest = mco_os::block_on(mco_os::image::encapsulate_with(&repo, "mco/os", &to, &push)).unwrap().unwrap();
+        let digest = mco_os::block_on(mco_os::image::encapsulate_with(&repo, "mco/os", &to, &push, Default::default()))
+            .unwrap()
+            .unwrap();
         format!("{name}@{digest}")
     }
 

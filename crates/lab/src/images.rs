@@ -102,7 +102,19 @@ pub async fn build(mco: &Path, layout: &Layout, registry: &str) -> anyhow::Resul
     let to = format!("docker://{registry}/mco/node:latest");
     let digest = run_tool(
         mco,
-        ["image", "build", "--from", &from, "--add", &add, "--label", "io.mco.lab.role=node", "--to", &to],
+        [
+            "image",
+            "build",
+            "--from",
+            &from,
+            "--add",
+            &add,
+            "--label",
+            "io.mco.lab.role=node",
+            "--compression-fast",
+            "--to",
+            &to,
+        ],
         &env,
         &log,
     )
@@ -162,7 +174,8 @@ pub async fn build_old_boot(mco: &Path, layout: &Layout, registry: &str) -> anyh
     build_os_image(mco, layout, registry, OLD_BOOT_VERSION, "boot-old").await
 }
 
-/// A test OS tree of `version` committed and pushed as `mco/os:<tag>`; its pinned name.
+/// A test OS tree of `version` on the lab's userland (Debian: a shell, coreutils, dpkg), committed
+/// and pushed as `mco/os:<tag>`; its pinned name.
 async fn build_os_image(
     mco: &Path,
     layout: &Layout,
@@ -176,6 +189,7 @@ async fn build_os_image(
     let conf = layout.registries_conf();
     let env = [("CONTAINERS_REGISTRIES_CONF", conf.as_os_str())];
     let tree = dir.join(format!("tree-{tag}"));
+    let userland = layout.userland();
     run_tool(
         mco,
         [
@@ -185,6 +199,8 @@ async fn build_os_image(
             KERNEL.as_ref(),
             "--version-id".as_ref(),
             version.as_ref(),
+            "--userland".as_ref(),
+            userland.as_os_str(),
             tree.as_os_str(),
         ],
         &env,
@@ -215,6 +231,7 @@ async fn build_os_image(
         [
             OsStr::new("image"),
             "encapsulate".as_ref(),
+            "--compression-fast".as_ref(),
             "--repo".as_ref(),
             repo.as_os_str(),
             "--ref".as_ref(),

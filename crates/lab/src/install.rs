@@ -79,11 +79,19 @@ pub fn relative_path(from: &Path, to: &Path) -> PathBuf {
 }
 
 /// Builds the userland of mco's image (`hack/image.sh --userland-only`, cached), before the lab's
-/// network namespace, from which Debian's mirror cannot be reached.
+/// network namespace, from which Debian's mirror cannot be reached; the lab's OS images are built
+/// on it too ([`Layout::userland`]).
 #[context("Preparing the userland of mco's image")]
-pub async fn prepare_userland(deploy: &Path, log: &Path) -> anyhow::Result<()> {
+pub async fn prepare_userland(deploy: &Path, layout: &Layout) -> anyhow::Result<()> {
     let script = deploy.join("../hack/image.sh");
-    run_tool(Path::new("bash"), [script.as_os_str(), "--userland-only".as_ref()], &[], log).await?;
+    let log = layout.log("images");
+    let out = run_tool(Path::new("bash"), [script.as_os_str(), "--userland-only".as_ref()], &[], &log).await?;
+    let cached = Path::new(out.lines().last().context("hack/image.sh printed no path")?.trim());
+    let userland = layout.userland();
+    std::fs::create_dir_all(layout.images())?;
+    if std::fs::hard_link(cached, &userland).is_err() {
+        std::fs::copy(cached, &userland).with_context(|| format!("copying {}", cached.display()))?;
+    }
     Ok(())
 }
 

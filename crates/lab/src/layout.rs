@@ -80,6 +80,12 @@ impl Layout {
         self.dir.join("images")
     }
 
+    /// The root filesystem of the lab's OS images: the userland of mco's image (a link to the cached
+    /// `hack/image.sh --userland-only`), so `RUN` steps of image builds find a shell and coreutils.
+    pub fn userland(&self) -> PathBuf {
+        self.images().join("userland.tar")
+    }
+
     /// Shims first on the PATH of Ignition (a no-op `setfiles`: lab roots have no SELinux).
     pub fn bin(&self) -> PathBuf {
         self.dir.join("bin")

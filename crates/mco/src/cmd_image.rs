@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use mco_os::build::{self as derive, AddError};
-use mco_os::image::{self, ImageRefError, PullConfig};
+use mco_os::image::{self, ImageRefError, LayerCompression, PullConfig};
 use mco_os::sysroot::{self, SysrootError};
 use mco_os::tree::{self, TreeError, TreeSpec};
 use serde_json::json;
@@ -95,6 +95,9 @@ pub struct BuildArgs {
     /// Destination: `oci:DIR:TAG` or `docker://HOST/NAME:TAG`.
     #[arg(long, value_name = "IMAGE")]
     to: String,
+    /// gzip level 1 for the added layer (`--add` builds): bigger, written several times faster.
+    #[arg(long, conflicts_with = "file")]
+    compression_fast: bool,
     /// The Containerfile's build context (`COPY` sources) [default: the current directory, as for
     /// buildah and podman].
     #[arg(value_name = "CONTEXT", requires = "file")]
@@ -115,6 +118,10 @@ pub struct TestTreeArgs {
     /// Add this many small files under /usr/share/mco-filler (for benchmarks).
     #[arg(long, value_name = "N", default_value_t = 0)]
     filler_files: usize,
+    /// Add the root filesystem in this tarball (e.g. from `mmdebstrap --format=tar`): `/etc` as
+    /// `/usr/etc`, `/usr`, `/var` and the merged-/usr links; the test tree's own files stay.
+    #[arg(long, value_name = "TAR")]
+    userland: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -146,6 +153,10 @@ pub struct EncapsulateArgs {
     /// CONTAINERS_REGISTRIES_CONF apply).
     #[arg(long, value_name = "IMAGE")]
     to: String,
+    /// gzip level 1 instead of the default level: a bigger layer, written several times faster
+    /// (for images that only cross a fast network, such as the lab's).
+    #[arg(long)]
+    compression_fast: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -157,20 +168,26 @@ pub struct InspectArgs {
     output: crate::Report,
 }
 
+fn compression(fast: bool) -> LayerCompression {
+    if fast { LayerCompression::Fast } else { LayerCompression::Default }
+}
+
 fn parse_label(s: &str) -> Result<(String, String), String> {
     s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("{s:?} is not KEY=VALUE"))
 }
 
 pub fn run(cmd: ImageCommand) -> anyhow::Result<ExitCode> {
     let result = match cmd {
-        ImageCommand::TestTree(args) => {
-            tree::write_tree(&args.dir, &TreeSpec { kernel_version: args.kernel, version_id: args.version_id })
-                .and_then(|()| tree::write_filler(&args.dir, args.filler_files))
-        }
+        ImageCommand::TestTree(args) => test_tree(args),
         ImageCommand::Commit(args) => commit(args),
-        ImageCommand::Encapsulate(args) => {
-            mco_os::block_on(image::encapsulate(&args.repo, &args.ostree_ref, &args.to))?.map(|d| println!("{d}"))
-        }
+        ImageCommand::Encapsulate(args) => mco_os::block_on(image::encapsulate_with(
+            &args.repo,
+            &args.ostree_ref,
+            &args.to,
+            &PullConfig::default(),
+            compression(args.compression_fast),
+        ))?
+        .map(|d| println!("{d}")),
         ImageCommand::Inspect(args) => inspect(&args),
         ImageCommand::Build(args) => build(args),
         ImageCommand::Install(args) => install(&args),
@@ -190,6 +207,14 @@ pub fn run(cmd: ImageCommand) -> anyhow::Result<ExitCode> {
         }
         Err(e) => Err(e),
     }
+}
+
+fn test_tree(args: TestTreeArgs) -> anyhow::Result<()> {
+    tree::write_tree(&args.dir, &TreeSpec { kernel_version: args.kernel, version_id: args.version_id })?;
+    if let Some(tarball) = &args.userland {
+        tree::add_userland(&args.dir, tarball)?;
+    }
+    tree::write_filler(&args.dir, args.filler_files)
 }
 
 fn commit(args: CommitArgs) -> anyhow::Result<()> {
@@ -216,7 +241,7 @@ fn build(args: BuildArgs) -> anyhow::Result<()> {
         None => {
             let from = args.from.context("--from or --file is required")?;
             let adds = args.adds.iter().map(|a| derive::parse_add(a)).collect::<Result<Vec<_>, _>>()?;
-            derive::build(&from, &adds, &labels, &args.to)?
+            derive::build(&from, &adds, &labels, &args.to, compression(args.compression_fast))?
         }
     };
     println!("{digest}");

@@ -236,9 +236,9 @@ fn up(
     }
     mco_lab::check_host(prometheus)?;
     std::fs::create_dir_all(layout.logs()).with_context(|| format!("creating {}", layout.logs().display()))?;
-    eprintln!("lab: preparing the userland of mco's image (Debian packages; built once, then cached)");
+    eprintln!("lab: preparing the userland of mco's and the OS images (Debian packages; built once, then cached)");
     let deploy = mco_lab::install::default_deploy_dir();
-    runtime()?.block_on(mco_lab::install::prepare_userland(&deploy, &layout.log("images")))?;
+    runtime()?.block_on(mco_lab::install::prepare_userland(&deploy, layout))?;
     let log = layout.log("supervisor");
     let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
     let mut command = std::process::Command::new(std::env::current_exe()?);

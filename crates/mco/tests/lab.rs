@@ -100,22 +100,27 @@ async fn pods_capacity(client: &Client, pods: &str) {
 /// PRETTY_NAME of [`os_update`]'s image: what the kubelet reports as the node's OS image.
 const UPDATED_OS: &str = "MCO Test OS (lab update)";
 
-/// Builds an OS update, `FROM` the pools' image with a new os-release, into the lab registry;
-/// returns it pinned by digest.
+/// Builds an OS update, `FROM` the pools' image with a new os-release written by a `RUN` step (the
+/// lab's OS images have a Debian userland), into the lab registry; returns it pinned by digest.
 fn os_update(lab: &Lab, from: &str) -> String {
-    let layer = lab.dir.path().join("os-update");
-    std::fs::create_dir_all(&layer).unwrap();
+    let context = lab.dir.path().join("os-update");
+    std::fs::create_dir_all(&context).unwrap();
+    let containerfile = context.join("Containerfile");
     std::fs::write(
-        layer.join("os-release"),
-        format!("NAME=\"MCO Test OS\"\nID=mco-test\nPRETTY_NAME=\"{UPDATED_OS}\"\n"),
+        &containerfile,
+        format!(
+            "FROM {from}\nRUN printf 'NAME=\"MCO Test OS\"\\nID=mco-test\\nPRETTY_NAME=\"{UPDATED_OS}\"\\n' \
+             > /usr/lib/os-release && test -s /var/lib/dpkg/status\n"
+        ),
     )
     .unwrap();
     let (registry, _) = from.split_once('/').unwrap();
     let built = mco()
-        .args(["image", "build", "--from", &format!("docker://{from}"), "--to"])
+        .args(["image", "build", "-f"])
+        .arg(&containerfile)
+        .arg("--to")
         .arg(format!("docker://{registry}/mco/node:update"))
-        .arg("--add")
-        .arg(format!("{}:/usr/lib", layer.display()))
+        .arg(&context)
         .env("CONTAINERS_REGISTRIES_CONF", lab.state_dir().join("registries.conf"))
         .assert();
     assert!(built.get_output().status.success(), "{}", stderr(&built));

@@ -17,7 +17,7 @@ use fn_error_context::context;
 use ocidir::cap_std::{ambient_authority, fs::Dir};
 use ocidir::oci_spec::image as oci_image;
 
-use crate::image::{PullConfig, parse_destination, parse_image_ref, skopeo_copy};
+use crate::image::{LayerCompression, PullConfig, parse_destination, parse_image_ref, skopeo_copy};
 
 /// One `--add SRC:DEST`: the directory `src` becomes `dest` (absolute, under /usr or /etc) in
 /// the image.
@@ -54,10 +54,16 @@ pub fn parse_add(s: &str) -> Result<Add, AddError> {
     Ok(Add { src: src.into(), dest: rel.into() })
 }
 
-/// Build `to` from the image `from` plus `adds` and `labels`; return the manifest digest of the
-/// result.
+/// Build `to` from the image `from` plus `adds` and `labels`, the new layer compressed with
+/// `compression`; return the manifest digest of the result.
 #[context("Building {to} from {from}")]
-pub fn build(from: &str, adds: &[Add], labels: &BTreeMap<String, String>, to: &str) -> Result<String> {
+pub fn build(
+    from: &str,
+    adds: &[Add],
+    labels: &BTreeMap<String, String>,
+    to: &str,
+    compression: LayerCompression,
+) -> Result<String> {
     let from_ref = parse_image_ref(from)?;
     let to_ref = parse_destination(to)?;
     crate::tree::validate_labels(labels)?;
@@ -75,7 +81,7 @@ pub fn build(from: &str, adds: &[Add], labels: &BTreeMap<String, String>, to: &s
     let mut manifest = oci.find_manifest_with_tag("base")?.context("base image missing after copy")?;
     let mut config: oci_image::ImageConfiguration = oci.read_json_blob(manifest.config())?;
 
-    let mut layer = oci.create_layer(None)?;
+    let mut layer = oci.create_layer(Some(compression.gzip()))?;
     // Fixed owner and times: the same inputs give the same layer.
     layer.mode(tar::HeaderMode::Deterministic);
     for add in adds {

@@ -108,6 +108,63 @@ pub fn write_tree(dir: &Path, spec: &TreeSpec) -> Result<()> {
     Ok(())
 }
 
+/// Where a root filesystem's path (`./etc/passwd`, `usr/bin/sh`) goes in an OSTree tree, if it
+/// goes anywhere: `/etc` as `/usr/etc`; `/usr` and `/var` (the package database) as they are; the
+/// merged-/usr links at the top (`bin`, `lib`, `lib64`, `sbin`). Mount points (`dev`, `proc`,
+/// `sys`, `run`, `tmp`, `var/tmp`), `boot` and the other top-level directories (an OSTree system
+/// keeps `home`, `root`, `opt`, ... in `/var`) are left out.
+pub fn userland_path(path: &str, is_symlink: bool) -> Option<String> {
+    let path = path.trim_start_matches("./").trim_end_matches('/');
+    let (top, rest) = path.split_once('/').unwrap_or((path, ""));
+    let join = |top: &str| if rest.is_empty() { top.to_string() } else { format!("{top}/{rest}") };
+    match top {
+        // ostree-ext's export writes /var/tmp itself (0.15.3 repeats it when the commit has it,
+        // which container runtimes refuse); on a node it is the stateroot's anyway.
+        "var" if rest == "tmp" || rest.starts_with("tmp/") => None,
+        "usr" | "var" => Some(join(top)),
+        "etc" => Some(join("usr/etc")),
+        "bin" | "lib" | "lib64" | "sbin" if rest.is_empty() && is_symlink => Some(top.to_string()),
+        _ => None,
+    }
+}
+
+/// Add a root filesystem tarball (for example `mmdebstrap --format=tar`) to the tree in `dir`,
+/// placed by [`userland_path`]; what the tree already has (the test tree's os-release) stays.
+/// Device nodes and fifos are skipped (a commit holds none). Returns how many entries were added.
+#[context("Adding the userland {} to {}", tarball.display(), dir.display())]
+pub fn add_userland(dir: &Path, tarball: &Path) -> Result<usize> {
+    let mut archive = tar::Archive::new(fs::File::open(tarball)?);
+    let mut added = 0;
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        let kind = entry.header().entry_type();
+        let name = entry.path()?.to_string_lossy().into_owned();
+        let Some(rel) = userland_path(&name, kind.is_symlink()) else { continue };
+        let path = dir.join(&rel);
+        if kind.is_dir() {
+            fs::create_dir_all(&path)?;
+            continue;
+        }
+        if path.symlink_metadata().is_ok() {
+            continue;
+        }
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        if kind.is_hard_link() {
+            let target = entry.link_name()?.context("hard link without a target")?.to_string_lossy().into_owned();
+            let target = userland_path(&target, false).with_context(|| format!("{name}: link to {target}"))?;
+            fs::hard_link(dir.join(target), &path).with_context(|| format!("Linking {rel}"))?;
+        } else if kind.is_file() || kind.is_symlink() {
+            entry.unpack(&path).with_context(|| format!("Unpacking {rel}"))?;
+        } else {
+            continue;
+        }
+        added += 1;
+    }
+    Ok(added)
+}
+
 /// Adds `count` small regular files of distinct content under `/usr/share/mco-filler` (1,000 per
 /// directory), the bulk of an OS image for benchmarks (a real OS has 30,000-80,000 files).
 #[context("Writing {count} filler files into {}", dir.display())]
@@ -212,6 +269,35 @@ fn mark_bootable(root: &gio::File, meta: &glib::VariantDict) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn userland_paths() {
+        let cases: &[(&str, bool, Option<&str>)] = &[
+            ("./etc/passwd", false, Some("usr/etc/passwd")),
+            ("./etc/", false, Some("usr/etc")),
+            ("etc/os-release", true, Some("usr/etc/os-release")),
+            ("./usr/bin/sh", true, Some("usr/bin/sh")),
+            ("./var/lib/dpkg/status", false, Some("var/lib/dpkg/status")),
+            ("./var/tmp/", false, None),
+            ("./var/tmp/x", false, None),
+            ("./var/tmpfiles", false, Some("var/tmpfiles")),
+            ("./bin", true, Some("bin")),
+            ("./lib64", true, Some("lib64")),
+            ("./bin", false, None),
+            ("./bin/sh", false, None),
+            ("./dev/null", false, None),
+            ("./proc/", false, None),
+            ("./tmp/x", false, None),
+            ("./home/", false, None),
+            ("./root/.bashrc", false, None),
+            ("./boot/", false, None),
+            ("./", false, None),
+            ("./usrx/a", false, None),
+        ];
+        for (path, is_symlink, want) in cases {
+            assert_eq!(userland_path(path, *is_symlink).as_deref(), *want, "{path}");
+        }
+    }
 
     fn spec(kver: &str, vid: &str) -> TreeSpec {
         TreeSpec { kernel_version: kver.into(), version_id: vid.into() }

@@ -173,7 +173,7 @@ async fn derived_image_adds_a_layer_on_the_base_commit() {
     ];
     let labels = BTreeMap::from([("io.mco.layer".to_string(), "extra".to_string())]);
     let derived = format!("oci:{}:derived", oci.display());
-    let digest = build::build(&base, &adds, &labels, &derived).unwrap();
+    let digest = build::build(&base, &adds, &labels, &derived, Default::default()).unwrap();
 
     let skopeo_base: serde_json::Value = serde_json::from_str(&run("skopeo", &["inspect", &base])).unwrap();
     let skopeo: serde_json::Value = serde_json::from_str(&run("skopeo", &["inspect", &derived])).unwrap();
@@ -193,7 +193,7 @@ async fn derived_image_adds_a_layer_on_the_base_commit() {
     assert!(lines.iter().any(|l| l.ends_with(" /usr/etc/mco/mco.conf")), "{lines:#?}");
     assert!(lines.iter().any(|l| l.ends_with(&format!(" /usr/lib/modules/{KVER}/vmlinuz"))));
 
-    let err = build::build(&base, &adds, &labels, &format!("oci:{}", oci.display())).unwrap_err();
+    let err = build::build(&base, &adds, &labels, &format!("oci:{}", oci.display()), Default::default()).unwrap_err();
     assert!(format!("{err:#}").contains("a destination needs a tag"), "{err:#}");
 }
 
@@ -286,7 +286,7 @@ fn base_with_shell(tmp: &Path) -> (LocalRegistry, PullConfig, String, String) {
     let registry = LocalRegistry::start(&tmp.join("registry")).unwrap();
     let pull = PullConfig { registries_conf: Some(registry.registries_conf.clone()), authfile: None };
     let base = format!("docker://{}/mco/os:base", registry.host());
-    mco_os::block_on(image::encapsulate_with(&repo, "mco/os", &base, &pull)).unwrap().unwrap();
+    mco_os::block_on(image::encapsulate_with(&repo, "mco/os", &base, &pull, Default::default())).unwrap().unwrap();
     (registry, pull, base, commit)
 }
 
@@ -387,4 +387,63 @@ fn failed_containerfile_builds_name_the_step_and_push_nothing() {
     };
     let err = build::build_containerfile(&spec, &pull).unwrap_err();
     assert!(format!("{err:#}").contains("is not a file"), "{err:#}");
+}
+
+/// A root filesystem tarball as mmdebstrap writes one: `./`-relative paths, merged /usr links,
+/// device nodes, a hard link, mount points and home directories.
+fn userland_tarball(path: &Path) {
+    let mut builder = tar::Builder::new(std::fs::File::create(path).unwrap());
+    let mut add = |name: &str, kind: tar::EntryType, data: &[u8], link: Option<&str>| {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(kind);
+        header.set_mode(if kind.is_dir() { 0o755 } else { 0o644 });
+        header.set_size(data.len() as u64);
+        match link {
+            Some(target) => builder.append_link(&mut header, name, target).unwrap(),
+            None => builder.append_data(&mut header, name, data).unwrap(),
+        }
+    };
+    add("./", tar::EntryType::Directory, b"", None);
+    add("./bin", tar::EntryType::Symlink, b"", Some("usr/bin"));
+    add("./usr/bin/", tar::EntryType::Directory, b"", None);
+    add("./usr/bin/dash", tar::EntryType::Regular, b"#!dash\n", None);
+    add("./usr/bin/sh", tar::EntryType::Symlink, b"", Some("dash"));
+    add("./usr/lib/os-release", tar::EntryType::Regular, b"ID=debian\n", None);
+    add("./etc/os-release", tar::EntryType::Symlink, b"", Some("../usr/lib/os-release"));
+    add("./etc/passwd", tar::EntryType::Regular, b"root:x:0:0::/root:/bin/sh\n", None);
+    add("./etc/passwd-", tar::EntryType::Link, b"", Some("./etc/passwd"));
+    add("./var/lib/dpkg/status", tar::EntryType::Regular, b"Package: dash\n", None);
+    add("./dev/null", tar::EntryType::Char, b"", None);
+    add("./tmp/", tar::EntryType::Directory, b"", None);
+    add("./root/.profile", tar::EntryType::Regular, b"x\n", None);
+    builder.finish().unwrap();
+}
+
+#[test]
+fn a_userland_tarball_becomes_part_of_the_test_tree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tarball = tmp.path().join("userland.tar");
+    userland_tarball(&tarball);
+    let tree_dir = tmp.path().join("tree");
+    tree::write_tree(&tree_dir, &spec("42.1")).unwrap();
+    let added = tree::add_userland(&tree_dir, &tarball).unwrap();
+    assert_eq!(added, 6, "dash, sh, /etc/passwd and its hard link, the dpkg status, bin");
+
+    let read = |rel: &str| std::fs::read_to_string(tree_dir.join(rel)).unwrap();
+    assert_eq!(read("usr/etc/passwd"), "root:x:0:0::/root:/bin/sh\n");
+    assert_eq!(read("usr/etc/passwd-"), read("usr/etc/passwd"));
+    assert_eq!(read("var/lib/dpkg/status"), "Package: dash\n");
+    assert_eq!(std::fs::read_link(tree_dir.join("usr/bin/sh")).unwrap(), Path::new("dash"));
+    assert_eq!(std::fs::read_link(tree_dir.join("bin")).unwrap(), Path::new("usr/bin"));
+    assert!(read("usr/lib/os-release").contains("MCO Test OS"), "the test tree's os-release stays");
+    for absent in ["etc", "dev", "tmp", "root"] {
+        assert!(!tree_dir.join(absent).exists(), "{absent} is not part of an OSTree commit");
+    }
+
+    // The tree commits as a bootable OS with the userland in it.
+    let repo = tmp.path().join("repo");
+    tree::commit(&repo, "mco/os", &tree_dir, "42.1", &labels()).unwrap();
+    let ls = ostree(&repo, &["ls", "-R", "mco/os"]);
+    assert!(ls.contains("/usr/bin/sh -> dash") && ls.contains("/var/lib/dpkg/status"), "{ls}");
+    assert!(ls.contains(&format!("/usr/lib/modules/{KVER}/vmlinuz")), "{ls}");
 }
