@@ -225,6 +225,8 @@ async fn build_os_image(
         &log,
     )
     .await?;
+    // The commit has it all now; the checkout would only take disk space.
+    std::fs::remove_dir_all(&tree).with_context(|| format!("removing {}", tree.display()))?;
     let to = format!("docker://{registry}/mco/os:{tag}");
     let digest = run_tool(
         mco,

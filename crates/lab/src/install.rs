@@ -89,8 +89,13 @@ pub async fn prepare_userland(deploy: &Path, layout: &Layout) -> anyhow::Result<
     let cached = Path::new(out.lines().last().context("hack/image.sh printed no path")?.trim());
     let userland = layout.userland();
     std::fs::create_dir_all(layout.images())?;
-    if std::fs::hard_link(cached, &userland).is_err() {
-        std::fs::copy(cached, &userland).with_context(|| format!("copying {}", cached.display()))?;
+    match std::fs::hard_link(cached, &userland) {
+        Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => {
+            let partial = userland.with_extension("tar.partial");
+            std::fs::copy(cached, &partial).with_context(|| format!("copying {}", cached.display()))?;
+            std::fs::rename(&partial, &userland)?;
+        }
+        linked => linked.with_context(|| format!("linking {} to {}", cached.display(), userland.display()))?,
     }
     Ok(())
 }

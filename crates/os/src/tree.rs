@@ -108,59 +108,115 @@ pub fn write_tree(dir: &Path, spec: &TreeSpec) -> Result<()> {
     Ok(())
 }
 
+/// A root filesystem tarball [`add_userland`] refuses.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum UserlandError {
+    #[error("userland entry {0:?}: only plain relative paths are allowed (no '..', no absolute path)")]
+    Path(String),
+    #[error("userland entry {0:?}: {1} in the tree is a symbolic link")]
+    ThroughSymlink(String, String),
+    #[error("userland entry {0:?}: entry type {1} is not supported")]
+    Kind(String, String),
+    #[error("userland entry {0:?}: a directory, not a link into /usr (a merged-/usr root filesystem is needed)")]
+    NotMergedUsr(String),
+    #[error("userland {0} has no /usr content: is it a root filesystem tarball?")]
+    Empty(String),
+}
+
 /// Where a root filesystem's path (`./etc/passwd`, `usr/bin/sh`) goes in an OSTree tree, if it
-/// goes anywhere: `/etc` as `/usr/etc`; `/usr` and `/var` (the package database) as they are; the
-/// merged-/usr links at the top (`bin`, `lib`, `lib64`, `sbin`). Mount points (`dev`, `proc`,
-/// `sys`, `run`, `tmp`, `var/tmp`), `boot` and the other top-level directories (an OSTree system
-/// keeps `home`, `root`, `opt`, ... in `/var`) are left out.
+/// goes anywhere: `/etc` as `/usr/etc`; `/usr`; the merged-/usr links at the top (`bin`, `lib`,
+/// `lib64`, `sbin`); of `/var` only dpkg's database (`/var/lib/dpkg`), for container builds `FROM`
+/// the image: a node's `/var` is its stateroot's (libostree ignores a commit's `/var`, with a note
+/// per directory, and ostree-ext's export writes `/var/tmp` itself). Mount points (`dev`, `proc`,
+/// `sys`, `run`, `tmp`), `boot` and the other top-level directories (an OSTree system keeps `home`,
+/// `root`, `opt`, ... in `/var`) are left out.
 pub fn userland_path(path: &str, is_symlink: bool) -> Option<String> {
     let path = path.trim_start_matches("./").trim_end_matches('/');
     let (top, rest) = path.split_once('/').unwrap_or((path, ""));
     let join = |top: &str| if rest.is_empty() { top.to_string() } else { format!("{top}/{rest}") };
     match top {
-        // ostree-ext's export writes /var/tmp itself (0.15.3 repeats it when the commit has it,
-        // which container runtimes refuse); on a node it is the stateroot's anyway.
-        "var" if rest == "tmp" || rest.starts_with("tmp/") => None,
-        "usr" | "var" => Some(join(top)),
+        "usr" => Some(join(top)),
+        "var" if rest == "lib/dpkg" || rest.starts_with("lib/dpkg/") => Some(join(top)),
         "etc" => Some(join("usr/etc")),
         "bin" | "lib" | "lib64" | "sbin" if rest.is_empty() && is_symlink => Some(top.to_string()),
         _ => None,
     }
 }
 
+/// `name` with only normal components (after a leading `./`), as a tar entry must be to stay in
+/// the tree.
+fn plain_relative(name: &str) -> Result<(), UserlandError> {
+    let plain = Path::new(name.trim_start_matches("./"))
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
+    if plain { Ok(()) } else { Err(UserlandError::Path(name.to_string())) }
+}
+
+/// Refuses to write `rel` through a symbolic link the tarball put in the tree (it could lead out).
+fn no_symlinked_parent(dir: &Path, name: &str, rel: &str) -> Result<(), UserlandError> {
+    let mut at = dir.to_path_buf();
+    for part in Path::new(rel).parent().into_iter().flat_map(Path::components) {
+        at.push(part);
+        if at.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(UserlandError::ThroughSymlink(name.to_string(), at.display().to_string()));
+        }
+    }
+    Ok(())
+}
+
 /// Add a root filesystem tarball (for example `mmdebstrap --format=tar`) to the tree in `dir`,
 /// placed by [`userland_path`]; what the tree already has (the test tree's os-release) stays.
-/// Device nodes and fifos are skipped (a commit holds none). Returns how many entries were added.
+/// Device nodes and fifos are skipped (a commit holds none); entries that could leave the tree
+/// (`..`, absolute paths, paths or hard links through a symbolic link) and other entry types are
+/// refused. Files keep the tarball's modes, directories are created with the default ones: the
+/// commit makes every mode canonical anyway ([`commit`]). Returns how many entries were added.
 #[context("Adding the userland {} to {}", tarball.display(), dir.display())]
 pub fn add_userland(dir: &Path, tarball: &Path) -> Result<usize> {
+    use tar::EntryType;
     let mut archive = tar::Archive::new(fs::File::open(tarball)?);
     let mut added = 0;
     for entry in archive.entries()? {
         let mut entry = entry?;
         let kind = entry.header().entry_type();
-        let name = entry.path()?.to_string_lossy().into_owned();
-        let Some(rel) = userland_path(&name, kind.is_symlink()) else { continue };
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        plain_relative(&name)?;
+        if matches!(kind, EntryType::Char | EntryType::Block | EntryType::Fifo) {
+            continue;
+        }
+        let Some(rel) = userland_path(&name, kind.is_symlink()) else {
+            let top = name.trim_start_matches("./").trim_end_matches('/');
+            if kind.is_dir() && matches!(top, "bin" | "lib" | "lib64" | "sbin") {
+                return Err(UserlandError::NotMergedUsr(name).into());
+            }
+            continue;
+        };
+        no_symlinked_parent(dir, &name, &rel)?;
         let path = dir.join(&rel);
-        if kind.is_dir() {
-            fs::create_dir_all(&path)?;
-            continue;
-        }
-        if path.symlink_metadata().is_ok() {
-            continue;
-        }
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent)?;
-        }
-        if kind.is_hard_link() {
-            let target = entry.link_name()?.context("hard link without a target")?.to_string_lossy().into_owned();
-            let target = userland_path(&target, false).with_context(|| format!("{name}: link to {target}"))?;
-            fs::hard_link(dir.join(target), &path).with_context(|| format!("Linking {rel}"))?;
-        } else if kind.is_file() || kind.is_symlink() {
-            entry.unpack(&path).with_context(|| format!("Unpacking {rel}"))?;
-        } else {
-            continue;
+        match kind {
+            EntryType::Directory => {
+                fs::create_dir_all(&path)?;
+                continue;
+            }
+            _ if path.symlink_metadata().is_ok() => continue,
+            EntryType::Link => {
+                let target = String::from_utf8_lossy(&entry.link_name_bytes().context("hard link without a target")?)
+                    .into_owned();
+                plain_relative(&target)?;
+                let target_rel = userland_path(&target, false).with_context(|| format!("{name}: link to {target}"))?;
+                no_symlinked_parent(dir, &name, &target_rel)?;
+                fs::create_dir_all(path.parent().unwrap_or(dir))?;
+                fs::hard_link(dir.join(target_rel), &path).with_context(|| format!("Linking {rel}"))?;
+            }
+            EntryType::Regular | EntryType::Continuous | EntryType::Symlink => {
+                fs::create_dir_all(path.parent().unwrap_or(dir))?;
+                entry.unpack(&path).with_context(|| format!("Unpacking {rel}"))?;
+            }
+            other => return Err(UserlandError::Kind(name, format!("{other:?}")).into()),
         }
         added += 1;
+    }
+    if added == 0 {
+        return Err(UserlandError::Empty(tarball.display().to_string()).into());
     }
     Ok(added)
 }
@@ -278,9 +334,11 @@ mod tests {
             ("etc/os-release", true, Some("usr/etc/os-release")),
             ("./usr/bin/sh", true, Some("usr/bin/sh")),
             ("./var/lib/dpkg/status", false, Some("var/lib/dpkg/status")),
+            ("./var/lib/dpkg", false, Some("var/lib/dpkg")),
+            ("./var/lib/dpkgx", false, None),
+            ("./var/lib/apt/lists/", false, None),
             ("./var/tmp/", false, None),
-            ("./var/tmp/x", false, None),
-            ("./var/tmpfiles", false, Some("var/tmpfiles")),
+            ("./var/log/x", false, None),
             ("./bin", true, Some("bin")),
             ("./lib64", true, Some("lib64")),
             ("./bin", false, None),

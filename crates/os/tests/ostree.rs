@@ -413,6 +413,8 @@ fn userland_tarball(path: &Path) {
     add("./etc/passwd", tar::EntryType::Regular, b"root:x:0:0::/root:/bin/sh\n", None);
     add("./etc/passwd-", tar::EntryType::Link, b"", Some("./etc/passwd"));
     add("./var/lib/dpkg/status", tar::EntryType::Regular, b"Package: dash\n", None);
+    add("./var/tmp/", tar::EntryType::Directory, b"", None);
+    add("./var/log/dpkg.log", tar::EntryType::Regular, b"log\n", None);
     add("./dev/null", tar::EntryType::Char, b"", None);
     add("./tmp/", tar::EntryType::Directory, b"", None);
     add("./root/.profile", tar::EntryType::Regular, b"x\n", None);
@@ -436,7 +438,7 @@ fn a_userland_tarball_becomes_part_of_the_test_tree() {
     assert_eq!(std::fs::read_link(tree_dir.join("usr/bin/sh")).unwrap(), Path::new("dash"));
     assert_eq!(std::fs::read_link(tree_dir.join("bin")).unwrap(), Path::new("usr/bin"));
     assert!(read("usr/lib/os-release").contains("MCO Test OS"), "the test tree's os-release stays");
-    for absent in ["etc", "dev", "tmp", "root"] {
+    for absent in ["etc", "dev", "tmp", "root", "var/tmp", "var/log"] {
         assert!(!tree_dir.join(absent).exists(), "{absent} is not part of an OSTree commit");
     }
 
@@ -446,4 +448,74 @@ fn a_userland_tarball_becomes_part_of_the_test_tree() {
     let ls = ostree(&repo, &["ls", "-R", "mco/os"]);
     assert!(ls.contains("/usr/bin/sh -> dash") && ls.contains("/var/lib/dpkg/status"), "{ls}");
     assert!(ls.contains(&format!("/usr/lib/modules/{KVER}/vmlinuz")), "{ls}");
+
+    // Encapsulated, its layer has every path once (container runtimes refuse duplicates).
+    let oci = tmp.path().join("oci");
+    mco_os::block_on(image::encapsulate(&repo, "mco/os", &format!("oci:{}:1", oci.display()))).unwrap().unwrap();
+    let blob = |digest: &serde_json::Value| {
+        oci.join("blobs/sha256").join(digest.as_str().unwrap().trim_start_matches("sha256:"))
+    };
+    let json = |path: std::path::PathBuf| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    };
+    let manifest = json(blob(&json(oci.join("index.json"))["manifests"][0]["digest"]));
+    let layer = std::fs::File::open(blob(&manifest["layers"][0]["digest"])).unwrap();
+    let mut paths: Vec<String> = tar::Archive::new(flate2::read::GzDecoder::new(layer))
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().to_string_lossy().trim_end_matches('/').to_string())
+        .collect();
+    let count = paths.len();
+    paths.sort();
+    paths.dedup();
+    assert_eq!(paths.len(), count, "duplicate paths in the layer");
+    assert!(paths.iter().any(|p| p == "var/lib/dpkg/status"), "dpkg's database is in the image for container builds");
+}
+
+/// A raw tar entry: name, type, link target.
+type RawEntry<'a> = (&'a str, tar::EntryType, &'a str);
+
+/// A tarball of raw entries, names written as given (the tar crate refuses `..` when it writes
+/// paths itself).
+fn raw_tarball(path: &Path, entries: &[RawEntry]) {
+    let mut builder = tar::Builder::new(std::fs::File::create(path).unwrap());
+    for (name, kind, link) in entries {
+        let mut header = tar::Header::new_old();
+        header.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+        header.as_old_mut().linkname[..link.len()].copy_from_slice(link.as_bytes());
+        header.set_entry_type(*kind);
+        header.set_mode(0o644);
+        let data: &[u8] = if kind.is_file() { b"x\n" } else { b"" };
+        header.set_size(data.len() as u64);
+        header.set_cksum();
+        builder.append(&header, data).unwrap();
+    }
+    builder.finish().unwrap();
+}
+
+#[test]
+fn a_userland_that_could_write_outside_the_tree_is_refused() {
+    use tar::EntryType::{Directory, Link, Regular, Symlink};
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(tmp.path().join("secret"), "host file\n").unwrap();
+    let link_out = outside.display().to_string();
+    let cases: Vec<(Vec<RawEntry>, &str)> = vec![
+        (vec![("./usr/../../escaped", Regular, "")], "only plain relative paths"),
+        (vec![("/usr/abs", Regular, "")], "only plain relative paths"),
+        (vec![("./usr/lib/esc", Symlink, &link_out), ("./usr/lib/esc/pwned", Regular, "")], "is a symbolic link"),
+        (vec![("./usr/leak", Link, "./usr/../../secret")], "only plain relative paths"),
+        (vec![("./bin/", Directory, ""), ("./bin/sh", Regular, "")], "merged-/usr"),
+        (vec![("./home/user/x", Regular, "")], "no /usr content"),
+    ];
+    for (i, (entries, want)) in cases.iter().enumerate() {
+        let tarball = tmp.path().join(format!("bad-{i}.tar"));
+        raw_tarball(&tarball, entries);
+        let tree_dir = tmp.path().join(format!("tree-{i}"));
+        std::fs::create_dir(&tree_dir).unwrap();
+        let err = format!("{:#}", tree::add_userland(&tree_dir, &tarball).unwrap_err());
+        assert!(err.contains(want), "{entries:?}: {err}");
+    }
+    assert!(!tmp.path().join("escaped").exists() && std::fs::read_dir(&outside).unwrap().next().is_none());
 }
