@@ -7,9 +7,11 @@
 //! * [`os`]: the [`os::OsBackend`] trait; rpm-ostree and bootc command lines.
 //! * [`journal`], [`apply`]: snapshot → write → roll back on error or after a crash → record.
 //! * [`state`]: the on-disk state files; [`validate`]: on-disk drift checks.
+//! * [`bake`]: a MachineConfig written into a directory tree for an OS image build.
 
 pub mod actions;
 pub mod apply;
+pub mod bake;
 pub mod failpoint;
 pub mod files;
 pub mod firstboot;

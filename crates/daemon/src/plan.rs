@@ -170,29 +170,11 @@ pub fn plan(old: Side<'_>, new: Side<'_>, force: bool) -> Result<Plan, PlanError
 
     let old_units: BTreeMap<&str, &v3::Unit> =
         old.ignition.systemd.units.iter().map(|u| (u.name.as_str(), u)).collect();
-    let (mut enable, mut disable, mut preset) = (Vec::new(), Vec::new(), Vec::new());
     for u in &new.ignition.systemd.units {
         check_unit_name(&u.name)?;
-        if !force && old_units.get(u.name.as_str()) == Some(&u) {
-            continue;
-        }
-        for d in &u.dropins {
-            check_unit_name(&d.name)?;
-        }
-        steps.push(Step::WriteUnit(u.clone()));
-        match u.enabled {
-            Some(true) => enable.push(u.name.clone()),
-            Some(false) => disable.push(u.name.clone()),
-            None => preset.push(u.name.clone()),
-        }
     }
-    for (list, step) in
-        [(enable, Step::EnableUnits as fn(_) -> _), (disable, Step::DisableUnits), (preset, Step::PresetUnits)]
-    {
-        if !list.is_empty() {
-            steps.push(step(list));
-        }
-    }
+    let changed = new.ignition.systemd.units.iter().filter(|u| force || old_units.get(u.name.as_str()) != Some(u));
+    steps.extend(unit_steps(changed)?);
 
     let new_paths: BTreeSet<&str> = new.ignition.storage.files.iter().map(|f| f.path.as_str()).collect();
     for f in &old.ignition.storage.files {
@@ -231,6 +213,41 @@ pub fn plan(old: Side<'_>, new: Side<'_>, force: bool) -> Result<Plan, PlanError
         steps.push(Step::Os(os));
     }
     Ok(Plan { steps })
+}
+
+/// The steps writing every file and unit of `config` onto nothing (a new root, an image): what a
+/// forced update writes, without removals, SSH keys and OS changes.
+pub fn write_steps(config: &v3::Config) -> Result<Vec<Step>, PlanError> {
+    let files = config.storage.files.iter().map(|f| decode_file(f).map(Step::WriteFile));
+    let mut steps = files.collect::<Result<Vec<_>, _>>()?;
+    steps.extend(unit_steps(&config.systemd.units)?);
+    Ok(steps)
+}
+
+/// Writing `units`, then enabling those that say `enabled: true`, disabling those that say
+/// `false` and presetting the rest (upstream `writeUnits`).
+fn unit_steps<'a>(units: impl IntoIterator<Item = &'a v3::Unit>) -> Result<Vec<Step>, PlanError> {
+    let (mut steps, mut enable, mut disable, mut preset) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for u in units {
+        check_unit_name(&u.name)?;
+        for d in &u.dropins {
+            check_unit_name(&d.name)?;
+        }
+        steps.push(Step::WriteUnit(u.clone()));
+        match u.enabled {
+            Some(true) => enable.push(u.name.clone()),
+            Some(false) => disable.push(u.name.clone()),
+            None => preset.push(u.name.clone()),
+        }
+    }
+    for (list, step) in
+        [(enable, Step::EnableUnits as fn(_) -> _), (disable, Step::DisableUnits), (preset, Step::PresetUnits)]
+    {
+        if !list.is_empty() {
+            steps.push(step(list));
+        }
+    }
+    Ok(steps)
 }
 
 /// The OS part of an update (upstream `newMachineConfigDiff` and `applyOSChanges`).
