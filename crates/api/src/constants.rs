@@ -98,6 +98,14 @@ pub const TARGET_MACHINE_CONFIG_POOL_LABEL: &str = "machineconfiguration.openshi
 pub const RENDERED_MACHINE_CONFIG_LABEL: &str = "machineconfiguration.openshift.io/rendered-machine-config";
 /// MachineOSConfig a MachineOSBuild belongs to.
 pub const MACHINE_OS_CONFIG_LABEL: &str = "machineconfiguration.openshift.io/machine-os-config";
+/// Label and annotation naming the MachineOSBuild an object of an on-cluster build belongs to.
+pub const MACHINE_OS_BUILD_LABEL: &str = "machineconfiguration.openshift.io/machine-os-build";
+/// Label of every object of an on-cluster build.
+pub const ON_CLUSTER_LAYERING_LABEL: &str = "machineconfiguration.openshift.io/on-cluster-layering";
+/// Label of the objects that live only as long as their build (ConfigMaps, the Job).
+pub const EPHEMERAL_BUILD_OBJECT_LABEL: &str = "machineconfiguration.openshift.io/ephemeral-build-object";
+/// A MachineOSConfig annotation asking for its current build to be done again.
+pub const REBUILD_ANNOTATION: &str = "machineconfiguration.openshift.io/rebuild";
 /// Template label of a MachineSet naming the OS; `Windows` machine sets are never touched.
 pub const MACHINE_OS_ID_LABEL: &str = "machine.openshift.io/os-id";
 /// MachineSet annotation listing node labels, among them `kubernetes.io/arch=<arch>`.

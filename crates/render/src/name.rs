@@ -124,6 +124,17 @@ pub(crate) fn name(pool: &str, merged: &Merged, drop_hash_input: &AtomicBool) ->
     Ok(Named { name: format!("rendered-{pool}-{hex}"), hash_input })
 }
 
+/// The original's other hashed names (MachineOSBuilds): hex md5 of the salt followed by the ghodss
+/// YAML of each value in turn.
+pub fn salted_yaml_md5(values: &[serde_json::Value]) -> Result<String, mco_goser::GhodssError> {
+    let mut md5 = Md5::new();
+    md5.update(SALT);
+    for value in values {
+        mco_goser::ghodss_yaml_in_pieces(value, &mut |piece| md5.update(piece.as_bytes()))?;
+    }
+    Ok(md5.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// Go-compatible JSON as a string. Serializing our own plain types cannot fail.
 pub(crate) fn to_string<T: Serialize + ?Sized>(value: &T, escaping: Escaping) -> String {
     let bytes = mco_goser::to_go_json(value, escaping).expect("plain data types always serialize");
