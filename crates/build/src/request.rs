@@ -114,7 +114,14 @@ impl<'a> BuildRequest<'a> {
     /// `null`) and the base images. The same inputs give the same name, so a build is found
     /// again rather than repeated; any change of them is a new build.
     pub fn build_name(&self) -> String {
-        let configuration = serde_json::to_value(&self.pool.spec.configuration).unwrap_or(Value::Null);
+        // Go's struct: never null, and every field `omitempty`.
+        let mut configuration = serde_json::to_value(&self.pool.spec.configuration).unwrap_or(Value::Null);
+        if configuration.is_null() {
+            configuration = json!({});
+        }
+        if let Some(fields) = configuration.as_object_mut() {
+            fields.retain(|_, v| !(v.as_str() == Some("") || v.as_array().is_some_and(Vec::is_empty)));
+        }
         let mut spec = serde_json::to_value(&self.config.spec).unwrap_or(Value::Null);
         if let Some(fields) = spec.as_object_mut() {
             fields.entry("containerFile").or_insert(Value::Null);
@@ -309,7 +316,7 @@ impl<'a> BuildRequest<'a> {
                 name: build_name.to_string(),
                 uid: build.metadata.uid.clone().unwrap_or_default(),
                 controller: Some(true),
-                block_owner_deletion: Some(true),
+                block_owner_deletion: None,
             }]),
             ..Default::default()
         }

@@ -264,3 +264,16 @@ fn the_job_runs_the_builder_with_every_input_mounted() {
     assert_eq!(pod.host_network, None);
     assert!(!pod.containers[0].args.clone().unwrap().join(" ").contains("base-pull-creds"));
 }
+
+#[test]
+fn empty_pool_configuration_fields_hash_as_go_omits_them() {
+    let (c, r) = (config(json!({})), rendered("rendered-layered-1", json!([])));
+    let pool_with = |configuration: Value| -> MachineConfigPool {
+        serde_json::from_value(json!({"metadata": {"name": "layered"}, "spec": {"configuration": configuration}})).unwrap()
+    };
+    let bare: MachineConfigPool = serde_json::from_value(json!({"metadata": {"name": "layered"}, "spec": {}})).unwrap();
+    let expected = BuildRequest { config: &c, pool: &pool_with(json!({})), rendered: &r }.build_name();
+    for pool in [bare, pool_with(json!({"name": ""})), pool_with(json!({"source": []}))] {
+        assert_eq!(BuildRequest { config: &c, pool: &pool, rendered: &r }.build_name(), expected, "{pool:?}");
+    }
+}
