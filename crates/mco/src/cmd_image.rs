@@ -2,7 +2,7 @@
 //! an OCI image (ostree-ext), inspect an image.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -28,6 +28,11 @@ pub enum ImageCommand {
     /// Build a derived image, the base image plus one layer of directories and labels, or a
     /// Containerfile with buildah (`-f`); push it and print the manifest digest.
     Build(BuildArgs),
+    /// A MachineOSBuild's build (the build pod's command): bake the rendered MachineConfig into
+    /// the build context's `machineconfig/` directory, build the Containerfile with buildah, push
+    /// it, and write the pushed image by digest (HOST/NAME@sha256:...) to the termination log
+    /// and stdout; on failure, the error to the termination log.
+    BuildMachineOs(BuildMachineOsArgs),
     /// Install an OS image into an empty OSTree sysroot directory (init, stateroot, import,
     /// deploy with the kernel arguments) and boot it (see `boot`).
     Install(InstallArgs),
@@ -102,6 +107,29 @@ pub struct BuildArgs {
     /// buildah and podman].
     #[arg(value_name = "CONTEXT", requires = "file")]
     context: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BuildMachineOsArgs {
+    /// The rendered MachineConfig, gzipped JSON.
+    #[arg(long, value_name = "FILE")]
+    machine_config: PathBuf,
+    /// The Containerfile; it finds the baked config in the context's `machineconfig/`
+    /// (`COPY ./machineconfig/ /`).
+    #[arg(long, value_name = "FILE")]
+    containerfile: PathBuf,
+    /// Where to push: HOST/NAME:TAG (or docker://HOST/NAME:TAG, oci:DIR:TAG).
+    #[arg(long, value_name = "IMAGE")]
+    to: String,
+    /// Credentials (docker config.json) for pulling the base image and pushing, repeatable;
+    /// missing files are skipped, the `auths` of the others merged, a later file winning for the
+    /// same registry.
+    #[arg(long = "authfile", value_name = "FILE")]
+    authfiles: Vec<PathBuf>,
+    /// Where to write the result for the pod's status (Kubernetes' termination message): the
+    /// pushed image by digest, or the error (its last 4096 bytes).
+    #[arg(long, value_name = "FILE")]
+    termination_log: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -190,6 +218,7 @@ pub fn run(cmd: ImageCommand) -> anyhow::Result<ExitCode> {
         .map(|d| println!("{d}")),
         ImageCommand::Inspect(args) => inspect(&args),
         ImageCommand::Build(args) => build(args),
+        ImageCommand::BuildMachineOs(args) => build_machine_os(&args),
         ImageCommand::Install(args) => install(&args),
         ImageCommand::Boot(args) => sysroot::boot(&args.sysroot, &args.cmdline()).map(|line| println!("{line}")),
         ImageCommand::Status(args) => status(&args),
@@ -199,7 +228,11 @@ pub fn run(cmd: ImageCommand) -> anyhow::Result<ExitCode> {
         // Refused input (a bad reference, label or tree) is the user's to fix: exit 1.
         Err(e)
             if e.chain().any(|c| {
-                c.is::<ImageRefError>() || c.is::<TreeError>() || c.is::<AddError>() || c.is::<SysrootError>()
+                c.is::<ImageRefError>()
+                    || c.is::<TreeError>()
+                    || c.is::<AddError>()
+                    || c.is::<SysrootError>()
+                    || c.is::<InputError>()
             }) =>
         {
             eprintln!("error: {e:#}");
@@ -246,6 +279,127 @@ fn build(args: BuildArgs) -> anyhow::Result<()> {
     };
     println!("{digest}");
     Ok(())
+}
+
+/// An input file of `build-machine-os` that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {reason}")]
+struct InputError {
+    path: String,
+    reason: String,
+}
+
+impl InputError {
+    fn new(path: &Path, reason: impl std::fmt::Display) -> Self {
+        InputError { path: path.display().to_string(), reason: reason.to_string() }
+    }
+}
+
+/// Kubernetes keeps at most this many bytes of a termination message.
+const TERMINATION_MESSAGE_MAX: usize = 4096;
+
+fn build_machine_os(args: &BuildMachineOsArgs) -> anyhow::Result<()> {
+    let result = build_machine_os_image(args);
+    let message = match &result {
+        Ok(pushed) => pushed.clone(),
+        Err(e) => termination_message(&format!("{e:#}")),
+    };
+    if let Some(log) = &args.termination_log {
+        let written = std::fs::write(log, &message).with_context(|| format!("Writing {}", log.display()));
+        match (&result, written) {
+            (Ok(_), Err(e)) => return Err(e),
+            (Err(_), Err(e)) => tracing::warn!("{e:#}"),
+            (_, Ok(())) => {}
+        }
+    }
+    let pushed = result?;
+    println!("{pushed}");
+    Ok(())
+}
+
+/// Bakes, builds and pushes; the pushed image by digest.
+fn build_machine_os_image(args: &BuildMachineOsArgs) -> anyhow::Result<String> {
+    let to = if args.to.starts_with("docker://") || args.to.starts_with("oci:") {
+        args.to.clone()
+    } else {
+        format!("docker://{}", args.to)
+    };
+    let to_ref = image::parse_destination(&to)?;
+    let mc = read_machine_config(&args.machine_config)?;
+    let name = mc.metadata.name.clone().unwrap_or_default();
+    let work = tempfile::Builder::new().prefix("mco-build-machine-os-").tempdir_in(derive::scratch_dir())?;
+    let context = work.path().join("context");
+    tracing::info!(machineconfig = %name, context = %context.display(), "baking the MachineConfig");
+    mco_daemon::bake::bake_config(&context.join("machineconfig"), &mc)?;
+    let authfile = merge_authfiles(&args.authfiles, &work.path().join("auth.json"))?;
+    let spec = derive::ContainerBuild { containerfile: args.containerfile.clone(), context, to, ..Default::default() };
+    tracing::info!(to = spec.to, containerfile = %spec.containerfile.display(), "building");
+    let digest = derive::build_containerfile(&spec, &PullConfig { registries_conf: None, authfile })?;
+    let pushed = image::pinned(&to_ref, &digest);
+    let pushed = pushed.strip_prefix("docker://").unwrap_or(&pushed).to_string();
+    tracing::info!(image = pushed, machineconfig = %name, "pushed");
+    Ok(pushed)
+}
+
+/// The gzipped JSON MachineConfig at `path`.
+fn read_machine_config(path: &Path) -> anyhow::Result<mco_api::MachineConfig> {
+    let gz = std::fs::read(path).with_context(|| format!("Reading {}", path.display()))?;
+    let mut json = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(gz.as_slice()), &mut json)
+        .map_err(|e| InputError::new(path, format!("not a gzipped MachineConfig: {e}")))?;
+    let value: serde_json::Value = serde_json::from_slice(&json)
+        .map_err(|e| InputError::new(path, format!("not a MachineConfig: not JSON: {e}")))?;
+    if value["kind"] != "MachineConfig" {
+        let kind = value["kind"].as_str().unwrap_or("none");
+        return Err(InputError::new(path, format!("not a MachineConfig: kind is {kind}")).into());
+    }
+    serde_path_to_error::deserialize(value)
+        .map_err(|e| InputError::new(path, format!("not a MachineConfig: {}: {}", e.path(), e.inner())).into())
+}
+
+/// Merges the `auths` of the docker config files among `files` that exist (a file without
+/// `auths` is taken as the legacy `.dockercfg` map) into `dest`, later files winning per
+/// registry; `None` when there are none.
+fn merge_authfiles(files: &[PathBuf], dest: &Path) -> anyhow::Result<Option<PathBuf>> {
+    let mut auths = serde_json::Map::new();
+    let mut any = false;
+    for file in files {
+        let text = match std::fs::read(file) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                tracing::info!(file = %file.display(), "no credentials file, skipped");
+                continue;
+            }
+            Err(e) => return Err(e).with_context(|| format!("Reading {}", file.display())),
+        };
+        let config: serde_json::Value = serde_json::from_slice(&text)
+            .map_err(|e| InputError::new(file, format!("not a docker config JSON: {e}")))?;
+        let map = match config.get("auths").unwrap_or(&config) {
+            serde_json::Value::Object(map) => map.clone(),
+            _ => return Err(InputError::new(file, "not a docker config JSON: auths is not an object").into()),
+        };
+        auths.extend(map);
+        any = true;
+    }
+    if !any {
+        return Ok(None);
+    }
+    let json = serde_json::to_vec(&json!({ "auths": auths }))?;
+    std::fs::write(dest, json).with_context(|| format!("Writing {}", dest.display()))?;
+    Ok(Some(dest.to_path_buf()))
+}
+
+/// `message` cut to what Kubernetes keeps, from the front: the end names the failing step.
+fn termination_message(message: &str) -> String {
+    if message.len() <= TERMINATION_MESSAGE_MAX {
+        return message.to_string();
+    }
+    const CUT: &str = "...";
+    let mut start = message.len() - (TERMINATION_MESSAGE_MAX - CUT.len());
+    while !message.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("{CUT}{}", &message[start..])
 }
 
 fn inspect(args: &InspectArgs) -> anyhow::Result<()> {
@@ -310,4 +464,46 @@ fn status(args: &SysrootArgs) -> anyhow::Result<()> {
         println!("    kargs: {}", d.kargs.join(" "));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn termination_messages_keep_the_end() {
+        let long = format!("{}STEP 3/3: RUN false", "é".repeat(3000));
+        let cases = [("short", "short".to_string()), (long.as_str(), format!("...{}", &long[long.len() - 4093..]))];
+        for (message, want) in cases {
+            let got = termination_message(message);
+            assert!(got.len() <= TERMINATION_MESSAGE_MAX, "{}", got.len());
+            assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn authfiles_merge_later_files_winning() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, v: serde_json::Value| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, v.to_string()).unwrap();
+            p
+        };
+        let pull = write("pull.json", json!({"auths": {"a.io": {"auth": "cHVsbA=="}, "b.io": {"auth": "b2xk"}}}));
+        let push = write("push.json", json!({"auths": {"b.io": {"auth": "cHVzaA=="}}}));
+        let legacy = write("legacy.json", json!({"c.io": {"auth": "bGVnYWN5"}}));
+        let missing = dir.path().join("missing.json");
+        let dest = dir.path().join("merged.json");
+        let merged = merge_authfiles(&[pull, missing.clone(), push, legacy], &dest).unwrap();
+        assert_eq!(merged.as_deref(), Some(dest.as_path()));
+        let got: serde_json::Value = serde_json::from_slice(&std::fs::read(&dest).unwrap()).unwrap();
+        let want = json!({"auths": {
+            "a.io": {"auth": "cHVsbA=="}, "b.io": {"auth": "cHVzaA=="}, "c.io": {"auth": "bGVnYWN5"}
+        }});
+        assert_eq!(got, want);
+        assert_eq!(merge_authfiles(&[missing], &dest).unwrap(), None);
+        let bad = write("bad.json", json!({"auths": []}));
+        let err = merge_authfiles(&[bad], &dest).unwrap_err().to_string();
+        assert!(err.ends_with("bad.json: not a docker config JSON: auths is not an object"), "{err}");
+    }
 }

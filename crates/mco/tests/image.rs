@@ -26,8 +26,14 @@ fn skopeo_inspect(image: &str, env: &[(&str, &Path)]) -> Value {
 
 /// `mco image test-tree` + `mco image commit`: returns the repo and the commit.
 fn commit(tmp: &Path, version: &str) -> (PathBuf, String) {
+    commit_with(tmp, version, |_| {})
+}
+
+/// [`commit`], with `prepare` adding to the tree before it is committed.
+fn commit_with(tmp: &Path, version: &str, prepare: impl FnOnce(&Path)) -> (PathBuf, String) {
     let tree = tmp.join(format!("tree-{version}"));
     mco().args(["image", "test-tree", "--kernel", KVER, "--version-id", version]).arg(&tree).assert().success();
+    prepare(&tree);
     let repo = tmp.join("repo");
     let assert = mco()
         .args(["image", "commit", "--ref", "mco/os", "--version", version, "--label", "io.mco.test=yes"])
@@ -214,6 +220,127 @@ fn build_an_image_from_a_containerfile() {
     let assert =
         mco().args(["image", "build", "--from", &derived, "--to", &failed, "-f"]).arg(&containerfile).assert().code(2);
     assert!(stderr(&assert).contains("cannot be used with"), "{}", stderr(&assert));
+}
+
+/// A test OS tree gets a shell for `RUN` steps: Debian's static busybox as /usr/bin/sh, ...
+fn add_busybox(tree: &Path) {
+    let bin = tree.join("usr/bin");
+    std::fs::copy("/bin/busybox", bin.join("busybox")).unwrap();
+    for applet in ["sh", "test", "cp", "false"] {
+        std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
+    }
+    std::os::unix::fs::symlink("usr/bin", tree.join("bin")).unwrap();
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, data).unwrap();
+    gz.finish().unwrap()
+}
+
+/// The build pod's command: the rendered MachineConfig baked into the context, the
+/// controller's Containerfile built (a RUN step reads a baked file) and pushed, the pushed image
+/// by digest in the termination log.
+#[test]
+fn build_machine_os_bakes_the_config_and_reports_the_digest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let registry = LocalRegistry::start(&tmp.path().join("registry")).unwrap();
+    let env = [("CONTAINERS_REGISTRIES_CONF", registry.registries_conf.as_path())];
+    let (repo, _) = commit_with(tmp.path(), "5.0", add_busybox);
+    let base = format!("{}/mco/os:5.0", registry.host());
+    encapsulate(&repo, &format!("docker://{base}"), &env);
+
+    let unit = "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n";
+    let mc = serde_json::json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfig",
+        "metadata": {"name": "rendered-worker-abc"},
+        "spec": {"config": {
+            "ignition": {"version": "3.5.0"},
+            "storage": {"files": [{"path": "/etc/hello", "mode": 0o644, "contents": {"source": "data:,hello%0A"}}]},
+            "systemd": {"units": [{"name": "hello.service", "enabled": true, "contents": unit}]},
+        }},
+    });
+    let mc_file = tmp.path().join("machineconfig.json.gz");
+    std::fs::write(&mc_file, gzip(mc.to_string().as_bytes())).unwrap();
+    let containerfile = tmp.path().join("Containerfile");
+    let write_containerfile = |admin: &str| {
+        let text = format!(
+            "FROM {base} AS configs\nCOPY ./machineconfig/ /\nLABEL machineconfig=rendered-worker-abc\n\
+             LABEL machineconfigpool=worker\nLABEL baseOSContainerImage={base}\n\n{admin}\n"
+        );
+        std::fs::write(&containerfile, text).unwrap();
+    };
+    // Credentials: one file missing (skipped), one for another registry (merged, unused).
+    let creds = tmp.path().join("pull-creds.json");
+    std::fs::write(&creds, r#"{"auths": {"quay.example.com": {"auth": "dTpw"}}}"#).unwrap();
+    let termination_log = tmp.path().join("termination-log");
+    let build = |to: &str, machine_config: &Path| {
+        let mut cmd = mco();
+        cmd.args(["image", "build-machine-os", "--to", to, "--machine-config"])
+            .arg(machine_config)
+            .arg("--containerfile")
+            .arg(&containerfile)
+            .arg("--authfile")
+            .arg(&creds)
+            .arg("--authfile")
+            .arg(tmp.path().join("push-creds-missing.json"))
+            .arg("--termination-log")
+            .arg(&termination_log)
+            .env("MCO_LOG", "info")
+            .envs(env);
+        cmd.assert()
+    };
+    let log = || std::fs::read_to_string(&termination_log).unwrap();
+
+    write_containerfile("RUN test -f /etc/hello && cp /etc/hello /etc/hello-copy");
+    let assert = build(&format!("{}/mco/os:5.0-worker", registry.host()), &mc_file).success();
+    let pushed = stdout(&assert).trim().to_string();
+    assert!(pushed.starts_with(&format!("{}/mco/os@sha256:", registry.host())), "{pushed}");
+    assert_eq!(log(), pushed);
+    // buildah's output is in the log (`kubectl logs` of the build pod).
+    assert!(stderr(&assert).contains("STEP 6/6: RUN test -f /etc/hello"), "{}", stderr(&assert));
+    let info = inspect(&format!("docker://{pushed}"), &env);
+    assert_eq!(info["labels"]["machineconfig"], "rendered-worker-abc");
+    assert_eq!(info["labels"]["machineconfigpool"], "worker");
+    assert_eq!(info["labels"]["baseOSContainerImage"], base.as_str());
+    let files: Vec<&str> = info["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    // ostree-ext keeps the image's /etc as /usr/etc.
+    for want in [
+        " /usr/etc/hello",
+        " /usr/etc/hello-copy",
+        " /usr/etc/systemd/system/hello.service",
+        " /usr/etc/systemd/system/multi-user.target.wants/hello.service -> /etc/systemd/system/hello.service",
+        " /usr/etc/machine-config-daemon/currentconfig",
+    ] {
+        assert!(files.iter().any(|f| f.ends_with(want)), "{want} in {files:?}");
+    }
+
+    // A failing step: the termination log names it, nothing is pushed.
+    write_containerfile("RUN false");
+    let failed = format!("{}/mco/os:5.0-failed", registry.host());
+    let assert = build(&failed, &mc_file).failure();
+    assert!(log().contains("building at STEP \"RUN false\""), "{}", log());
+    assert!(stderr(&assert).contains("building at STEP \"RUN false\""), "{}", stderr(&assert));
+    let pushed = StdCommand::new("skopeo")
+        .arg("--registries-conf")
+        .arg(&registry.registries_conf)
+        .args(["inspect", &format!("docker://{failed}")])
+        .output()
+        .unwrap();
+    assert!(!pushed.status.success(), "{failed} was pushed");
+
+    // A MachineConfig file that is not gzip, or gzip of something else, is refused by name.
+    let plain = tmp.path().join("plain.json");
+    std::fs::write(&plain, mc.to_string()).unwrap();
+    let pod = tmp.path().join("pod.json.gz");
+    std::fs::write(&pod, gzip(br#"{"kind": "Pod"}"#)).unwrap();
+    for (file, reason) in [(&plain, "not a gzipped MachineConfig"), (&pod, "not a MachineConfig: kind is Pod")] {
+        let assert = build(&failed, file).code(1);
+        let want = format!("{}: {reason}", file.display());
+        assert!(stderr(&assert).contains(&want), "{}", stderr(&assert));
+        assert!(log().contains(&want), "{}", log());
+    }
 }
 
 #[test]

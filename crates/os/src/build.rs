@@ -141,8 +141,7 @@ pub fn build_containerfile(spec: &ContainerBuild, registries: &PullConfig) -> Re
     if !spec.context.is_dir() {
         anyhow::bail!("build context {} is not a directory", spec.context.display());
     }
-    let scratch = std::env::var_os("TMPDIR").map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from);
-    let work = tempfile::Builder::new().prefix("mco-image-build-").tempdir_in(&scratch)?;
+    let work = tempfile::Builder::new().prefix("mco-image-build-").tempdir_in(scratch_dir())?;
     let buildah_tmp = work.path().join("tmp");
     std::fs::create_dir(&buildah_tmp)?;
     // As for skopeo: buildah 1.28 (Debian 12) takes the registries file as a flag only.
@@ -182,6 +181,12 @@ pub fn build_containerfile(spec: &ContainerBuild, registries: &PullConfig) -> Re
     let digest = std::fs::read_to_string(&digestfile).context("Reading buildah's digest file")?;
     tracing::info!(digest = digest.trim(), to = spec.to, "built image from a Containerfile");
     Ok(digest.trim().to_string())
+}
+
+/// Where builds keep their work directories: `$TMPDIR`, else `/var/tmp` (a pod's scratch disk,
+/// not a tmpfs).
+pub fn scratch_dir() -> PathBuf {
+    std::env::var_os("TMPDIR").map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from)
 }
 
 /// Run a buildah command, logging its output as it comes (stdout and stderr through one pipe, in
