@@ -1,7 +1,7 @@
 #!/bin/bash
 # Builds mco's container image (deploy/image/Containerfile) from an mco binary and pushes it to DEST;
 # prints the image's digest. The userland (minimal Debian: libostree and the ostree command, skopeo,
-# ca-certificates, e2fsprogs) comes from mmdebstrap and Debian's package mirror, built once (~20 s) and cached, keyed by
+# buildah, ca-certificates, e2fsprogs) comes from mmdebstrap and Debian's package mirror, built once (~20 s) and cached, keyed by
 # everything that chooses its content; nothing else is downloaded.
 #
 # Reproducible: mmdebstrap clamps file times to SOURCE_DATE_EPOCH and buildah fixes the layers' file
@@ -29,12 +29,16 @@ export SOURCE_DATE_EPOCH=1767225600 # 2026-01-01T00:00:00Z
 
 suite=bookworm
 # ostree: ostree-ext commits an image's non-OSTree layers (a layered OS image's) with `ostree commit`.
-packages=libostree-1-1,ostree,skopeo,ca-certificates,e2fsprogs
+# buildah: `mco image build-machine-os`, the on-cluster build pod's command (rootful, `--isolation
+# chroot`, vfs storage: no OCI runtime, no fuse-overlayfs, so its Recommends, which the essential
+# variant leaves out, are not needed). It adds uidmap, libsubid4 and libseccomp2; ~21 MB.
+packages=libostree-1-1,ostree,skopeo,ca-certificates,e2fsprogs,buildah
 mmdebstrap_args=(
     --variant=essential --format=tar --include="$packages"
     # merged /usr without the usrmerge package (which drags in perl)
     --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr
-    # skopeo's containers-common depends on a network stack that an image pull never runs
+    # skopeo's and buildah's containers-common depends on a network stack that an image pull or a
+    # chroot-isolated build never runs
     --dpkgopt='path-exclude=/usr/lib/cni/*'
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*'
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*'
