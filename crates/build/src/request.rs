@@ -428,11 +428,15 @@ impl<'a> BuildRequest<'a> {
                             name: BUILD_CONTAINER.into(),
                             image: Some(image.to_string()),
                             args: Some(args),
-                            env: Some(vec![EnvVar {
-                                name: "TMPDIR".into(),
-                                value: Some("/var/tmp".into()),
-                                ..Default::default()
-                            }]),
+                            env: Some(
+                                [("TMPDIR", "/var/tmp"), ("MCO_LOG", "info")]
+                                    .map(|(name, value)| EnvVar {
+                                        name: name.into(),
+                                        value: Some(value.into()),
+                                        ..Default::default()
+                                    })
+                                    .into(),
+                            ),
                             // Rootful buildah with chroot isolation mounts and unshares.
                             security_context: Some(SecurityContext {
                                 privileged: Some(true),
@@ -467,7 +471,7 @@ fn push_repository(spec: &str) -> Result<&str, RequestError> {
     }
     let last = path.rsplit('/').next().unwrap_or(path);
     let repository = match last.rsplit_once(':') {
-        Some((_, tag)) if tag.is_empty() => return Err(bad()),
+        Some((_, "")) => return Err(bad()),
         Some((_, tag)) => &spec[..spec.len() - tag.len() - 1],
         None => spec,
     };

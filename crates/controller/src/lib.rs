@@ -1,5 +1,6 @@
 //! The machine-config controller (`mco controller`): the render controller ([`render`]), the
-//! node controller ([`node`]: rollouts and pool status), the drain controller ([`drain`]) and
+//! node controller ([`node`]: rollouts and pool status), the drain controller ([`drain`]), the
+//! build controller ([`build`]: on-cluster OS image builds) and
 //! the kubelet config and container runtime config controllers ([`kubeletconfig`]), run by
 //! whichever instance holds the leader Lease ([`leader`]).
 //!
@@ -7,6 +8,7 @@
 //! `mco-rollout` crate for nodes and drains) with table tests; the IO shells around them are thin
 //! and tested against a real API server (`tests/`, through `mco-testenv`).
 
+pub mod build;
 pub mod conditions;
 pub mod drain;
 pub mod health;
@@ -114,6 +116,8 @@ pub struct Settings {
     pub node: node::controller::Options,
     pub drain: drain::controller::Options,
     pub kubelet_configs: kubeletconfig::Options,
+    /// Where and with what image on-cluster builds run.
+    pub builds: BuildSettings,
     /// The boot image controller's options; `None` leaves MachineSets alone.
     pub boot_images: Option<mco_bootimage_controller::Options>,
     pub lease: LeaseSettings,
@@ -121,6 +125,36 @@ pub struct Settings {
     pub health: Option<std::net::SocketAddr>,
     /// Where `/metrics` is answered for Prometheus, if anywhere.
     pub metrics: Option<std::net::SocketAddr>,
+}
+
+/// The build controller's settings, before its image is known.
+#[derive(Debug, Clone)]
+pub struct BuildSettings {
+    /// Namespace of the build Jobs, their ConfigMaps and the MachineOSConfigs' Secrets.
+    pub namespace: String,
+    /// Image of the build pods; `None`: this controller's own, read from its pod (`own_pod`).
+    pub image: Option<String>,
+    /// This controller's pod (`namespace`, `name`), when it runs in one.
+    pub own_pod: Option<(String, String)>,
+    pub host_network: bool,
+    pub retry_delay: std::time::Duration,
+}
+
+impl BuildSettings {
+    /// The build controller's options, or `None` (and why) when no image can be found for builds.
+    async fn options(&self, client: &Client) -> anyhow::Result<build::Options> {
+        let image = match (&self.image, &self.own_pod) {
+            (Some(image), _) => image.clone(),
+            (None, Some((namespace, pod))) => build::own_image(client, namespace, pod).await?,
+            (None, None) => anyhow::bail!("no --build-image given and not running in a pod"),
+        };
+        Ok(build::Options {
+            namespace: self.namespace.clone(),
+            image,
+            host_network: self.host_network,
+            retry_delay: self.retry_delay,
+        })
+    }
 }
 
 /// Which Lease the instances compete for, and as whom.
@@ -176,9 +210,21 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
         signal = shutdown_signal() => return signal,
     }
     tracing::info!(
-        "became the leader; starting the render, node, drain, kubelet config, container runtime config and boot image \
-         controllers"
+        "became the leader; starting the render, node, drain, build, kubelet config, container runtime config and boot \
+         image controllers"
     );
+    let builds = async {
+        match settings.builds.options(&client).await {
+            Ok(options) => {
+                tracing::info!(image = %options.image, namespace = %options.namespace, "on-cluster builds run with mco's image");
+                build::run(client.clone(), options).await
+            }
+            Err(e) => {
+                tracing::warn!("the build controller is off (MachineOSConfigs are not built): {e:#}");
+                std::future::pending().await
+            }
+        }
+    };
     let boot_images = async {
         match settings.boot_images {
             Some(options) => mco_bootimage_controller::run(client.clone(), options).await,
@@ -194,6 +240,7 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
             anyhow::bail!("the kubelet config controllers stopped")
         }
         () = node::controller::run(client.clone(), settings.node) => anyhow::bail!("the node controller stopped"),
+        () = builds => anyhow::bail!("the build controller stopped"),
         drained = drain::controller::run(config, settings.drain) => {
             drained?;
             anyhow::bail!("the drain controller stopped")

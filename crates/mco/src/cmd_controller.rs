@@ -38,6 +38,16 @@ pub struct ControllerArgs {
     /// Seconds before an eviction a PodDisruptionBudget refused is asked for again.
     #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = seconds)]
     eviction_retry: Duration,
+    /// Namespace of on-cluster builds' Jobs and ConfigMaps, and of MachineOSConfigs' Secrets.
+    #[arg(long, default_value = MCO_NAMESPACE)]
+    build_namespace: String,
+    /// Image of the build pods [default: this controller's own, read from its pod, named by
+    /// $POD_NAMESPACE and $POD_NAME].
+    #[arg(long, value_name = "IMAGE")]
+    build_image: Option<String>,
+    /// Build pods use their node's network namespace (for a registry the pod network cannot reach).
+    #[arg(long)]
+    build_host_network: bool,
     /// Namespace of the leader election Lease.
     #[arg(long, default_value = MCO_NAMESPACE)]
     lease_namespace: String,
@@ -106,6 +116,13 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             ..Default::default()
         },
         kubelet_configs: mco_controller::kubeletconfig::Options { retry_delay: args.retry_delay, ..Default::default() },
+        builds: mco_controller::BuildSettings {
+            namespace: args.build_namespace,
+            image: args.build_image,
+            own_pod: std::env::var("POD_NAMESPACE").ok().zip(std::env::var("POD_NAME").ok()),
+            host_network: args.build_host_network,
+            retry_delay: args.retry_delay,
+        },
         boot_images: (!args.no_boot_images).then(mco_bootimage_controller::Options::default),
         health: args.health_listen,
         metrics: args.metrics_listen,
