@@ -20,9 +20,13 @@ pub enum Outcome {
     Waiting,
     Running,
     /// The image was pushed; its digested pull spec.
-    Succeeded { image: String },
+    Succeeded {
+        image: String,
+    },
     /// Why the build failed, as the builder said it.
-    Failed { message: String },
+    Failed {
+        message: String,
+    },
 }
 
 /// A build's phase: which of its conditions is True.
@@ -85,7 +89,10 @@ pub fn outcome(job: Option<&Job>, pods: &[Pod]) -> Outcome {
         .and_then(|all| all.iter().find(|c| c.type_ == "Failed" && c.status == "True"));
     match failed {
         Some(c) => Outcome::Failed {
-            message: format!("the build Job failed: {}", c.message.as_deref().or(c.reason.as_deref()).unwrap_or_default()),
+            message: format!(
+                "the build Job failed: {}",
+                c.message.as_deref().or(c.reason.as_deref()).unwrap_or_default()
+            ),
         },
         None => Outcome::Waiting,
     }
@@ -204,7 +211,13 @@ fn same_status(a: &MachineOSBuildStatus, b: &MachineOSBuildStatus) -> bool {
             .flatten()
             .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone(), c.message.clone()))
             .collect();
-        (conditions, s.builder.clone(), s.digested_image_push_spec.clone(), s.build_start.is_some(), s.build_end.is_some())
+        (
+            conditions,
+            s.builder.clone(),
+            s.digested_image_push_spec.clone(),
+            s.build_start.is_some(),
+            s.build_end.is_some(),
+        )
     };
     key(a) == key(b)
 }

@@ -14,10 +14,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use mco_api::constants::{
-    EPHEMERAL_BUILD_OBJECT_LABEL, MACHINE_OS_BUILD_LABEL,
-    MACHINE_OS_CONFIG_LABEL, MCFG_API_VERSION, ON_CLUSTER_LAYERING_LABEL, RELEASE_IMAGE_VERSION_ANNOTATION,
-    RENDERED_IMAGE_PUSH_SECRET_ANNOTATION, RENDERED_MACHINE_CONFIG_LABEL, RENDERED_PREFIX,
-    TARGET_MACHINE_CONFIG_POOL_LABEL,
+    EPHEMERAL_BUILD_OBJECT_LABEL, MACHINE_OS_BUILD_LABEL, MACHINE_OS_CONFIG_LABEL, MCFG_API_VERSION,
+    ON_CLUSTER_LAYERING_LABEL, RELEASE_IMAGE_VERSION_ANNOTATION, RENDERED_IMAGE_PUSH_SECRET_ANNOTATION,
+    RENDERED_MACHINE_CONFIG_LABEL, RENDERED_PREFIX, TARGET_MACHINE_CONFIG_POOL_LABEL,
 };
 use mco_api::machineconfiguration::{ContainerfileArch, MachineOSBuildSpec, MachineOSBuildStatus, NameReference};
 use mco_api::{MachineConfig, MachineConfigPool, MachineOSBuild, MachineOSConfig};
@@ -43,9 +42,7 @@ pub enum RequestError {
     NotRenderedConfig(String),
     #[error("rendered MachineConfig {0} names no OS image (spec.osImageURL) to build from")]
     NoBaseImage(String),
-    #[error(
-        "renderedImagePushSpec {0:?} is not a pushable image name: host[:port]/path[:tag], without a digest"
-    )]
+    #[error("renderedImagePushSpec {0:?} is not a pushable image name: host[:port]/path[:tag], without a digest")]
     PushSpec(String),
     #[error("MachineOSConfig {config} has {count} Containerfiles for {arch:?}; at most one per architecture")]
     Containerfiles { config: String, arch: ContainerfileArch, count: usize },
@@ -155,8 +152,8 @@ impl<'a> BuildRequest<'a> {
     /// MachineOSConfig's with the build's name as tag.
     pub fn machine_os_build(&self, now: &Time) -> MachineOSBuild {
         let name = self.build_name();
-        let repository = push_repository(&self.config.spec.rendered_image_push_spec)
-            .expect("checked by BuildRequest::new");
+        let repository =
+            push_repository(&self.config.spec.rendered_image_push_spec).expect("checked by BuildRequest::new");
         let mut build = MachineOSBuild::new(
             &name,
             MachineOSBuildSpec {
@@ -178,10 +175,8 @@ impl<'a> BuildRequest<'a> {
     fn user_containerfile(&self, arch: ContainerfileArch) -> Result<&str, RequestError> {
         let all = self.config.spec.containerfile.as_deref().unwrap_or_default();
         for wanted in [arch, ContainerfileArch::NoArch] {
-            let of_arch: Vec<_> = all
-                .iter()
-                .filter(|c| c.containerfile_arch.unwrap_or(ContainerfileArch::NoArch) == wanted)
-                .collect();
+            let of_arch: Vec<_> =
+                all.iter().filter(|c| c.containerfile_arch.unwrap_or(ContainerfileArch::NoArch) == wanted).collect();
             match of_arch.as_slice() {
                 [] => continue,
                 [one] => return Ok(&one.content),
@@ -278,17 +273,13 @@ impl<'a> BuildRequest<'a> {
         let ignition = self.ignition()?;
         for (prefix, path) in NODE_CONTAINER_CONFIGS {
             let Some(file) = ignition.storage.files.iter().find(|f| f.path == path) else { continue };
-            let contents = mco_ignition::dataurl::decode_contents(&file.contents).map_err(|e| RequestError::Config {
-                name: self.rendered_name().to_string(),
-                error: format!("{path}: {e}"),
+            let contents = mco_ignition::dataurl::decode_contents(&file.contents).map_err(|e| {
+                RequestError::Config { name: self.rendered_name().to_string(), error: format!("{path}: {e}") }
             })?;
             let file_name = path.rsplit('/').next().unwrap_or(path);
             maps.push(ConfigMap {
                 metadata: meta(prefix),
-                data: Some(BTreeMap::from([(
-                    file_name.to_string(),
-                    String::from_utf8_lossy(&contents).into_owned(),
-                )])),
+                data: Some(BTreeMap::from([(file_name.to_string(), String::from_utf8_lossy(&contents).into_owned())])),
                 ..Default::default()
             });
         }
@@ -417,7 +408,11 @@ impl<'a> BuildRequest<'a> {
                 backoff_limit: Some(0),
                 completions: Some(1),
                 template: PodTemplateSpec {
-                    metadata: Some(ObjectMeta { labels: meta.labels, annotations: meta.annotations, ..Default::default() }),
+                    metadata: Some(ObjectMeta {
+                        labels: meta.labels,
+                        annotations: meta.annotations,
+                        ..Default::default()
+                    }),
                     spec: Some(PodSpec {
                         restart_policy: Some("Never".into()),
                         service_account_name: Some(BUILDER_SERVICE_ACCOUNT.into()),
@@ -438,10 +433,7 @@ impl<'a> BuildRequest<'a> {
                                     .into(),
                             ),
                             // Rootful buildah with chroot isolation mounts and unshares.
-                            security_context: Some(SecurityContext {
-                                privileged: Some(true),
-                                ..Default::default()
-                            }),
+                            security_context: Some(SecurityContext { privileged: Some(true), ..Default::default() }),
                             termination_message_policy: Some("FallbackToLogsOnError".into()),
                             volume_mounts: Some(mounts),
                             ..Default::default()

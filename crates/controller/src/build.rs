@@ -158,7 +158,11 @@ async fn reconcile(config: Arc<MachineOSConfig>, context: Arc<Context>) -> Resul
             tracing::info!(machine_os_config = name, "rebuilding: deleted MachineOSBuild {wanted}");
         }
         Api::<MachineOSConfig>::all(client.clone())
-            .patch(&name, &patch_params(), &Patch::Merge(json!({"metadata": {"annotations": {REBUILD_ANNOTATION: null}}})))
+            .patch(
+                &name,
+                &patch_params(),
+                &Patch::Merge(json!({"metadata": {"annotations": {REBUILD_ANNOTATION: null}}})),
+            )
             .await
             .map_err(kube_error(format!("removing the rebuild annotation of MachineOSConfig {name}")))?;
     }
@@ -326,11 +330,17 @@ async fn follow(context: &Context, build: &MachineOSBuild) -> Result<Option<Mach
         .get_opt(&job_name)
         .await
         .map_err(kube_error(format!("reading Job {namespace}/{job_name}")))?;
-    let pods = Api::<Pod>::namespaced(context.client.clone(), namespace)
-        .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job_name}")))
-        .await
-        .map_err(kube_error(format!("listing the pods of Job {namespace}/{job_name}")))?
-        .items;
+    // By the Job's uid: pods of an earlier Job of the same name (a rebuild) may not be gone yet.
+    let pods = match job.as_ref().and_then(|j| j.metadata.uid.as_deref()) {
+        None => Vec::new(),
+        Some(uid) => {
+            Api::<Pod>::namespaced(context.client.clone(), namespace)
+                .list(&ListParams::default().labels(&format!("batch.kubernetes.io/controller-uid={uid}")))
+                .await
+                .map_err(kube_error(format!("listing the pods of Job {namespace}/{job_name}")))?
+                .items
+        }
+    };
     let outcome = progress::outcome(job.as_ref(), &pods);
     let Some(status) = progress::next_status(build, &outcome, &job_name, namespace, &now()) else { return Ok(None) };
     let written = write_status(context, &build.name_any(), &status).await?;
@@ -424,7 +434,8 @@ async fn set_build_degraded(context: &Context, pool: &str, message: &str) -> Res
             Err(e) => return Err(kube_error(format!("updating the status of MachineConfigPool {pool}"))(e).into()),
         }
     }
-    Err(KubeError::Conflicts { what: format!("the status of MachineConfigPool {pool}"), tries: CONFLICT_RETRIES }.into())
+    Err(KubeError::Conflicts { what: format!("the status of MachineConfigPool {pool}"), tries: CONFLICT_RETRIES }
+        .into())
 }
 
 /// Deletes a build's Job (and its pods) now, so that a build of the same name can start again

@@ -68,16 +68,15 @@ fn the_pod_says_how_the_build_went() {
         ),
         (
             // The newest pod decides.
-            vec![
-                pod("2026-01-01T00:00:05Z", "Running", None),
-                pod("2026-01-01T00:00:00Z", "Failed", Some((1, "old"))),
-            ],
+            vec![pod("2026-01-01T00:00:05Z", "Running", None), pod("2026-01-01T00:00:00Z", "Failed", Some((1, "old")))],
             None,
             Outcome::Running,
         ),
-        (vec![], Some(failed_job("Job was active longer than specified deadline")), Outcome::Failed {
-            message: "the build Job failed: Job was active longer than specified deadline".into(),
-        }),
+        (
+            vec![],
+            Some(failed_job("Job was active longer than specified deadline")),
+            Outcome::Failed { message: "the build Job failed: Job was active longer than specified deadline".into() },
+        ),
     ];
     for (pods, job, expected) in cases {
         assert_eq!(outcome(job.as_ref(), &pods), expected, "{pods:?}");

@@ -127,7 +127,8 @@ fn inputs_that_cannot_be_built_are_refused() {
         BuildRequest::new(&c, &p, &not_rendered).unwrap_err(),
         RequestError::NotRenderedConfig("00-worker".into())
     );
-    let unrendered: MachineConfigPool = serde_json::from_value(json!({"metadata": {"name": "layered"}, "spec": {}})).unwrap();
+    let unrendered: MachineConfigPool =
+        serde_json::from_value(json!({"metadata": {"name": "layered"}, "spec": {}})).unwrap();
     assert_eq!(
         BuildRequest::pool_target(&unrendered).unwrap_err().to_string(),
         "MachineConfigPool layered has no rendered config yet"
@@ -170,9 +171,13 @@ fn the_containerfile_bakes_the_config_then_adds_the_admins_content() {
     let plain = BuildRequest::new(&none, &p, &r).unwrap().containerfile(ContainerfileArch::Amd64).unwrap();
     assert!(plain.ends_with("LABEL baseOSContainerImage=registry.example.com:5000/os@sha256:aaaa\n"), "{plain}");
 
-    let twice = config(json!({"containerFile": [{"content": "RUN a"}, {"containerfileArch": "NoArch", "content": "RUN b"}]}));
+    let twice =
+        config(json!({"containerFile": [{"content": "RUN a"}, {"containerfileArch": "NoArch", "content": "RUN b"}]}));
     let error = BuildRequest::new(&twice, &p, &r).unwrap().containerfile(ContainerfileArch::Amd64).unwrap_err();
-    assert_eq!(error.to_string(), "MachineOSConfig layered has 2 Containerfiles for NoArch; at most one per architecture");
+    assert_eq!(
+        error.to_string(),
+        "MachineOSConfig layered has 2 Containerfiles for NoArch; at most one per architecture"
+    );
 }
 
 #[test]
@@ -188,7 +193,10 @@ fn config_maps_carry_the_inputs_and_the_nodes_container_configuration() {
     let maps = request.config_maps(&build, "mco-ns", ContainerfileArch::Amd64).unwrap();
     let names: Vec<_> = maps.iter().map(|m| m.metadata.name.clone().unwrap()).collect();
     assert_eq!(names, [format!("containerfile-{name}"), format!("mc-{name}"), format!("etc-registries-{name}")]);
-    assert_eq!(maps[0].data.as_ref().unwrap()["Containerfile"], request.containerfile(ContainerfileArch::Amd64).unwrap());
+    assert_eq!(
+        maps[0].data.as_ref().unwrap()["Containerfile"],
+        request.containerfile(ContainerfileArch::Amd64).unwrap()
+    );
     let gz = &maps[1].binary_data.as_ref().unwrap()["machineconfig.json.gz"].0;
     let mut json = String::new();
     std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(gz.as_slice()), &mut json).unwrap();
@@ -196,7 +204,10 @@ fn config_maps_carry_the_inputs_and_the_nodes_container_configuration() {
     assert_eq!(maps[2].data.as_ref().unwrap()["registries.conf"], registries);
     for map in &maps {
         let owner = &map.metadata.owner_references.as_ref().unwrap()[0];
-        assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()), ("MachineOSBuild", name.as_str(), "b-1"));
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+            ("MachineOSBuild", name.as_str(), "b-1")
+        );
         assert_eq!(map.metadata.namespace.as_deref(), Some("mco-ns"));
         let labels = map.metadata.labels.as_ref().unwrap();
         assert!(labels.contains_key(EPHEMERAL_BUILD_OBJECT_LABEL) && labels.contains_key(ON_CLUSTER_LAYERING_LABEL));
@@ -269,7 +280,8 @@ fn the_job_runs_the_builder_with_every_input_mounted() {
 fn empty_pool_configuration_fields_hash_as_go_omits_them() {
     let (c, r) = (config(json!({})), rendered("rendered-layered-1", json!([])));
     let pool_with = |configuration: Value| -> MachineConfigPool {
-        serde_json::from_value(json!({"metadata": {"name": "layered"}, "spec": {"configuration": configuration}})).unwrap()
+        serde_json::from_value(json!({"metadata": {"name": "layered"}, "spec": {"configuration": configuration}}))
+            .unwrap()
     };
     let bare: MachineConfigPool = serde_json::from_value(json!({"metadata": {"name": "layered"}, "spec": {}})).unwrap();
     let expected = BuildRequest { config: &c, pool: &pool_with(json!({})), rendered: &r }.build_name();
