@@ -261,8 +261,10 @@ impl Agent {
             }
             self.validated = Some(Instant::now());
         }
+        let current_image = state::read_current_image(&root).map_err(degraded)?;
         let observed = Observed {
             on_disk: on_disk.as_ref().and_then(|mc| mc.metadata.name.as_deref()),
+            current_image: current_image.as_deref(),
             force,
             booting: self.booting,
             ..Observed::from_annotations(&annotations)
@@ -316,8 +318,7 @@ impl Agent {
                 Ok(Flow::Wait)
             }
             Next::SetDone(config) => {
-                let image = read_current_image(&root).map_err(degraded)?;
-                let changes = annotations::done(&annotations, &config, image.as_deref());
+                let changes = annotations::done(&annotations, &config, current_image.as_deref());
                 self.patch(&mut annotations, &changes).await?;
                 tracing::info!(node = self.name(), %config, "update complete: state Done");
                 let now = unix_seconds(std::time::SystemTime::now());
@@ -461,13 +462,23 @@ impl Agent {
         to: String,
         force: bool,
     ) -> Result<Flow, Failure> {
-        let new = self.machine_config(&to).await?;
-        let old = match (from, on_disk) {
+        let mut new = self.machine_config(&to).await?;
+        let mut old = match (from, on_disk) {
             (Some(from), Some(disk)) if name_of(&disk) == from => disk,
             (Some(from), _) => self.machine_config(&from).await?,
             // Nothing known about the node: every file of the config is new (upstream `mco-empty-mc`).
             (None, _) => MachineConfig::new("mco-empty-mc", Default::default()),
         };
+        // On-cluster layering: the node runs its pool's built image instead of its config's (as
+        // upstream, the config's osImageURL is replaced by the image).
+        let current_image = state::read_current_image(&self.node.root).map_err(degraded)?;
+        let desired_image = Observed::from_annotations(&annotations).desired_image.map(str::to_string);
+        if let Some(image) = &current_image {
+            old.spec.os_image_url.clone_from(image);
+        }
+        if let Some(image) = &desired_image {
+            new.spec.os_image_url.clone_from(image);
+        }
         let inputs = self.cluster_inputs(&annotations).await?;
         let checked = match check(&old, &new, &inputs.disruption, force) {
             Ok(checked) => checked,
@@ -521,6 +532,9 @@ impl Agent {
                 }
                 let pull = (image && !new_image.is_empty() && self.node.os.is_some()).then(|| new_image.clone());
                 let applied = self.pull_and_deploy(pull, old, new, inputs.disruption).await;
+                if applied.is_ok() && current_image != desired_image {
+                    state::write_current_image(&self.node.root, desired_image.as_deref()).map_err(degraded)?;
+                }
                 if applied.is_ok() {
                     for step in [Step::applied(os, files), Step::degraded(self.name(), None)] {
                         self.progress.record_or_log(self.name(), &annotations, &step).await;
@@ -769,16 +783,6 @@ fn read_seed(root: &std::path::Path) -> anyhow::Result<Option<BTreeMap<String, S
             serde_json::from_slice(&bytes)
                 .map_err(|e| anyhow::anyhow!("{}: not a JSON object of strings: {e}", state::NODE_ANNOTATIONS))?,
         )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(anyhow::Error::new(e).context(format!("reading {}", path.display()))),
-    }
-}
-
-/// The on-disk OS image of on-cluster layering (`currentimage`), if any.
-fn read_current_image(root: &std::path::Path) -> anyhow::Result<Option<String>> {
-    let path = host_path(root, state::CURRENT_IMAGE);
-    match std::fs::read_to_string(&path) {
-        Ok(image) => Ok(Some(image.trim().to_string())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(anyhow::Error::new(e).context(format!("reading {}", path.display()))),
     }

@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 
 use mco_api::constants::{
-    CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_DRAIN_ANNOTATION, DRAIN_PREFIX,
-    LAST_APPLIED_DRAIN_ANNOTATION, STATE_ANNOTATION, STATE_DEGRADED, STATE_DONE, STATE_UNRECONCILABLE, STATE_WORKING,
-    UNCORDON_PREFIX,
+    CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_DRAIN_ANNOTATION, DESIRED_IMAGE_ANNOTATION,
+    DRAIN_PREFIX, LAST_APPLIED_DRAIN_ANNOTATION, STATE_ANNOTATION, STATE_DEGRADED, STATE_DONE, STATE_UNRECONCILABLE,
+    STATE_WORKING, UNCORDON_PREFIX,
 };
 
 /// `ControllerConfig.spec.infra.status.controlPlaneTopology` of a single-node cluster: nothing to drain to.
@@ -32,6 +32,10 @@ pub struct Observed<'a> {
     /// The config the last apply recorded on disk: after a reboot it is the truth, and it wins
     /// over `currentConfig` (which an etcd restore may have rolled back).
     pub on_disk: Option<&'a str>,
+    /// The layered OS image the node runs (on disk: `currentimage`), if any.
+    pub current_image: Option<&'a str>,
+    /// `desiredImage` (on-cluster layering; empty counts as none).
+    pub desired_image: Option<&'a str>,
     /// `/run/machine-config-daemon-force` exists: re-apply the desired config even if it runs.
     pub force: bool,
     /// The first pass of this process: a node on its desired config still goes through the
@@ -49,6 +53,7 @@ impl<'a> Observed<'a> {
             state: get(STATE_ANNOTATION),
             desired_drain: get(DESIRED_DRAIN_ANNOTATION),
             last_applied_drain: get(LAST_APPLIED_DRAIN_ANNOTATION),
+            desired_image: get(DESIRED_IMAGE_ANNOTATION).filter(|i| !i.is_empty()),
             ..Observed::default()
         }
     }
@@ -85,7 +90,9 @@ pub fn next(o: &Observed<'_>) -> Next {
         return Next::NoTarget;
     };
     let running = o.running();
-    if running != Some(desired) || o.force {
+    // A layered pool moves its nodes to a built image under the same rendered config; a pool
+    // that stops being layered moves them back.
+    if running != Some(desired) || o.force || o.current_image != o.desired_image {
         return Next::Update { from: running.map(str::to_string), to: desired.to_string() };
     }
     let done = o.state.unwrap_or(STATE_DONE) == STATE_DONE && o.current == Some(desired);
@@ -242,6 +249,32 @@ mod tests {
             }),
             ("booting, uncordon answered", Observed { booting: true, ..done_a }, Next::SetDone("a".into())),
             ("currentConfig lags the disk", Observed { current: Some("old"), ..done_a }, Next::SetDone("a".into())),
+            ("layered: the built image", Observed { desired_image: Some("img@1"), ..done_a }, update(Some("a"), "a")),
+            (
+                "layered: running the built image",
+                Observed { current_image: Some("img@1"), desired_image: Some("img@1"), ..done_a },
+                Next::Idle,
+            ),
+            (
+                "layered: a new build",
+                Observed { current_image: Some("img@1"), desired_image: Some("img@2"), ..done_a },
+                update(Some("a"), "a"),
+            ),
+            ("no longer layered: back to the config's image", Observed { current_image: Some("img@1"), ..done_a }, {
+                update(Some("a"), "a")
+            }),
+            (
+                "layered: after the reboot into the image, uncordon",
+                Observed {
+                    current_image: Some("img@1"),
+                    desired_image: Some("img@1"),
+                    state: Some(STATE_WORKING),
+                    desired_drain: Some("drain-a"),
+                    last_applied_drain: Some("drain-a"),
+                    ..done_a
+                },
+                Next::RequestUncordon("a".into()),
+            ),
         ];
         for (what, observed, want) in cases {
             assert_eq!(next(&observed), want, "{what}");

@@ -75,6 +75,29 @@ pub fn write_current_config(fs: &Fs<'_>, mc: &MachineConfig) -> anyhow::Result<(
     fs.write_atomic(&fs.host(CURRENT_CONFIG), &json, 0o644, None)
 }
 
+/// The OS image of on-cluster layering the node runs (`currentimage`), if it runs one.
+#[context("Reading {CURRENT_IMAGE}")]
+pub fn read_current_image(root: &Path) -> anyhow::Result<Option<String>> {
+    match std::fs::read_to_string(host_path(root, CURRENT_IMAGE)) {
+        Ok(image) => Ok(Some(image.trim().to_string()).filter(|i| !i.is_empty())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Records the layered OS image the node now runs (`None`: its config's own image), durably.
+#[context("Recording {CURRENT_IMAGE}")]
+pub fn write_current_image(root: &Path, image: Option<&str>) -> anyhow::Result<()> {
+    let failpoints = Failpoints::default();
+    let fs = Fs::new(root, &failpoints);
+    let path = host_path(root, CURRENT_IMAGE);
+    match image {
+        Some(image) => fs.write_atomic(&path, format!("{image}\n").as_bytes(), 0o644, None)?,
+        None => fs.remove(&path)?,
+    }
+    fs.sync_dirs()
+}
+
 pub fn force_file_present(root: &Path) -> bool {
     host_path(root, FORCE_FILE).exists()
 }
