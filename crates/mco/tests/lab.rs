@@ -967,6 +967,18 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
         ("get", "configmaps", "coreos-bootimages: only read on platforms with boot image support"),
         ("create", "machineconfignodes", "the bootstrap controller may have made every Node's before the handover"),
         ("delete", "machineconfignodes", "only a gone Node's: this run deletes no Node"),
+        // On-cluster builds: lab_builds_a_pools_os_image_in_the_cluster checks these grants.
+        ("create", "machineosbuilds", "no MachineOSConfig in this run"),
+        ("delete", "machineosbuilds", "(as above)"),
+        ("patch", "machineosbuilds/status", "(as above)"),
+        ("patch", "machineosconfigs/status", "(as above)"),
+        ("get", "jobs", "(as above)"),
+        ("create", "jobs", "(as above)"),
+        ("delete", "jobs", "(as above)"),
+        ("list", "configmaps", "(as above)"),
+        ("create", "configmaps", "(as above)"),
+        ("delete", "configmaps", "(as above)"),
+        ("get", "secrets", "(as above)"),
     ];
     assert_rbac_matches_use(&lab, CONTROLLER_ACCOUNT, &unexercised, None);
     // The daemons' pods too: no Node access of their own (they write their Node with the kubelet's
@@ -1371,4 +1383,170 @@ async fn lab_on_gcp_blocks_upgrades_while_a_machineset_keeps_a_too_old_boot_imag
         ("update", "secrets", "the lab's stub user-data is spec 3 already: nothing to upgrade"),
     ];
     assert_rbac_matches_use(&lab, CONTROLLER_ACCOUNT, &unexercised, Some(&boot_image_roles));
+}
+
+/// The file examples/lab/machineosconfig.yaml's Containerfile writes with `RUN`.
+const LAYERED_FILE: &str = "usr/share/mco-lab/layered";
+
+/// What each worker's booted deployment holds at [`LAYERED_FILE`] (`None`: nothing).
+fn layered_file_on_workers(lab: &Lab) -> Vec<Option<String>> {
+    (0..2)
+        .map(|i| {
+            let sysroot = lab.state_dir().join(format!("nodes/worker-{i}/sysroot"));
+            let status = mco_os::sysroot::status(&sysroot, &mco_os::sysroot::default_cmdline(&sysroot)).unwrap();
+            let booted = sysroot.join(&status.booted().expect("a booted deployment").path);
+            std::fs::read_to_string(booted.join(LAYERED_FILE)).ok()
+        })
+        .collect()
+}
+
+/// Waits until the MachineOSBuild `name` has condition `kind` True; returns it.
+async fn machine_os_build(client: &Client, name: &str, kind: &str) -> mco_api::MachineOSBuild {
+    let builds: Api<mco_api::MachineOSBuild> = Api::all(client.clone());
+    eventually_within(ROLLOUT_TIMEOUT, &format!("MachineOSBuild {name} {kind}"), || async {
+        let build = builds.get_opt(name).await.unwrap();
+        let conditions = build.as_ref().and_then(|b| b.status.clone()).and_then(|s| s.conditions).unwrap_or_default();
+        match conditions.iter().any(|c| c.type_ == kind && c.status == "True") {
+            true => Ok(build.unwrap()),
+            false => Err(conditions.iter().map(|c| format!("{}={}", c.type_, c.status)).collect::<Vec<_>>()),
+        }
+    })
+    .await
+}
+
+/// Waits until the MachineOSConfig names a new current build (not `old`); returns its name.
+async fn new_machine_os_build(client: &Client, old: Option<&str>) -> String {
+    let configs: Api<mco_api::MachineOSConfig> = Api::all(client.clone());
+    eventually("a new MachineOSBuild named on the MachineOSConfig", || async {
+        let config = configs.get("worker").await.unwrap();
+        let current = config.annotations().get(mco_api::constants::CURRENT_MACHINE_OS_BUILD_ANNOTATION).cloned();
+        satisfying(current, |c| c.is_some() && c.as_deref() != old).map(Option::unwrap)
+    })
+    .await
+}
+
+/// Waits until every worker runs `image` (`None`: its config's own), Done, and the pool is Updated.
+async fn workers_on_image(client: &Client, image: Option<&str>) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let what = format!("every worker Done on image {image:?} and the pool Updated");
+    eventually_within(ROLLOUT_TIMEOUT, &what, || async {
+        let all = nodes.list(&workers()).await.unwrap().items;
+        let seen: Vec<(String, Option<String>)> = all
+            .iter()
+            .map(|n| {
+                let current = mco_rollout::node::annotation(n, mco_api::constants::CURRENT_IMAGE_ANNOTATION);
+                (summary(n), current.map(str::to_string))
+            })
+            .collect();
+        let pool = pool(client).await;
+        let updated = pool
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Updated" && c.status == "True"));
+        let on_image = seen.iter().all(|(s, current)| s.ends_with(" Done ") && current.as_deref() == image);
+        if on_image && updated && seen.len() == 2 { Ok(()) } else { Err((updated, seen)) }
+    })
+    .await
+}
+
+fn desired_images(nodes: &[Node]) -> Vec<Option<String>> {
+    nodes
+        .iter()
+        .map(|n| mco_rollout::node::annotation(n, mco_api::constants::DESIRED_IMAGE_ANNOTATION).map(str::to_string))
+        .collect()
+}
+
+/// On-cluster layering in the lab (examples/lab/machineosconfig.yaml): the worker pool's OS image
+/// is built in the cluster by a Job running buildah in mco's image (the Containerfile `RUN`s a
+/// shell command), pushed to the lab registry and rolled out: the file is in each worker's booted
+/// deployment. A Containerfile that fails leaves a Failed build, the pool ImageBuildDegraded
+/// naming it and the failing step, and touches no node; fixing it builds again, clears the
+/// condition and rolls out; deleting the MachineOSConfig takes the builds with it and the nodes
+/// back to the pool's own image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_builds_a_pools_os_image_in_the_cluster() {
+    let _one = ONE_LAB.lock().await;
+    let lab = Lab { dir: tempfile::tempdir().unwrap() };
+    let up = lab.mco(&["lab", "up", "--nodes", "2", "--timeout", "1200"]);
+    assert!(up.get_output().status.success(), "lab up: {}\n{}", stdout(&up), stderr(&up));
+    let client = client(&lab).await;
+    let lab_status: serde_json::Value =
+        serde_json::from_str(&stdout(&lab.mco(&["lab", "status", "-o", "json"]))).unwrap();
+    let registry = lab_status["registry"].as_str().unwrap().to_string();
+    let example = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/lab/machineosconfig.yaml"));
+    let configs: Api<mco_api::MachineOSConfig> = Api::all(client.clone());
+    let nodes: Api<Node> = Api::all(client.clone());
+
+    let applied = std::time::Instant::now();
+    lab.apply("machineosconfig", &example.replace("LAB_REGISTRY", &registry));
+    let first = new_machine_os_build(&client, None).await;
+    let built = machine_os_build(&client, &first, "Succeeded").await;
+    let image = built.status.unwrap().digested_image_push_spec.unwrap();
+    assert!(image.starts_with(&format!("{registry}/mco/layered@sha256:")), "{image}");
+    // `kubectl logs` of the build shows the builder's output.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), MCO_NAMESPACE);
+    let selector = format!("batch.kubernetes.io/job-name=build-{first}");
+    let build_pod = pods.list(&ListParams::default().labels(&selector)).await.unwrap().items.remove(0);
+    let log = pods.logs(&build_pod.name_any(), &Default::default()).await.unwrap();
+    assert!(log.contains("STEP") && log.contains("RUN mkdir -p /usr/share/mco-lab"), "{log}");
+    workers_on_image(&client, Some(&image)).await;
+    let rolled_out_in = applied.elapsed();
+    let published = configs.get("worker").await.unwrap().status.unwrap().current_image_pull_spec;
+    assert_eq!(published.as_deref(), Some(image.as_str()));
+    for file in layered_file_on_workers(&lab) {
+        let file = file.expect("the file the build's RUN wrote, in every worker's booted deployment");
+        assert!(file.starts_with("built in the cluster on top of PRETTY_NAME="), "{file}");
+    }
+    eprintln!("MachineOSConfig applied -> last of 2 workers on the built image: {rolled_out_in:?}");
+
+    // A Containerfile that fails: the build says so, the pool too (naming the build and the
+    // step), and no node is touched.
+    let failing = "FROM configs AS final\nRUN echo about to fail && exit 3\n";
+    let patch = json!({"spec": {"containerFile": [{"containerfileArch": "NoArch", "content": failing}]}});
+    configs.patch("worker", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+    let second = new_machine_os_build(&client, Some(&first)).await;
+    machine_os_build(&client, &second, "Failed").await;
+    let message = wait_condition(&client, "ImageBuildDegraded", true).await;
+    assert!(
+        message.starts_with(&format!("Failed to build OS image for pool worker (MachineOSBuild: {second}): ")),
+        "{message}"
+    );
+    assert!(message.contains("RUN echo about to fail && exit 3") && message.contains("exit status 3"), "{message}");
+    let all = nodes.list(&workers()).await.unwrap().items;
+    assert_eq!(desired_images(&all), [Some(image.clone()), Some(image.clone())], "a failed build targets no node");
+    assert!(all.iter().all(|n| summary(n).ends_with(" Done ")), "{:?}", all.iter().map(summary).collect::<Vec<_>>());
+
+    // Fixed: built again, the condition cleared, rolled out; the failed build is cleaned up.
+    let fixed = "FROM configs AS final\nRUN mkdir -p /usr/share/mco-lab && echo fixed > /usr/share/mco-lab/layered\n";
+    let patch = json!({"spec": {"containerFile": [{"containerfileArch": "NoArch", "content": fixed}]}});
+    configs.patch("worker", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+    let third = new_machine_os_build(&client, Some(&second)).await;
+    let built = machine_os_build(&client, &third, "Succeeded").await;
+    let fixed_image = built.status.unwrap().digested_image_push_spec.unwrap();
+    wait_condition(&client, "ImageBuildDegraded", false).await;
+    workers_on_image(&client, Some(&fixed_image)).await;
+    assert_eq!(layered_file_on_workers(&lab), [Some("fixed\n".to_string()), Some("fixed\n".to_string())]);
+    let builds: Api<mco_api::MachineOSBuild> = Api::all(client.clone());
+    eventually("only the current build left", || async {
+        let names: Vec<String> = builds.list(&Default::default()).await.unwrap().iter().map(|b| b.name_any()).collect();
+        satisfying(names, |n| *n == [third.clone()])
+    })
+    .await;
+
+    // Deleting the MachineOSConfig: its builds go (owner references), the nodes go back.
+    configs.delete("worker", &Default::default()).await.unwrap();
+    workers_on_image(&client, None).await;
+    assert_eq!(layered_file_on_workers(&lab), [None, None]);
+    eventually("the builds deleted with their MachineOSConfig", || async {
+        satisfying(builds.list(&Default::default()).await.unwrap().items.len(), |n| *n == 0)
+    })
+    .await;
+
+    // The build controller's grants, each used in this run, and nothing it asked for refused.
+    let build_roles = [
+        "ClusterRole/machine-config-controller-builds",
+        "Role/openshift-machine-config-operator/machine-config-controller-builds",
+    ];
+    assert_rbac_matches_use(&lab, CONTROLLER_ACCOUNT, &[], Some(&build_roles));
 }
