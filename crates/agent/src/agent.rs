@@ -261,7 +261,7 @@ impl Agent {
             }
             self.validated = Some(Instant::now());
         }
-        let current_image = state::read_current_image(&root).map_err(degraded)?;
+        let current_image = state::layered_image(on_disk.as_ref()).map(str::to_string);
         let observed = Observed {
             on_disk: on_disk.as_ref().and_then(|mc| mc.metadata.name.as_deref()),
             current_image: current_image.as_deref(),
@@ -463,21 +463,19 @@ impl Agent {
         force: bool,
     ) -> Result<Flow, Failure> {
         let mut new = self.machine_config(&to).await?;
-        let mut old = match (from, on_disk) {
+        let old = match (from, on_disk) {
             (Some(from), Some(disk)) if name_of(&disk) == from => disk,
             (Some(from), _) => self.machine_config(&from).await?,
             // Nothing known about the node: every file of the config is new (upstream `mco-empty-mc`).
             (None, _) => MachineConfig::new("mco-empty-mc", Default::default()),
         };
-        // On-cluster layering: the node runs its pool's built image instead of its config's (as
-        // upstream, the config's osImageURL is replaced by the image).
-        let current_image = state::read_current_image(&self.node.root).map_err(degraded)?;
+        // On-cluster layering: the node runs its pool's built image instead of its config's.
+        // Extensions and the kernel type are the image's business then (upstream ignores them too).
         let desired_image = Observed::from_annotations(&annotations).desired_image.map(str::to_string);
-        if let Some(image) = &current_image {
-            old.spec.os_image_url.clone_from(image);
-        }
         if let Some(image) = &desired_image {
-            new.spec.os_image_url.clone_from(image);
+            state::with_layered_image(&mut new, image);
+            new.spec.extensions.clone_from(&old.spec.extensions);
+            new.spec.kernel_type.clone_from(&old.spec.kernel_type);
         }
         let inputs = self.cluster_inputs(&annotations).await?;
         let checked = match check(&old, &new, &inputs.disruption, force) {
@@ -532,9 +530,6 @@ impl Agent {
                 }
                 let pull = (image && !new_image.is_empty() && self.node.os.is_some()).then(|| new_image.clone());
                 let applied = self.pull_and_deploy(pull, old, new, inputs.disruption).await;
-                if applied.is_ok() && current_image != desired_image {
-                    state::write_current_image(&self.node.root, desired_image.as_deref()).map_err(degraded)?;
-                }
                 if applied.is_ok() {
                     for step in [Step::applied(os, files), Step::degraded(self.name(), None)] {
                         self.progress.record_or_log(self.name(), &annotations, &step).await;

@@ -32,7 +32,7 @@ pub struct Observed<'a> {
     /// The config the last apply recorded on disk: after a reboot it is the truth, and it wins
     /// over `currentConfig` (which an etcd restore may have rolled back).
     pub on_disk: Option<&'a str>,
-    /// The layered OS image the node runs (on disk: `currentimage`), if any.
+    /// The layered OS image the node runs (recorded with the on-disk config), if any.
     pub current_image: Option<&'a str>,
     /// `desiredImage` (on-cluster layering; empty counts as none).
     pub desired_image: Option<&'a str>,

@@ -13,6 +13,11 @@ use mco_api::machineconfiguration::{
 
 use crate::request::BUILD_CONTAINER;
 
+/// Container waiting reasons that end a build: the kubelet keeps retrying them, but only a change
+/// (an image, a Secret) makes them pass.
+const CANNOT_START: [&str; 5] =
+    ["ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"];
+
 /// What the build's pod (or its Job) says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -70,6 +75,13 @@ pub fn outcome(job: Option<&Job>, pods: &[Pod]) -> Outcome {
                 },
                 (_, message) => Outcome::Failed { message: message.to_string() },
             };
+        }
+        // The builder cannot start, and will not without someone changing something.
+        let waiting = container.and_then(|c| c.state.as_ref()).and_then(|s| s.waiting.as_ref());
+        if let Some(waiting) = waiting.filter(|w| CANNOT_START.contains(&w.reason.as_deref().unwrap_or_default())) {
+            let reason = waiting.reason.as_deref().unwrap_or_default();
+            let message = waiting.message.as_deref().unwrap_or("no message");
+            return Outcome::Failed { message: format!("the build pod cannot start: {reason}: {message}") };
         }
         match status.and_then(|s| s.phase.as_deref()) {
             Some("Running") => return Outcome::Running,

@@ -215,6 +215,7 @@ impl<'a> BuildRequest<'a> {
             build = self.build_name(),
             config = self.config_name(),
         );
+        let invalid = |error: String| RequestError::Config { name: self.rendered_name().to_string(), error };
         for file in self.ignition()?.storage.files {
             let owner = |o: &v3::NodeOwner| match (&o.name, o.id) {
                 (Some(name), _) if !name.is_empty() => Some(name.clone()),
@@ -222,11 +223,22 @@ impl<'a> BuildRequest<'a> {
                 _ => None,
             };
             let (user, group) = (owner(&file.user), owner(&file.group));
-            if user.is_some() || group.is_some() {
-                let user = user.unwrap_or_else(|| "0".into());
-                let group = group.map_or_else(String::new, |g| format!(":{g}"));
-                text.push_str(&format!("COPY --chown={user}{group} ./machineconfig{0} {0}\n", file.path));
+            if user.is_none() && group.is_none() {
+                continue;
             }
+            // Names go into an instruction as they are; paths in its JSON form, quoted.
+            let plain = |name: &String| name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+            if let Some(bad) = user.iter().chain(&group).find(|n| !plain(n)) {
+                return Err(invalid(format!("file {:?} has an owner the image build cannot name: {bad:?}", file.path)));
+            }
+            if file.path.chars().any(char::is_control) {
+                return Err(invalid(format!("file path {:?} has control characters", file.path)));
+            }
+            let user = user.unwrap_or_else(|| "0".into());
+            let group = group.map_or_else(String::new, |g| format!(":{g}"));
+            let quoted = |p: String| Value::String(p).to_string();
+            let (from, to) = (quoted(format!("./machineconfig{}", file.path)), quoted(file.path.clone()));
+            text.push_str(&format!("COPY --chown={user}{group} [{from}, {to}]\n"));
         }
         text.push_str(&format!(
             "LABEL machineconfig={}\nLABEL machineconfigpool={}\nLABEL baseOSContainerImage={base}\n",

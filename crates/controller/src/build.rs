@@ -27,8 +27,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use mco_api::constants::{
-    CURRENT_MACHINE_OS_BUILD_ANNOTATION, MACHINE_OS_CONFIG_LABEL, MCFG_API_VERSION, ON_CLUSTER_LAYERING_LABEL,
-    REBUILD_ANNOTATION,
+    CURRENT_MACHINE_OS_BUILD_ANNOTATION, MACHINE_OS_BUILD_LABEL, MACHINE_OS_CONFIG_LABEL, MCFG_API_VERSION,
+    ON_CLUSTER_LAYERING_LABEL, REBUILD_ANNOTATION,
 };
 use mco_api::machineconfiguration::pool_condition::{BUILD_FAILED, IMAGE_BUILD_DEGRADED};
 use mco_api::machineconfiguration::{ContainerfileArch, MachineOSBuildStatus, MachineOSConfigStatus, ObjectReference};
@@ -151,48 +151,57 @@ async fn reconcile(config: Arc<MachineOSConfig>, context: Arc<Context>) -> Resul
         .map_err(kube_error(format!("listing the MachineOSBuilds of MachineOSConfig {name}")))?
         .items;
 
-    if config.annotations().contains_key(REBUILD_ANNOTATION) {
+    // The rebuild annotation, or a build of these inputs that was interrupted (the inputs came
+    // back): the build is made again.
+    let rebuild = config.annotations().contains_key(REBUILD_ANNOTATION);
+    let interrupted = builds.iter().any(|b| b.name_any() == wanted && progress::phase(b) == Some(Phase::Interrupted));
+    if rebuild || interrupted {
         if builds.iter().any(|b| b.name_any() == wanted) {
             delete_build(context.as_ref(), &wanted).await?;
             builds.retain(|b| b.name_any() != wanted);
-            tracing::info!(machine_os_config = name, "rebuilding: deleted MachineOSBuild {wanted}");
+            tracing::info!(machine_os_config = name, "building again: deleted MachineOSBuild {wanted}");
         }
-        Api::<MachineOSConfig>::all(client.clone())
-            .patch(
-                &name,
-                &patch_params(),
-                &Patch::Merge(json!({"metadata": {"annotations": {REBUILD_ANNOTATION: null}}})),
-            )
-            .await
-            .map_err(kube_error(format!("removing the rebuild annotation of MachineOSConfig {name}")))?;
+        if rebuild {
+            Api::<MachineOSConfig>::all(client.clone())
+                .patch(
+                    &name,
+                    &patch_params(),
+                    &Patch::Merge(json!({"metadata": {"annotations": {REBUILD_ANNOTATION: null}}})),
+                )
+                .await
+                .map_err(kube_error(format!("removing the rebuild annotation of MachineOSConfig {name}")))?;
+        }
     }
 
     if !builds.iter().any(|b| b.name_any() == wanted) {
-        match start_build(context.as_ref(), &config, &request).await {
-            Ok(build) => builds.push(build),
-            // Its Job or ConfigMaps of an earlier build of the same name are still going away.
-            Err(Error::Kube(KubeError::Request { source: kube::Error::Api(status), .. })) if status.code == 409 => {
-                tracing::info!(machine_os_config = name, "waiting for the objects of the last {wanted} to go");
-                return Ok(Action::requeue(context.options.retry_delay));
-            }
-            Err(e) => return Err(e),
-        }
+        builds.push(create_build(context.as_ref(), &config, &request).await?);
     }
 
     let mut running = false;
     for build in &mut builds {
         if build.name_any() == wanted {
-            if let Some(status) = follow(context.as_ref(), build).await? {
-                build.status = Some(status);
+            match follow(context.as_ref(), &config, &request, build).await {
+                Ok(Some(status)) => build.status = Some(status),
+                Ok(None) => {}
+                // Objects of an earlier build of the same name are still going away.
+                Err(Error::Kube(KubeError::Request { source: kube::Error::Api(status), .. })) if status.code == 409 => {
+                    tracing::info!(machine_os_config = name, "waiting for the objects of the last {wanted} to go");
+                    return Ok(Action::requeue(context.options.retry_delay));
+                }
+                Err(e) => return Err(e),
             }
             running = !progress::phase(build).is_some_and(Phase::ended);
         } else if let Some(status) = progress::interrupted(build, &now()) {
             write_status(context.as_ref(), &build.name_any(), &status).await?;
             delete_job(context.as_ref(), &build.name_any()).await?;
+            delete_config_maps(context.as_ref(), &build.name_any()).await?;
             tracing::info!(machine_os_config = name, "interrupted MachineOSBuild {} for {wanted}", build.name_any());
         }
     }
     let current = builds.iter().find(|b| b.name_any() == wanted).expect("created above when missing");
+    if progress::phase(current).is_some_and(Phase::ended) {
+        delete_config_maps(context.as_ref(), &wanted).await?;
+    }
     match progress::phase(current) {
         Some(Phase::Succeeded) => publish_image(context.as_ref(), &config, current, &builds).await?,
         Some(Phase::Failed) => {
@@ -213,15 +222,14 @@ async fn refuse(context: &Context, config: &MachineOSConfig, error: &RequestErro
     Ok(Action::await_change())
 }
 
-/// Creates the MachineOSBuild (owned by `config`), then its ConfigMaps and Job (owned by it),
-/// and names it on the MachineOSConfig. A missing Secret fails the build at once.
-async fn start_build(
+/// Creates the MachineOSBuild (owned by `config`) and names it on the MachineOSConfig; its Job is
+/// started by [`follow`].
+async fn create_build(
     context: &Context,
     config: &MachineOSConfig,
     request: &BuildRequest<'_>,
 ) -> Result<MachineOSBuild, Error> {
     let client = &context.client;
-    let namespace = &context.options.namespace;
     let mut build = request.machine_os_build(&now());
     build.metadata.owner_references = Some(vec![OwnerReference {
         api_version: MCFG_API_VERSION.into(),
@@ -232,11 +240,11 @@ async fn start_build(
         block_owner_deletion: None,
     }]);
     let name = build.name_any();
-    let post = PostParams { field_manager: Some(crate::CONTROLLER_NAME.into()), ..Default::default() };
     let status = build.status.take();
-    let builds_api = Api::<MachineOSBuild>::all(client.clone());
-    let mut created =
-        builds_api.create(&post, &build).await.map_err(kube_error(format!("creating MachineOSBuild {name}")))?;
+    let mut created = Api::<MachineOSBuild>::all(client.clone())
+        .create(&post_params(), &build)
+        .await
+        .map_err(kube_error(format!("creating MachineOSBuild {name}")))?;
     created.status = status;
     tracing::info!(machine_os_config = %config.name_any(), "created MachineOSBuild {name}");
     Api::<MachineOSConfig>::all(client.clone())
@@ -247,50 +255,70 @@ async fn start_build(
         )
         .await
         .map_err(kube_error(format!("naming MachineOSBuild {name} on MachineOSConfig {}", config.name_any())))?;
+    Ok(created)
+}
 
+fn post_params() -> PostParams {
+    PostParams { field_manager: Some(crate::CONTROLLER_NAME.into()), ..Default::default() }
+}
+
+/// Starts `build`'s Job with its ConfigMaps (owned by the build), or says why it cannot start
+/// (a missing Secret, inputs that cannot be built). Objects already there for this build are
+/// kept; those of an earlier build of the same name answer 409 until they are gone.
+async fn start_job(
+    context: &Context,
+    config: &MachineOSConfig,
+    request: &BuildRequest<'_>,
+    build: &MachineOSBuild,
+) -> Result<Result<(), String>, Error> {
+    let client = &context.client;
+    let namespace = &context.options.namespace;
     let secrets = [config.spec.base_image_pull_secret.as_ref(), Some(&config.spec.rendered_image_push_secret)];
     for secret in secrets.into_iter().flatten() {
         if let Some(problem) = secret_problem(context, &secret.name).await? {
-            let outcome = Outcome::Failed { message: problem };
-            let job = format!("build-{name}");
-            if let Some(status) = progress::next_status(&created, &outcome, &job, namespace, &now()) {
-                created.status = Some(write_status(context, &name, &status).await?);
-            }
-            return Ok(created);
+            return Ok(Err(problem));
         }
     }
-    let arch = node_arch();
-    let maps = match request.config_maps(&created, namespace, arch) {
+    let maps = match request.config_maps(build, namespace, node_arch()) {
         Ok(maps) => maps,
-        Err(error) => {
-            let outcome = Outcome::Failed { message: error.to_string() };
-            if let Some(status) = progress::next_status(&created, &outcome, "", namespace, &now()) {
-                created.status = Some(write_status(context, &name, &status).await?);
-            }
-            return Ok(created);
-        }
+        Err(error) => return Ok(Err(error.to_string())),
     };
     let maps_api = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    let uid = build.uid();
     for map in &maps {
         let map_name = map.name_any();
-        maps_api.create(&post, map).await.map_err(kube_error(format!("creating ConfigMap {namespace}/{map_name}")))?;
+        match maps_api.create(&post_params(), map).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                let existing = maps_api
+                    .get_opt(&map_name)
+                    .await
+                    .map_err(kube_error(format!("reading ConfigMap {namespace}/{map_name}")))?;
+                let ours = existing.is_some_and(|m| m.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref()));
+                if !ours {
+                    let error = kube::Error::Api(status);
+                    return Err(kube_error(format!("creating ConfigMap {namespace}/{map_name}"))(error).into());
+                }
+            }
+            Err(e) => return Err(kube_error(format!("creating ConfigMap {namespace}/{map_name}"))(e).into()),
+        }
     }
-    let job = request.job(&created, namespace, &context.options.image, context.options.host_network, &maps);
+    let job = request.job(build, namespace, &context.options.image, context.options.host_network, &maps);
     let job_name = job.name_any();
     Api::<Job>::namespaced(client.clone(), namespace)
-        .create(&post, &job)
+        .create(&post_params(), &job)
         .await
         .map_err(kube_error(format!("creating Job {namespace}/{job_name}")))?;
     publish(
         client,
-        &created.object_ref(&()),
+        &build.object_ref(&()),
         EventType::Normal,
         "BuildPrepared",
         &format!("creating build job for pool {:?}", config.spec.machine_config_pool.name),
         "Build",
     )
     .await;
-    Ok(created)
+    Ok(Ok(()))
 }
 
 /// The architecture builds are for: this controller's (the lab and most clusters have one).
@@ -319,17 +347,31 @@ async fn secret_problem(context: &Context, name: &str) -> Result<Option<String>,
     })
 }
 
-/// Brings `build`'s status up to its Job's pod; the written status, if it changed.
-async fn follow(context: &Context, build: &MachineOSBuild) -> Result<Option<MachineOSBuildStatus>, Error> {
+/// Brings `build`'s status up to its Job's pod, starting the Job when it has none (a new build,
+/// or one whose Job could not be made or was deleted); the written status, if it changed.
+async fn follow(
+    context: &Context,
+    config: &MachineOSConfig,
+    request: &BuildRequest<'_>,
+    build: &MachineOSBuild,
+) -> Result<Option<MachineOSBuildStatus>, Error> {
     if progress::phase(build).is_some_and(Phase::ended) {
         return Ok(None);
     }
     let namespace = &context.options.namespace;
     let job_name = format!("build-{}", build.name_any());
-    let job = Api::<Job>::namespaced(context.client.clone(), namespace)
-        .get_opt(&job_name)
-        .await
-        .map_err(kube_error(format!("reading Job {namespace}/{job_name}")))?;
+    let jobs = Api::<Job>::namespaced(context.client.clone(), namespace);
+    let mut job = jobs.get_opt(&job_name).await.map_err(kube_error(format!("reading Job {namespace}/{job_name}")))?;
+    if job.is_none() {
+        if let Err(problem) = start_job(context, config, request, build).await? {
+            let outcome = Outcome::Failed { message: problem };
+            let Some(status) = progress::next_status(build, &outcome, &job_name, namespace, &now()) else {
+                return Ok(None);
+            };
+            return write_status(context, &build.name_any(), &status).await.map(Some);
+        }
+        job = jobs.get_opt(&job_name).await.map_err(kube_error(format!("reading Job {namespace}/{job_name}")))?;
+    }
     // By the Job's uid: pods of an earlier Job of the same name (a rebuild) may not be gone yet.
     let pods = match job.as_ref().and_then(|j| j.metadata.uid.as_deref()) {
         None => Vec::new(),
@@ -364,9 +406,8 @@ async fn write_status(
     Ok(status.clone())
 }
 
-/// A succeeded build becomes the MachineOSConfig's current image; its ConfigMaps go (its Job
-/// stays, for its logs, until the build is deleted), and so do the MachineOSConfig's other ended
-/// builds.
+/// A succeeded build becomes the MachineOSConfig's current image; the MachineOSConfig's other
+/// ended builds are deleted (its Job stays, for its logs, until the build is deleted).
 async fn publish_image(
     context: &Context,
     config: &MachineOSConfig,
@@ -392,16 +433,6 @@ async fn publish_image(
             .await
             .map_err(kube_error(format!("updating the status of MachineOSConfig {name}")))?;
         tracing::info!(machine_os_config = name, "current image {}", image.unwrap_or_default());
-    }
-    let namespace = &context.options.namespace;
-    let maps_api = Api::<ConfigMap>::namespaced(context.client.clone(), namespace);
-    let selector = format!("{}={}", mco_api::constants::MACHINE_OS_BUILD_LABEL, build.name_any());
-    let maps = maps_api
-        .list_metadata(&ListParams::default().labels(&selector))
-        .await
-        .map_err(kube_error(format!("listing the ConfigMaps of MachineOSBuild {}", build.name_any())))?;
-    for map in maps {
-        delete_ignoring_missing(&maps_api, &map.name_any(), "ConfigMap").await?;
     }
     for old in builds.iter().filter(|b| b.name_any() != build.name_any()) {
         if progress::phase(old).is_some_and(Phase::ended) {
@@ -447,16 +478,23 @@ async fn delete_job(context: &Context, build: &str) -> Result<(), Error> {
 
 async fn delete_build(context: &Context, name: &str) -> Result<(), Error> {
     delete_job(context, name).await?;
+    delete_config_maps(context, name).await?;
+    delete_ignoring_missing(&Api::<MachineOSBuild>::all(context.client.clone()), name, "MachineOSBuild").await
+}
+
+/// A build's ConfigMaps: its inputs (with the rendered config's secrets) live only as long as it
+/// runs.
+async fn delete_config_maps(context: &Context, build: &str) -> Result<(), Error> {
     let maps_api = Api::<ConfigMap>::namespaced(context.client.clone(), &context.options.namespace);
-    let selector = format!("{}={name}", mco_api::constants::MACHINE_OS_BUILD_LABEL);
+    let selector = format!("{MACHINE_OS_BUILD_LABEL}={build}");
     for map in maps_api
         .list_metadata(&ListParams::default().labels(&selector))
         .await
-        .map_err(kube_error(format!("listing the ConfigMaps of MachineOSBuild {name}")))?
+        .map_err(kube_error(format!("listing the ConfigMaps of MachineOSBuild {build}")))?
     {
         delete_ignoring_missing(&maps_api, &map.name_any(), "ConfigMap").await?;
     }
-    delete_ignoring_missing(&Api::<MachineOSBuild>::all(context.client.clone()), name, "MachineOSBuild").await
+    Ok(())
 }
 
 async fn delete_ignoring_missing<K>(api: &Api<K>, name: &str, kind: &str) -> Result<(), Error>

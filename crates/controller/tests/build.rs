@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::{Api, Client, ResourceExt};
 use mco_api::constants::{CURRENT_MACHINE_OS_BUILD_ANNOTATION, MACHINE_OS_CONFIG_LABEL, REBUILD_ANNOTATION};
 use mco_api::{MachineConfig, MachineConfigPool, MachineOSBuild, MachineOSConfig};
@@ -232,6 +232,17 @@ async fn machine_os_configs_are_built_rolled_forward_and_failures_reported() {
     let pod = job_pod(&client, &second).await;
     set_pod(&client, &pod, "Running", json!({"running": {}})).await;
     build_in(&client, &second, Phase::Building).await;
+    // Its Job deleted by hand: the build gets a new one and goes on.
+    let jobs = Api::<Job>::namespaced(client.clone(), NS);
+    let job_uid = jobs.get(&format!("build-{second}")).await.unwrap().uid();
+    // As kubectl deletes (no garbage collector runs here to finish an orphaning delete).
+    let background = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
+    jobs.delete(&format!("build-{second}"), &background).await.unwrap();
+    eventually("a new Job for the build whose Job was deleted", || async {
+        let job = jobs.get_opt(&format!("build-{second}")).await.unwrap();
+        satisfying(job.and_then(|j| j.uid()), |uid| uid.is_some() && *uid != job_uid)
+    })
+    .await;
     let failing = "FROM configs AS final\nRUN exit 1";
     configs
         .patch(POOL, &PatchParams::default(), &Patch::Merge(json!({"spec": {"containerFile": [{"content": failing}]}})))
@@ -242,7 +253,6 @@ async fn machine_os_configs_are_built_rolled_forward_and_failures_reported() {
     })
     .await;
     build_in(&client, &second, Phase::Interrupted).await;
-    let jobs = Api::<Job>::namespaced(client.clone(), NS);
     eventually("the interrupted build's Job deleted", || async {
         let job = jobs.get_opt(&format!("build-{second}")).await.unwrap();
         satisfying(job.map(|j| j.metadata.deletion_timestamp.is_some()), |gone| gone.is_none_or(|d| d))
@@ -259,6 +269,10 @@ async fn machine_os_configs_are_built_rolled_forward_and_failures_reported() {
     set_pod(&client, &pod, "Failed", terminated(1, step)).await;
     let failed = build_in(&client, &third, Phase::Failed).await;
     assert_eq!(condition_message(&failed, "Failed"), format!("Build Failed: {step}"));
+    eventually("the failed build's ConfigMaps deleted (they hold the rendered config)", || async {
+        satisfying(config_maps(&client, &third).await, Vec::is_empty)
+    })
+    .await;
     let pools = Api::<MachineConfigPool>::all(client.clone());
     let degraded = eventually("the pool's ImageBuildDegraded", || async {
         let pool = pools.get(POOL).await.unwrap();
@@ -316,11 +330,31 @@ async fn machine_os_configs_are_built_rolled_forward_and_failures_reported() {
     })
     .await;
 
+    // Inputs that come back while their build is interrupted: it is made again.
+    let other = |content: &str| json!({"spec": {"containerFile": [{"content": content}]}});
+    configs.patch(POOL, &PatchParams::default(), &Patch::Merge(other("RUN other"))).await.unwrap();
+    let fourth = eventually("a build of another Containerfile", || async {
+        satisfying(expected_build(&client).await, |n| *n != third)
+    })
+    .await;
+    let interrupted = build_in(&client, &fourth, Phase::Prepared).await.uid();
+    configs.patch(POOL, &PatchParams::default(), &Patch::Merge(other(failing))).await.unwrap();
+    build_in(&client, &fourth, Phase::Interrupted).await;
+    configs.patch(POOL, &PatchParams::default(), &Patch::Merge(other("RUN other"))).await.unwrap();
+    eventually("the interrupted build made again", || async {
+        let build = builds.get_opt(&fourth).await.unwrap();
+        let seen = build.as_ref().map(|b| (b.uid(), phase_of(b)));
+        satisfying(seen, |s| {
+            s.as_ref().is_some_and(|(uid, phase)| *uid != interrupted && *phase == Some(Phase::Prepared))
+        })
+    })
+    .await;
+
     // A MachineOSConfig whose push Secret does not exist: its build fails at once, no Job.
     configs.delete(POOL, &Default::default()).await.unwrap();
     create(&client, &machine_os_config("absent", "RUN true")).await;
     let missing = eventually("a build of the MachineOSConfig with a missing Secret", || async {
-        satisfying(expected_build(&client).await, |n| *n != third)
+        satisfying(expected_build(&client).await, |n| *n != fourth)
     })
     .await;
     let failed = build_in(&client, &missing, Phase::Failed).await;

@@ -13,7 +13,6 @@ use crate::fsutil::{Fs, host_path};
 /// The MachineConfig last applied (JSON); after a reboot it is the truth about the node.
 pub const CURRENT_CONFIG: &str = "/etc/machine-config-daemon/currentconfig";
 /// The OS image pullspec applied by on-cluster layering ("" when not layered).
-pub const CURRENT_IMAGE: &str = "/etc/machine-config-daemon/currentimage";
 /// Seed annotations written at first boot by the server.
 pub const NODE_ANNOTATIONS: &str = "/etc/machine-config-daemon/node-annotations.json";
 /// Present: skip validation and re-apply everything; deleted when consumed.
@@ -75,29 +74,45 @@ pub fn write_current_config(fs: &Fs<'_>, mc: &MachineConfig) -> anyhow::Result<(
     fs.write_atomic(&fs.host(CURRENT_CONFIG), &json, 0o644, None)
 }
 
-/// The OS image of on-cluster layering the node runs (`currentimage`), if it runs one.
-#[context("Reading {CURRENT_IMAGE}")]
-pub fn read_current_image(root: &Path) -> anyhow::Result<Option<String>> {
-    match std::fs::read_to_string(host_path(root, CURRENT_IMAGE)) {
-        Ok(image) => Ok(Some(image.trim().to_string()).filter(|i| !i.is_empty())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+/// The OS image of on-cluster layering the node runs, if it runs one: recorded on the on-disk
+/// config it was applied with (written atomically with it, so the two cannot disagree).
+pub fn layered_image(on_disk: Option<&MachineConfig>) -> Option<&str> {
+    let annotations = on_disk?.metadata.annotations.as_ref()?;
+    annotations.get(mco_api::constants::CURRENT_IMAGE_ANNOTATION).map(String::as_str).filter(|i| !i.is_empty())
 }
 
-/// Records the layered OS image the node now runs (`None`: its config's own image), durably.
-#[context("Recording {CURRENT_IMAGE}")]
-pub fn write_current_image(root: &Path, image: Option<&str>) -> anyhow::Result<()> {
-    let failpoints = Failpoints::default();
-    let fs = Fs::new(root, &failpoints);
-    let path = host_path(root, CURRENT_IMAGE);
-    match image {
-        Some(image) => fs.write_atomic(&path, format!("{image}\n").as_bytes(), 0o644, None)?,
-        None => fs.remove(&path)?,
-    }
-    fs.sync_dirs()
+/// `config` to be applied on a node of a layered pool: the built `image` instead of the config's
+/// osImageURL (as upstream), recorded for [`layered_image`].
+pub fn with_layered_image(config: &mut MachineConfig, image: &str) {
+    config.spec.os_image_url = image.to_string();
+    let annotations = config.metadata.annotations.get_or_insert_with(Default::default);
+    annotations.insert(mco_api::constants::CURRENT_IMAGE_ANNOTATION.to_string(), image.to_string());
 }
 
 pub fn force_file_present(root: &Path) -> bool {
     host_path(root, FORCE_FILE).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_layered_image_is_recorded_with_the_config_it_was_applied_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let failpoints = Failpoints::default();
+        let fs = Fs::new(dir.path(), &failpoints);
+        let mut config = MachineConfig::new("rendered-worker-1", Default::default());
+        config.spec.os_image_url = "registry.example.com/os@sha256:base".into();
+        write_current_config(&fs, &config).unwrap();
+        let on_disk = read_current_config(dir.path()).unwrap();
+        assert_eq!(layered_image(on_disk.as_ref()), None, "a plain pool's config");
+        assert_eq!(layered_image(None), None, "nothing on disk");
+
+        with_layered_image(&mut config, "registry.example.com/layered@sha256:built");
+        assert_eq!(config.spec.os_image_url, "registry.example.com/layered@sha256:built");
+        write_current_config(&fs, &config).unwrap();
+        let on_disk = read_current_config(dir.path()).unwrap();
+        assert_eq!(layered_image(on_disk.as_ref()), Some("registry.example.com/layered@sha256:built"));
+    }
 }

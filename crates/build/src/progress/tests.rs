@@ -81,6 +81,26 @@ fn the_pod_says_how_the_build_went() {
     for (pods, job, expected) in cases {
         assert_eq!(outcome(job.as_ref(), &pods), expected, "{pods:?}");
     }
+    for (reason, stuck) in
+        [("ImagePullBackOff", true), ("CreateContainerConfigError", true), ("ContainerCreating", false)]
+    {
+        let mut pending = pod("2026-01-01T00:00:00Z", "Pending", None);
+        let statuses = pending.status.as_mut().unwrap().container_statuses.as_mut().unwrap();
+        statuses[0].state = Some(ContainerState {
+            waiting: Some(k8s_openapi::api::core::v1::ContainerStateWaiting {
+                reason: Some(reason.into()),
+                message: Some("Back-off pulling image \"mco\"".into()),
+            }),
+            ..Default::default()
+        });
+        let expected = match stuck {
+            true => Outcome::Failed {
+                message: format!("the build pod cannot start: {reason}: Back-off pulling image \"mco\""),
+            },
+            false => Outcome::Waiting,
+        };
+        assert_eq!(outcome(None, &[pending]), expected, "{reason}");
+    }
     let mut evicted = pod("2026-01-01T00:00:00Z", "Failed", None);
     evicted.status.as_mut().unwrap().message = Some("The node was low on resource: ephemeral-storage.".into());
     assert_eq!(
