@@ -11,23 +11,27 @@
 //!   it: its `[Install]` section is not in the tree. Neither can a `COPY` remove the base image's
 //!   enablement links of a unit the config disables;
 //! * SSH keys (under `/home`, which is `/var/home`, a node's own) and OS changes (the image is
-//!   the OS change) are not baked.
+//!   the OS change) are not baked;
+//! * nor are files under `/var` (or `/home`, `/root`: `/var` on an OSTree system): libostree does
+//!   not deploy an image's `/var`, and there they would only carry secrets into the registry
+//!   (upstream bakes the cluster's pull secret, `/var/lib/kubelet/config.json`, into every image);
+//! * nor is `/etc/machine-config-daemon/currentconfig`, the daemon's own record of the node (a
+//!   copy in the image's `/usr/etc` would be taken for an unmodified default by ostree's `/etc`
+//!   merge, and dropped with the image when the node leaves it).
 
 use std::path::Path;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use fn_error_context::context;
 use mco_api::MachineConfig;
 
 use crate::failpoint::Failpoints;
 use crate::fsutil::Fs;
 use crate::plan::{self, Step};
-use crate::state;
 use crate::units::{DirSystemd, Systemd, UnitFileState, write_unit};
 
-/// Writes into the empty (or missing) directory `root` the files, units, unit enablement and
-/// masks of `config`, and `/etc/machine-config-daemon/currentconfig` (the MachineConfig's JSON,
-/// as upstream's image builds have it).
+/// Writes into the empty (or missing) directory `root` the files (but those under `/var`), units,
+/// unit enablement and masks of `config`.
 #[context("Baking MachineConfig {:?} into {}", config.metadata.name.as_deref().unwrap_or(""), root.display())]
 pub fn bake_config(root: &Path, config: &MachineConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(root)?;
@@ -41,6 +45,7 @@ pub fn bake_config(root: &Path, config: &MachineConfig) -> anyhow::Result<()> {
     let systemd = DirSystemd { root: root.to_path_buf() };
     for step in &steps {
         match step {
+            Step::WriteFile(f) if node_owned(&f.path) => tracing::debug!(path = f.path, "not baking a file of /var"),
             Step::WriteFile(f) => fs.write_atomic(&fs.host(&f.path), &f.contents, f.mode, None)?,
             Step::WriteUnit(u) => write_unit(&fs, &systemd, u)?,
             Step::EnableUnits(units) => systemd.enable(&in_tree(&systemd, units, "enabled")?)?,
@@ -51,7 +56,12 @@ pub fn bake_config(root: &Path, config: &MachineConfig) -> anyhow::Result<()> {
             }
         }
     }
-    state::write_current_config(&fs, config).context("Writing the current config")
+    Ok(())
+}
+
+/// Paths an OSTree system keeps in `/var`, which an image does not deploy.
+fn node_owned(path: &str) -> bool {
+    ["/var/", "/home/", "/root/"].iter().any(|prefix| path.starts_with(prefix))
 }
 
 /// The units of `units` whose unit file is in the tree; the others are logged and left out.
@@ -81,6 +91,7 @@ mod tests {
 
     use super::*;
     use crate::fsutil::host_path;
+    use crate::state;
 
     fn machine_config(files: serde_json::Value, units: serde_json::Value) -> MachineConfig {
         let config =
@@ -122,6 +133,8 @@ mod tests {
                 {"path": "/usr/local/bin/tool", "mode": 0o755,
                  "contents": {"source": gzip_data_url("#!/bin/sh\n"), "compression": "gzip"}},
                 {"path": "/etc/default-mode", "contents": {"source": "data:,x"}},
+                {"path": "/var/lib/kubelet/config.json", "contents": {"source": "data:,secret"}},
+                {"path": "/root/.docker/config.json", "contents": {"source": "data:,secret"}},
             ]),
             json!([
                 {"name": "hello.service", "enabled": true, "contents": hello},
@@ -151,15 +164,13 @@ mod tests {
         for (path, want) in cases {
             assert_eq!(entry(&root, path), want, "{path}");
         }
-        let current = state::read_current_config(&root).unwrap().unwrap();
-        assert_eq!(serde_json::to_value(current).unwrap(), serde_json::to_value(&mc).unwrap());
-        // Nothing but what the config says (no temp files, no backups of originals).
+        assert_eq!(state::read_current_config(&root).unwrap(), None, "the daemon's record is the node's own");
+        // Nothing but what the config says (no temp files, no backups of originals, nothing of /var).
         let mut top: Vec<String> =
             std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         top.sort();
         assert_eq!(top, ["etc", "usr"]);
-        let mcd: Vec<_> = std::fs::read_dir(root.join("etc/machine-config-daemon")).unwrap().collect();
-        assert_eq!(mcd.len(), 1, "{mcd:?}");
+        assert!(!root.join("etc/machine-config-daemon").exists());
     }
 
     #[test]
