@@ -378,13 +378,15 @@ impl<'a> BuildRequest<'a> {
             "--to".into(),
             build.spec.rendered_image_push_spec.clone(),
         ]);
+        // As upstream: the base image pull secret for the build's pulls, the push secret for the
+        // push (the same registry host may need different credentials for each).
         let secrets = [
-            ("base-pull-creds", self.config.spec.base_image_pull_secret.as_ref()),
-            ("push-creds", Some(&self.config.spec.rendered_image_push_secret)),
+            ("base-pull-creds", "--pull-authfile", self.config.spec.base_image_pull_secret.as_ref()),
+            ("push-creds", "--push-authfile", Some(&self.config.spec.rendered_image_push_secret)),
         ];
-        for (volume, secret) in secrets {
+        for (volume, flag, secret) in secrets {
             let Some(secret) = secret else { continue };
-            args.extend(["--authfile".into(), format!("{INPUTS}/{volume}/config.json")]);
+            args.extend([flag.into(), format!("{INPUTS}/{volume}/config.json")]);
             mounts.push(VolumeMount {
                 name: volume.into(),
                 mount_path: format!("{INPUTS}/{volume}"),

@@ -121,11 +121,14 @@ pub struct BuildMachineOsArgs {
     /// Where to push: HOST/NAME:TAG (or docker://HOST/NAME:TAG, oci:DIR:TAG).
     #[arg(long, value_name = "IMAGE")]
     to: String,
-    /// Credentials (docker config.json) for pulling the base image and pushing, repeatable;
-    /// missing files are skipped, the `auths` of the others merged, a later file winning for the
-    /// same registry.
-    #[arg(long = "authfile", value_name = "FILE")]
-    authfiles: Vec<PathBuf>,
+    /// Credentials (docker config.json) for the build's pulls (the Containerfile's `FROM`
+    /// images): the MachineOSConfig's base image pull secret. Skipped if missing.
+    #[arg(long, value_name = "FILE")]
+    pull_authfile: Option<PathBuf>,
+    /// Credentials (docker config.json) for the push: the MachineOSConfig's rendered image push
+    /// secret. Skipped if missing (the push then uses the pull credentials, if any).
+    #[arg(long, value_name = "FILE")]
+    push_authfile: Option<PathBuf>,
     /// Where to write the result for the pod's status (Kubernetes' termination message): the
     /// pushed image by digest, or the error (its last 4096 bytes).
     #[arg(long, value_name = "FILE")]
@@ -331,10 +334,14 @@ fn build_machine_os_image(args: &BuildMachineOsArgs) -> anyhow::Result<String> {
     let context = work.path().join("context");
     tracing::info!(machineconfig = %name, context = %context.display(), "baking the MachineConfig");
     mco_daemon::bake::bake_config(&context.join("machineconfig"), &mc)?;
-    let authfile = merge_authfiles(&args.authfiles, &work.path().join("auth.json"))?;
+    let pull_authfile = existing_authfile(args.pull_authfile.as_deref())?;
+    let push_authfile = existing_authfile(args.push_authfile.as_deref())?;
     let spec = derive::ContainerBuild { containerfile: args.containerfile.clone(), context, to, ..Default::default() };
     tracing::info!(to = spec.to, containerfile = %spec.containerfile.display(), "building");
-    let digest = derive::build_containerfile(&spec, &PullConfig { registries_conf: None, authfile })?;
+    // Without push credentials, the push tries the pull credentials.
+    let push_authfile = push_authfile.or_else(|| pull_authfile.clone());
+    let pull = PullConfig { registries_conf: None, authfile: pull_authfile };
+    let digest = derive::build_containerfile_pushing_with(&spec, &pull, push_authfile.as_deref())?;
     let pushed = image::pinned(&to_ref, &digest);
     let pushed = pushed.strip_prefix("docker://").unwrap_or(&pushed).to_string();
     tracing::info!(image = pushed, machineconfig = %name, "pushed");
@@ -357,36 +364,26 @@ fn read_machine_config(path: &Path) -> anyhow::Result<mco_api::MachineConfig> {
         .map_err(|e| InputError::new(path, format!("not a MachineConfig: {}: {}", e.path(), e.inner())).into())
 }
 
-/// Merges the `auths` of the docker config files among `files` that exist (a file without
-/// `auths` is taken as the legacy `.dockercfg` map) into `dest`, later files winning per
-/// registry; `None` when there are none.
-fn merge_authfiles(files: &[PathBuf], dest: &Path) -> anyhow::Result<Option<PathBuf>> {
-    let mut auths = serde_json::Map::new();
-    let mut any = false;
-    for file in files {
-        let text = match std::fs::read(file) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                tracing::info!(file = %file.display(), "no credentials file, skipped");
-                continue;
-            }
-            Err(e) => return Err(e).with_context(|| format!("Reading {}", file.display())),
-        };
-        let config: serde_json::Value = serde_json::from_slice(&text)
-            .map_err(|e| InputError::new(file, format!("not a docker config JSON: {e}")))?;
-        let map = match config.get("auths").unwrap_or(&config) {
-            serde_json::Value::Object(map) => map.clone(),
-            _ => return Err(InputError::new(file, "not a docker config JSON: auths is not an object").into()),
-        };
-        auths.extend(map);
-        any = true;
-    }
-    if !any {
-        return Ok(None);
-    }
-    let json = serde_json::to_vec(&json!({ "auths": auths }))?;
-    std::fs::write(dest, json).with_context(|| format!("Writing {}", dest.display()))?;
-    Ok(Some(dest.to_path_buf()))
+/// The docker config file `file` if given and present (a missing one is skipped: the build pod
+/// mounts its Secrets that way), checked to be one: its `auths`, if any, a map.
+fn existing_authfile(file: Option<&Path>) -> anyhow::Result<Option<PathBuf>> {
+    let Some(file) = file else { return Ok(None) };
+    let text = match std::fs::read(file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            tracing::info!(file = %file.display(), "no credentials file, skipped");
+            return Ok(None);
+        }
+        Err(e) => return Err(e).with_context(|| format!("Reading {}", file.display())),
+    };
+    let config: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| InputError::new(file, format!("not a docker config JSON: {e}")))?;
+    let reason = match config.get("auths") {
+        _ if !config.is_object() => "not a docker config JSON: not an object",
+        None | Some(serde_json::Value::Object(_)) => return Ok(Some(file.to_path_buf())),
+        Some(_) => "not a docker config JSON: auths is not an object",
+    };
+    Err(InputError::new(file, reason).into())
 }
 
 /// `message` cut to what Kubernetes keeps, from the front: the end names the failing step.
@@ -482,28 +479,24 @@ mod tests {
     }
 
     #[test]
-    fn authfiles_merge_later_files_winning() {
+    fn authfiles_are_taken_as_given_missing_ones_skipped() {
         let dir = tempfile::tempdir().unwrap();
-        let write = |name: &str, v: serde_json::Value| {
+        let write = |name: &str, text: &str| {
             let p = dir.path().join(name);
-            std::fs::write(&p, v.to_string()).unwrap();
+            std::fs::write(&p, text).unwrap();
             p
         };
-        let pull = write("pull.json", json!({"auths": {"a.io": {"auth": "cHVsbA=="}, "b.io": {"auth": "b2xk"}}}));
-        let push = write("push.json", json!({"auths": {"b.io": {"auth": "cHVzaA=="}}}));
-        let legacy = write("legacy.json", json!({"c.io": {"auth": "bGVnYWN5"}}));
-        let missing = dir.path().join("missing.json");
-        let dest = dir.path().join("merged.json");
-        let merged = merge_authfiles(&[pull, missing.clone(), push, legacy], &dest).unwrap();
-        assert_eq!(merged.as_deref(), Some(dest.as_path()));
-        let got: serde_json::Value = serde_json::from_slice(&std::fs::read(&dest).unwrap()).unwrap();
-        let want = json!({"auths": {
-            "a.io": {"auth": "cHVsbA=="}, "b.io": {"auth": "cHVzaA=="}, "c.io": {"auth": "bGVnYWN5"}
-        }});
-        assert_eq!(got, want);
-        assert_eq!(merge_authfiles(&[missing], &dest).unwrap(), None);
-        let bad = write("bad.json", json!({"auths": []}));
-        let err = merge_authfiles(&[bad], &dest).unwrap_err().to_string();
-        assert!(err.ends_with("bad.json: not a docker config JSON: auths is not an object"), "{err}");
+        let good = write("good.json", r#"{"auths": {"a.io": {"auth": "cHVsbA=="}}}"#);
+        assert_eq!(existing_authfile(Some(&good)).unwrap(), Some(good.clone()));
+        assert_eq!(existing_authfile(Some(&dir.path().join("missing.json"))).unwrap(), None);
+        assert_eq!(existing_authfile(None).unwrap(), None);
+        for (name, text, reason) in [
+            ("list.json", r#"{"auths": []}"#, "not a docker config JSON: auths is not an object"),
+            ("array.json", "[]", "not a docker config JSON: not an object"),
+            ("text.json", "x", "not a docker config JSON: expected value"),
+        ] {
+            let err = existing_authfile(Some(&write(name, text))).unwrap_err().to_string();
+            assert!(err.contains(&format!("{name}: {reason}")), "{err}");
+        }
     }
 }

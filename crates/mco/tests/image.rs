@@ -271,7 +271,7 @@ fn build_machine_os_bakes_the_config_and_reports_the_digest() {
         );
         std::fs::write(&containerfile, text).unwrap();
     };
-    // Credentials: one file missing (skipped), one for another registry (merged, unused).
+    // Credentials: the pull file for another registry (unused), the push file missing (skipped).
     let creds = tmp.path().join("pull-creds.json");
     std::fs::write(&creds, r#"{"auths": {"quay.example.com": {"auth": "dTpw"}}}"#).unwrap();
     let termination_log = tmp.path().join("termination-log");
@@ -281,9 +281,9 @@ fn build_machine_os_bakes_the_config_and_reports_the_digest() {
             .arg(machine_config)
             .arg("--containerfile")
             .arg(&containerfile)
-            .arg("--authfile")
+            .arg("--pull-authfile")
             .arg(&creds)
-            .arg("--authfile")
+            .arg("--push-authfile")
             .arg(tmp.path().join("push-creds-missing.json"))
             .arg("--termination-log")
             .arg(&termination_log)
@@ -311,10 +311,11 @@ fn build_machine_os_bakes_the_config_and_reports_the_digest() {
         " /usr/etc/hello-copy",
         " /usr/etc/systemd/system/hello.service",
         " /usr/etc/systemd/system/multi-user.target.wants/hello.service -> /etc/systemd/system/hello.service",
-        " /usr/etc/machine-config-daemon/currentconfig",
     ] {
         assert!(files.iter().any(|f| f.ends_with(want)), "{want} in {files:?}");
     }
+    // The daemon's own record of a node is not baked into an image.
+    assert!(!files.iter().any(|f| f.contains("/machine-config-daemon")), "{files:?}");
 
     // A failing step: the termination log names it, nothing is pushed.
     write_containerfile("RUN false");
@@ -340,6 +341,113 @@ fn build_machine_os_bakes_the_config_and_reports_the_digest() {
         let want = format!("{}: {reason}", file.display());
         assert!(stderr(&assert).contains(&want), "{}", stderr(&assert));
         assert!(log().contains(&want), "{}", log());
+    }
+}
+
+/// htpasswd lines for docker-registry (bcrypt only; cost 4, a test password), and the `auth`
+/// value (base64 of `USER:PASSWORD`) of a containers-auth.json entry with the right and a wrong
+/// password.
+const PULLER: (&str, &str, &str) = (
+    "puller:$2b$04$wO1oV49V8GKxAzYwET3csO68HsS93mmLg2QafN8lUGhW/DP1I9Itu\n",
+    "cHVsbGVyOnB1bGwtcHc=", // puller:pull-pw
+    "cHVsbGVyOndyb25n",     // puller:wrong
+);
+const PUSHER: (&str, &str, &str) = (
+    "pusher:$2b$04$1g1id.SRU1WhKUXDI3ahL.cfLcG7I9GWxR9I63Qq57BwQru87xhUy\n",
+    "cHVzaGVyOnB1c2gtcHc=", // pusher:push-pw
+    "cHVzaGVyOndyb25n",     // pusher:wrong
+);
+
+/// The build pod's credentials, as upstream uses them: the base image pull secret for the build's
+/// pulls, the push secret for the push. The base is in registry A (user `puller`), the image goes
+/// to registry B (user `pusher`); the push secret's entry for A is wrong, so a pull with the push
+/// credentials (or with both files merged, the push file winning) would fail.
+#[test]
+fn build_machine_os_pulls_with_the_pull_credentials_and_pushes_with_the_push_credentials() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = LocalRegistry::start_authenticated(&tmp.path().join("registry-a"), PULLER.0).unwrap();
+    let b = LocalRegistry::start_authenticated(&tmp.path().join("registry-b"), PUSHER.0).unwrap();
+    let (a_host, b_host) = (a.host(), b.host());
+    let registries_conf = tmp.path().join("registries.conf");
+    let both = [&a, &b].map(|r| std::fs::read_to_string(&r.registries_conf).unwrap()).join("\n");
+    std::fs::write(&registries_conf, both).unwrap();
+    // `skopeo SUBCOMMAND CREDENTIALS ARGS...`.
+    let skopeo = |subcommand: &str, creds: &str, args: &[&str]| {
+        let mut cmd = StdCommand::new("skopeo");
+        cmd.arg("--registries-conf").arg(&registries_conf).args([subcommand, creds]).args(args).output().unwrap()
+    };
+    // The base image, pushed to A with A's credentials.
+    let (repo, _) = commit(tmp.path(), "6.0");
+    let oci = format!("oci:{}:base", tmp.path().join("oci").display());
+    encapsulate(&repo, &oci, &[]);
+    let base = format!("{a_host}/mco/os:6.0");
+    let copied = skopeo("copy", "--dest-creds=puller:pull-pw", &[&oci, &format!("docker://{base}")]);
+    assert!(copied.status.success(), "{copied:?}");
+
+    let mc = serde_json::json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfig",
+        "metadata": {"name": "rendered-worker-def"},
+        "spec": {"config": {
+            "ignition": {"version": "3.5.0"},
+            "storage": {"files": [{"path": "/etc/hello", "mode": 0o644, "contents": {"source": "data:,hello%0A"}}]},
+        }},
+    });
+    let mc_file = tmp.path().join("machineconfig.json.gz");
+    std::fs::write(&mc_file, gzip(mc.to_string().as_bytes())).unwrap();
+    let containerfile = tmp.path().join("Containerfile");
+    std::fs::write(&containerfile, format!("FROM {base} AS configs\nCOPY ./machineconfig/ /\n")).unwrap();
+    let auth_json = |name: &str, entries: &[(&str, &str)]| {
+        let auths: serde_json::Map<String, Value> =
+            entries.iter().map(|(host, auth)| (host.to_string(), serde_json::json!({ "auth": auth }))).collect();
+        let path = tmp.path().join(name);
+        std::fs::write(&path, serde_json::json!({ "auths": auths }).to_string()).unwrap();
+        path
+    };
+    let pull_creds = auth_json("pull.json", &[(&a_host, PULLER.1)]);
+    let push_creds = auth_json("push.json", &[(&a_host, PULLER.2), (&b_host, PUSHER.1)]);
+    let wrong_push_creds = auth_json("push-wrong.json", &[(&b_host, PUSHER.2)]);
+    let termination_log = tmp.path().join("termination-log");
+    let build = |to: &str, push: Option<&Path>| {
+        let mut cmd = mco();
+        cmd.args(["image", "build-machine-os", "--to", to, "--machine-config"])
+            .arg(&mc_file)
+            .arg("--containerfile")
+            .arg(&containerfile)
+            .arg("--pull-authfile")
+            .arg(&pull_creds)
+            .arg("--termination-log")
+            .arg(&termination_log)
+            .env("CONTAINERS_REGISTRIES_CONF", &registries_conf);
+        if let Some(push) = push {
+            cmd.arg("--push-authfile").arg(push);
+        }
+        cmd.assert()
+    };
+    let log = || std::fs::read_to_string(&termination_log).unwrap();
+    let in_b = |image: &str| skopeo("inspect", "--creds=pusher:push-pw", &[&format!("docker://{image}")]);
+
+    let assert = build(&format!("{b_host}/mco/os:6.0-worker"), Some(&push_creds)).success();
+    let pushed = stdout(&assert).trim().to_string();
+    assert!(pushed.starts_with(&format!("{b_host}/mco/os@sha256:")), "{pushed}");
+    assert_eq!(log(), pushed);
+    let inspected = in_b(&pushed);
+    assert!(inspected.status.success(), "{inspected:?}");
+    let digest = serde_json::from_slice::<Value>(&inspected.stdout).unwrap()["Digest"].clone();
+    assert!(pushed.ends_with(&format!("@{}", digest.as_str().unwrap())), "{pushed} {digest}");
+
+    // B refuses a wrong password, and the pull credentials when there is no push file: the build
+    // fails at the push, the termination log says why, nothing is pushed.
+    for (tag, push) in [("wrong", Some(wrong_push_creds.as_path())), ("none", None)] {
+        let to = format!("{b_host}/mco/os:6.0-{tag}");
+        let assert = build(&to, push).failure();
+        let log = log();
+        assert!(log.contains("buildah push failed"), "{tag}: {log}");
+        assert!(log.contains("unauthorized") || log.contains("authentication required"), "{tag}: {log}");
+        assert!(stderr(&assert).contains("buildah push failed"), "{tag}: {}", stderr(&assert));
+        let absent = in_b(&to);
+        assert!(!absent.status.success(), "{to} was pushed");
+        assert!(String::from_utf8_lossy(&absent.stderr).contains("manifest unknown"), "{absent:?}");
     }
 }
 

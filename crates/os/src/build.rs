@@ -9,7 +9,7 @@
 //!   built by buildah as the original's on-cluster builds do, and pushed.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result};
@@ -125,14 +125,28 @@ const BUILD_ERROR_LINES: usize = 20;
 
 /// Build `spec` with buildah (rootful, `--isolation chroot`) and push it to `spec.to`, pulling the
 /// base and pushing with `registries`' settings and credentials; return the pushed manifest
-/// digest. A failed step's error names the step and carries buildah's output; nothing is pushed
-/// then.
+/// digest. See [`build_containerfile_pushing_with`].
+pub fn build_containerfile(spec: &ContainerBuild, registries: &PullConfig) -> Result<String> {
+    build_containerfile_pushing_with(spec, registries, registries.authfile.as_deref())
+}
+
+/// Build `spec` with buildah (rootful, `--isolation chroot`) and push it to `spec.to`, with
+/// `registries`' settings; return the pushed manifest digest. The build's pulls (`FROM` images)
+/// use the credentials of `registries.authfile`, the push those of `push_authfile` (none:
+/// buildah's default credentials files), as upstream's build pod does (the base image's pull secret for `buildah build`,
+/// the push secret for `buildah push`): push-only credentials for the base image's registry host
+/// cannot fail its pull. A failed step's error names the step and carries buildah's output;
+/// nothing is pushed then.
 ///
 /// buildah's storage (vfs: it works in a pod and on any filesystem, at the price of a full copy of
 /// the tree per layer) and its temporary files are in a directory of their own under `$TMPDIR`,
 /// else `/var/tmp` (a pod's scratch disk, not a tmpfs), removed afterwards.
 #[context("Building {} from {}", spec.to, spec.containerfile.display())]
-pub fn build_containerfile(spec: &ContainerBuild, registries: &PullConfig) -> Result<String> {
+pub fn build_containerfile_pushing_with(
+    spec: &ContainerBuild,
+    registries: &PullConfig,
+    push_authfile: Option<&Path>,
+) -> Result<String> {
     let to = parse_destination(&spec.to)?;
     crate::tree::validate_labels(&spec.labels)?;
     if !spec.containerfile.is_file() {
@@ -149,7 +163,7 @@ pub fn build_containerfile(spec: &ContainerBuild, registries: &PullConfig) -> Re
         .registries_conf
         .clone()
         .or_else(|| std::env::var_os("CONTAINERS_REGISTRIES_CONF").map(PathBuf::from));
-    let buildah = |subcommand: &str| {
+    let buildah = |subcommand: &str, authfile: Option<&Path>| {
         let mut cmd = Command::new("buildah");
         cmd.env("BUILDAH_TMPDIR", &buildah_tmp);
         let storage = work.path().join("storage");
@@ -158,13 +172,13 @@ pub fn build_containerfile(spec: &ContainerBuild, registries: &PullConfig) -> Re
             cmd.arg("--registries-conf").arg(conf);
         }
         cmd.arg(subcommand);
-        if let Some(authfile) = &registries.authfile {
+        if let Some(authfile) = authfile {
             cmd.arg("--authfile").arg(authfile);
         }
         cmd
     };
     const TAG: &str = "localhost/mco-image-build:latest";
-    let mut bud = buildah("build");
+    let mut bud = buildah("build", registries.authfile.as_deref());
     bud.args(["--isolation", "chroot", "--layers=false", "--tag", TAG]).arg("--file").arg(&spec.containerfile);
     for (key, value) in &spec.build_args {
         bud.arg("--build-arg").arg(format!("{key}={value}"));
@@ -175,7 +189,7 @@ pub fn build_containerfile(spec: &ContainerBuild, registries: &PullConfig) -> Re
     bud.arg(&spec.context);
     run_buildah(bud, "buildah build")?;
     let digestfile = work.path().join("digest");
-    let mut push = buildah("push");
+    let mut push = buildah("push", push_authfile);
     push.arg("--digestfile").arg(&digestfile).arg(TAG).arg(to.to_string());
     run_buildah(push, "buildah push")?;
     let digest = std::fs::read_to_string(&digestfile).context("Reading buildah's digest file")?;

@@ -241,8 +241,8 @@ fn the_job_runs_the_builder_with_every_input_mounted() {
             "image build-machine-os --machine-config /etc/mco-build/mc/machineconfig.json.gz \
              --containerfile /etc/mco-build/containerfile/Containerfile \
              --to registry.example.com:5000/org/os:{name} \
-             --authfile /etc/mco-build/base-pull-creds/config.json \
-             --authfile /etc/mco-build/push-creds/config.json --termination-log /dev/termination-log"
+             --pull-authfile /etc/mco-build/base-pull-creds/config.json \
+             --push-authfile /etc/mco-build/push-creds/config.json --termination-log /dev/termination-log"
         )
     );
     let mounts: Vec<_> = container
@@ -273,7 +273,9 @@ fn the_job_runs_the_builder_with_every_input_mounted() {
     let job = request.job(&build, "mco-ns", "mco", false, &maps);
     let pod = job.spec.unwrap().template.spec.unwrap();
     assert_eq!(pod.host_network, None);
-    assert!(!pod.containers[0].args.clone().unwrap().join(" ").contains("base-pull-creds"));
+    let args = pod.containers[0].args.clone().unwrap().join(" ");
+    assert!(!args.contains("base-pull-creds") && !args.contains("--pull-authfile"), "{args}");
+    assert!(args.contains("--push-authfile /etc/mco-build/push-creds/config.json"), "{args}");
 }
 
 #[test]
