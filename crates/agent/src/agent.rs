@@ -22,7 +22,7 @@ use mco_daemon::apply::{self, Applied, ApplyError, Disruption, Node, Recovered};
 use mco_daemon::failpoint::Failpoints;
 use mco_daemon::fsutil::host_path;
 use mco_daemon::plan::{self, Side};
-use mco_daemon::{revert, state, validate};
+use mco_daemon::{state, validate};
 use mco_disruption::ConfigDiff;
 use mco_mcn::{Recorder, Step};
 use mco_metrics::daemon::{DaemonMetrics, UpdatePhase};
@@ -529,19 +529,7 @@ impl Agent {
                     self.patch(&mut annotations, &[annotations::rebooting(true)]).await?;
                 }
                 let pull = (image && !new_image.is_empty() && self.node.os.is_some()).then(|| new_image.clone());
-                // Leaving a layered image on a host: the config's files must outlive ostree's
-                // /etc merge (crates/daemon/src/revert.rs).
-                let leaving_layered = state::layered_image(Some(&old)).is_some()
-                    && desired_image.is_none()
-                    && self.node.os.as_ref().is_some_and(|os| os.merges_etc());
-                if leaving_layered {
-                    let kept = new.clone();
-                    blocking(&self.node, move |node| revert::prepare(node, &kept)).await.map_err(degraded)?;
-                }
                 let applied = self.pull_and_deploy(pull, old, new, inputs.disruption).await;
-                if applied.is_err() && leaving_layered {
-                    blocking(&self.node, revert::cancel).await.map_err(degraded)?;
-                }
                 if applied.is_ok() {
                     for step in [Step::applied(os, files), Step::degraded(self.name(), None)] {
                         self.progress.record_or_log(self.name(), &annotations, &step).await;

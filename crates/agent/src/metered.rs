@@ -51,10 +51,6 @@ impl OsBackend for CountedOs {
     fn discard_staged(&self) -> anyhow::Result<()> {
         self.inner.discard_staged()
     }
-
-    fn merges_etc(&self) -> bool {
-        self.inner.merges_etc()
-    }
 }
 
 /// Records each reboot request and counts the ones that fail.

@@ -19,7 +19,6 @@ pub mod fsutil;
 pub mod journal;
 pub mod os;
 pub mod plan;
-pub mod revert;
 pub mod runner;
 pub mod skew;
 pub mod ssh;

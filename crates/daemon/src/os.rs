@@ -47,11 +47,6 @@ pub trait OsBackend: Send + Sync {
     fn apply(&self, changes: &OsChanges) -> anyhow::Result<()>;
     /// Drops a staged deployment (rollback); nothing staged is fine.
     fn discard_staged(&self) -> anyhow::Result<()>;
-    /// A new deployment's `/etc` is ostree's 3-way merge of the node's `/etc` (a host's): a file
-    /// the node left as the old image's `/usr/etc` has it is dropped when the new image lacks it.
-    fn merges_etc(&self) -> bool {
-        true
-    }
 }
 
 /// rpm-ostree (RHCOS/FCOS hosts).

@@ -98,11 +98,6 @@ impl OsBackend for OstreeSysroot {
     fn discard_staged(&self) -> anyhow::Result<()> {
         sysroot::undeploy_pending(&self.sysroot, &self.cmdline).map(drop)
     }
-
-    /// The node's root (its `/etc`) is kept apart from the deployments.
-    fn merges_etc(&self) -> bool {
-        false
-    }
 }
 
 #[cfg(test)]
