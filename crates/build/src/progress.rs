@@ -14,9 +14,9 @@ use mco_api::machineconfiguration::{
 use crate::request::BUILD_CONTAINER;
 
 /// Container waiting reasons that end a build: the kubelet keeps retrying them, but only a change
-/// (an image, a Secret) makes them pass.
-const CANNOT_START: [&str; 5] =
-    ["ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"];
+/// (an image, a Secret) makes them pass. (`ErrImagePull`, a first failed pull, may be passing: the
+/// build fails once it is `ImagePullBackOff`.)
+const CANNOT_START: [&str; 3] = ["ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError"];
 
 /// What the build's pod (or its Job) says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +108,16 @@ pub fn outcome(job: Option<&Job>, pods: &[Pod]) -> Outcome {
         },
         None => Outcome::Waiting,
     }
+}
+
+/// Whether the pod's builder ran (its container started at some point): its logs are worth keeping.
+pub fn builder_ran(pod: &Pod) -> bool {
+    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_deref()).unwrap_or_default();
+    statuses.iter().filter(|c| c.name == BUILD_CONTAINER).any(|c| {
+        let state = c.state.as_ref();
+        let last = c.last_state.as_ref();
+        [state, last].into_iter().flatten().any(|s| s.running.is_some() || s.terminated.is_some())
+    })
 }
 
 /// The build's phase from its conditions; `None` before the first status.

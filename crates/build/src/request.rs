@@ -231,8 +231,10 @@ impl<'a> BuildRequest<'a> {
             if let Some(bad) = user.iter().chain(&group).find(|n| !plain(n)) {
                 return Err(invalid(format!("file {:?} has an owner the image build cannot name: {bad:?}", file.path)));
             }
-            if file.path.chars().any(char::is_control) {
-                return Err(invalid(format!("file path {:?} has control characters", file.path)));
+            // COPY expands variables and globs in its sources, even in the JSON form.
+            if file.path.chars().any(|c| c.is_control() || "$*?[\\".contains(c)) {
+                let why = "control characters or characters COPY would expand ($ * ? [ \\)";
+                return Err(invalid(format!("file path {:?} of an owner other than root has {why}", file.path)));
             }
             let user = user.unwrap_or_else(|| "0".into());
             let group = group.map_or_else(String::new, |g| format!(":{g}"));

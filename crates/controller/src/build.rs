@@ -153,7 +153,14 @@ async fn reconcile(config: Arc<MachineOSConfig>, context: Arc<Context>) -> Resul
 
     // The rebuild annotation, or a build of these inputs that was interrupted (the inputs came
     // back): the build is made again.
-    let rebuild = config.annotations().contains_key(REBUILD_ANNOTATION);
+    // Read afresh: the cache may not have seen the annotation's removal after the last rebuild.
+    let rebuild = config.annotations().contains_key(REBUILD_ANNOTATION)
+        && Api::<MachineOSConfig>::all(client.clone())
+            .get(&name)
+            .await
+            .map_err(kube_error(format!("reading MachineOSConfig {name}")))?
+            .annotations()
+            .contains_key(REBUILD_ANNOTATION);
     let interrupted = builds.iter().any(|b| b.name_any() == wanted && progress::phase(b) == Some(Phase::Interrupted));
     if rebuild || interrupted {
         if builds.iter().any(|b| b.name_any() == wanted) {
@@ -296,6 +303,8 @@ async fn start_job(
                     .map_err(kube_error(format!("reading ConfigMap {namespace}/{map_name}")))?;
                 let ours = existing.is_some_and(|m| m.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref()));
                 if !ours {
+                    // An earlier build's of the same name: it goes, and this build waits for it.
+                    delete_ignoring_missing(&maps_api, &map_name, "ConfigMap").await?;
                     let error = kube::Error::Api(status);
                     return Err(kube_error(format!("creating ConfigMap {namespace}/{map_name}"))(error).into());
                 }
@@ -362,6 +371,17 @@ async fn follow(
     let job_name = format!("build-{}", build.name_any());
     let jobs = Api::<Job>::namespaced(context.client.clone(), namespace);
     let mut job = jobs.get_opt(&job_name).await.map_err(kube_error(format!("reading Job {namespace}/{job_name}")))?;
+    // A Job of an earlier build of the same name (deleted and made again) is not this build's:
+    // it goes first, then this build gets its own.
+    if let Some(foreign) =
+        job.as_ref().filter(|j| !j.owner_references().iter().any(|o| Some(&o.uid) == build.uid().as_ref()))
+    {
+        if foreign.metadata.deletion_timestamp.is_none() {
+            tracing::info!("deleting Job {job_name} of an earlier MachineOSBuild {}", build.name_any());
+            delete_ignoring_missing(&jobs, &job_name, "Job").await?;
+        }
+        return Ok(None);
+    }
     if job.is_none() {
         if let Err(problem) = start_job(context, config, request, build).await? {
             let outcome = Outcome::Failed { message: problem };
@@ -386,6 +406,11 @@ async fn follow(
     let outcome = progress::outcome(job.as_ref(), &pods);
     let Some(status) = progress::next_status(build, &outcome, &job_name, namespace, &now()) else { return Ok(None) };
     let written = write_status(context, &build.name_any(), &status).await?;
+    // A build failed before its builder ran (its pod cannot start): nothing to keep the Job for,
+    // and it must not build later for a build that has ended.
+    if matches!(outcome, Outcome::Failed { .. }) && !pods.iter().any(progress::builder_ran) {
+        delete_ignoring_missing(&jobs, &job_name, "Job").await?;
+    }
     match &outcome {
         Outcome::Succeeded { image } => tracing::info!("MachineOSBuild {} pushed {image}", build.name_any()),
         Outcome::Failed { message } => tracing::warn!("MachineOSBuild {} failed: {message}", build.name_any()),

@@ -350,6 +350,26 @@ async fn machine_os_configs_are_built_rolled_forward_and_failures_reported() {
     })
     .await;
 
+    // The build deleted by hand: made again under its name, with a Job of its own (the one of
+    // the deleted build is not taken for it; no garbage collector runs here to remove it).
+    let deleted = builds.get(&fourth).await.unwrap().uid().unwrap();
+    eventually("the recreated build's Job", || async {
+        jobs.get_opt(&format!("build-{fourth}")).await.unwrap().ok_or(())
+    })
+    .await;
+    builds.delete(&fourth, &Default::default()).await.unwrap();
+    let recreated = eventually("the build made again with a Job of its own", || async {
+        let build = builds.get_opt(&fourth).await.unwrap().filter(|b| b.uid().as_ref() != Some(&deleted));
+        let job = jobs.get_opt(&format!("build-{fourth}")).await.unwrap();
+        let job_owner = job.as_ref().and_then(|j| j.owner_references().first().map(|o| o.uid.clone()));
+        match build {
+            Some(b) if b.uid() == job_owner => Ok(b),
+            _ => Err(job_owner),
+        }
+    })
+    .await;
+    assert_eq!(phase_of(&recreated), Some(Phase::Prepared));
+
     // A MachineOSConfig whose push Secret does not exist: its build fails at once, no Job.
     configs.delete(POOL, &Default::default()).await.unwrap();
     create(&client, &machine_os_config("absent", "RUN true")).await;

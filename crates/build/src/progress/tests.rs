@@ -81,9 +81,12 @@ fn the_pod_says_how_the_build_went() {
     for (pods, job, expected) in cases {
         assert_eq!(outcome(job.as_ref(), &pods), expected, "{pods:?}");
     }
-    for (reason, stuck) in
-        [("ImagePullBackOff", true), ("CreateContainerConfigError", true), ("ContainerCreating", false)]
-    {
+    for (reason, stuck) in [
+        ("ImagePullBackOff", true),
+        ("CreateContainerConfigError", true),
+        ("ErrImagePull", false),
+        ("ContainerCreating", false),
+    ] {
         let mut pending = pod("2026-01-01T00:00:00Z", "Pending", None);
         let statuses = pending.status.as_mut().unwrap().container_statuses.as_mut().unwrap();
         statuses[0].state = Some(ContainerState {
@@ -99,8 +102,14 @@ fn the_pod_says_how_the_build_went() {
             },
             false => Outcome::Waiting,
         };
+        assert!(!builder_ran(&pending), "{reason}: the builder never ran");
         assert_eq!(outcome(None, &[pending]), expected, "{reason}");
     }
+    let mut running = pod("2026-01-01T00:00:00Z", "Running", None);
+    running.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[0].state =
+        Some(ContainerState { running: Some(Default::default()), ..Default::default() });
+    assert!(builder_ran(&running));
+    assert!(builder_ran(&pod("2026-01-01T00:00:00Z", "Failed", Some((1, "x")))));
     let mut evicted = pod("2026-01-01T00:00:00Z", "Failed", None);
     evicted.status.as_mut().unwrap().message = Some("The node was low on resource: ephemeral-storage.".into());
     assert_eq!(

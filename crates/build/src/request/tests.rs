@@ -171,6 +171,35 @@ fn the_containerfile_bakes_the_config_then_adds_the_admins_content() {
     let plain = BuildRequest::new(&none, &p, &r).unwrap().containerfile(ContainerfileArch::Amd64).unwrap();
     assert!(plain.ends_with("LABEL baseOSContainerImage=registry.example.com:5000/os@sha256:aaaa\n"), "{plain}");
 
+    let refused = |file: Value| {
+        let r = rendered("rendered-layered-1", json!([file]));
+        BuildRequest::new(&none, &p, &r).unwrap().containerfile(ContainerfileArch::Amd64).unwrap_err().to_string()
+    };
+    let expands = "control characters or characters COPY would expand ($ * ? [ \\)";
+    let cases = [
+        (
+            json!({"path": "/etc/x", "contents": {"source": "data:,x"}, "user": {"name": "core\nRUN evil"}}),
+            "file \"/etc/x\" has an owner the image build cannot name: \"core\\nRUN evil\"".to_string(),
+        ),
+        (
+            json!({"path": "/etc/x\nRUN evil", "contents": {"source": "data:,x"}, "user": {"name": "core"}}),
+            format!("file path \"/etc/x\\nRUN evil\" of an owner other than root has {expands}"),
+        ),
+        (
+            json!({"path": "/etc/a[1]", "contents": {"source": "data:,x"}, "group": {"id": 7}}),
+            format!("file path \"/etc/a[1]\" of an owner other than root has {expands}"),
+        ),
+        (
+            json!({"path": "/etc/$HOME", "contents": {"source": "data:,x"}, "user": {"id": 7}}),
+            format!("file path \"/etc/$HOME\" of an owner other than root has {expands}"),
+        ),
+    ];
+    for (file, error) in cases {
+        assert_eq!(refused(file), format!("rendered MachineConfig rendered-layered-1: {error}"));
+    }
+    let root_owned = json!({"path": "/etc/a[1]", "contents": {"source": "data:,x"}});
+    let r = rendered("rendered-layered-1", json!([root_owned]));
+    assert!(BuildRequest::new(&none, &p, &r).unwrap().containerfile(ContainerfileArch::Amd64).is_ok(), "no COPY line");
     let twice =
         config(json!({"containerFile": [{"content": "RUN a"}, {"containerfileArch": "NoArch", "content": "RUN b"}]}));
     let error = BuildRequest::new(&twice, &p, &r).unwrap().containerfile(ContainerfileArch::Amd64).unwrap_err();
