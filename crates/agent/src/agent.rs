@@ -314,7 +314,9 @@ impl Agent {
             Next::RequestUncordon(config) => {
                 let request = handshake::uncordon_request(&config);
                 tracing::info!(node = self.name(), %request, "requesting the uncordon");
-                self.patch(&mut annotations, &[(DESIRED_DRAIN_ANNOTATION, Some(request))]).await?;
+                self.patch(&mut annotations, &[(DESIRED_DRAIN_ANNOTATION, Some(request.clone()))]).await?;
+                // The drain is timed from its request: the controller may answer before the next poll.
+                self.waiting = Some(Waiting { request, since: Instant::now(), reported: false });
                 Ok(Flow::Wait)
             }
             Next::SetDone(config) => {
@@ -504,7 +506,9 @@ impl Agent {
             }
             UpdateStep::RequestDrain(request) => {
                 tracing::info!(node = self.name(), %request, reason = %plan.drain_reason, "requesting a drain");
-                self.patch(&mut annotations, &[(DESIRED_DRAIN_ANNOTATION, Some(request))]).await?;
+                self.patch(&mut annotations, &[(DESIRED_DRAIN_ANNOTATION, Some(request.clone()))]).await?;
+                // The drain is timed from its request: the controller may answer before the next poll.
+                self.waiting = Some(Waiting { request, since: Instant::now(), reported: false });
                 self.events.normal("Cordon", "Cordoned node to apply update").await;
                 self.events.normal("Drain", "Draining node to update config.").await;
                 Ok(Flow::Wait)
