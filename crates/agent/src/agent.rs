@@ -652,10 +652,12 @@ impl Agent {
         self.nodes.get(self.name()).await.map_err(api(format!("reading Node {}", self.name())))
     }
 
+    /// The MachineConfig `name` as nodes apply it: with its pinned OS image.
     async fn machine_config(&self, name: &str) -> Result<MachineConfig, Failure> {
         let configs: Api<MachineConfig> = Api::all(self.client.clone());
         match configs.get_opt(name).await.map_err(api(format!("reading MachineConfig {name}")))? {
-            Some(mc) => Ok(mc),
+            // The digest the controller resolved the config's OS image to, if it did.
+            Some(mc) => mc.with_pinned_os_image().map_err(|e| Failure::Node(ApplyError::Degraded(e.to_string()))),
             None => Err(Failure::Node(ApplyError::Degraded(format!("could not find MachineConfig {name}")))),
         }
     }

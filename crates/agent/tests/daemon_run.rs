@@ -22,10 +22,10 @@ use mco_daemon::units::ACTIONS_LOG;
 use mco_metrics::Registry;
 use mco_metrics::daemon::DaemonMetrics;
 use mco_testenv::TestEnv;
-use mco_testenv::eventually;
 use mco_testenv::k8s_openapi::api::core::v1::Node as KubeNode;
 use mco_testenv::kube::api::{Patch, PatchParams, PostParams};
 use mco_testenv::kube::{Api, Client};
+use mco_testenv::{data_url, eventually};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -62,14 +62,6 @@ fn node_root(app_conf: &str, unit: bool) -> tempfile::TempDir {
         write(r, APP_UNIT, "[Service]\nExecStart=/bin/true\n");
     }
     dir
-}
-
-fn data_url(text: &str) -> String {
-    let escaped: String = text
-        .bytes()
-        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
-        .collect();
-    format!("data:,{escaped}")
 }
 
 /// A rendered config writing `files` (path, contents), with `storage` extras merged in.

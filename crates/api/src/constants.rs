@@ -73,6 +73,11 @@ pub const MC_NAME_SUFFIX_ANNOTATION: &str = "machineconfiguration.openshift.io/m
 pub const RELEASE_IMAGE_VERSION_ANNOTATION: &str = "machineconfiguration.openshift.io/release-image-version";
 /// Set to `"true"` on a rendered MachineConfig whose osImageURL a user MachineConfig overrode.
 pub const OS_IMAGE_URL_OVERRIDDEN_ANNOTATION: &str = "machineconfiguration.openshift.io/os-image-url-overridden";
+/// mco's own, on a rendered MachineConfig: its `osImageURL` resolved to a digest
+/// (`HOST/NAME@sha256:…`) by the controller's check before any node targets it. Nodes and the
+/// Machine Config Server deploy that digest, so a moving tag cannot split a pool. Removing it
+/// asks the controller to resolve and check the image again.
+pub const PINNED_OS_IMAGE_ANNOTATION: &str = "mco.dev/pinned-os-image";
 /// Install-time pre-built layered image.
 pub const PRE_BUILT_IMAGE_ANNOTATION: &str = "machineconfiguration.openshift.io/pre-built-image";
 /// OS image of an on-cluster-layering build carried on a MachineConfig.

@@ -88,7 +88,7 @@ async fn render_controller_against_a_real_apiserver() {
     let render_delay = Duration::from_secs(2);
     let mut registry = mco_metrics::Registry::default();
     let metrics = ControllerMetrics::register(&mut registry);
-    let options = Options { render_delay, retry_delay: Duration::from_millis(500), metrics };
+    let options = Options { render_delay, retry_delay: Duration::from_millis(500), metrics, ..Default::default() };
     let controller = tokio::spawn(run(client.clone(), version(), options));
     let pools: Api<MachineConfigPool> = Api::all(client.clone());
     let mcs: Api<MachineConfig> = Api::all(client.clone());

@@ -137,7 +137,10 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
     let image = String::from_utf8_lossy(&image.stdout).to_string();
     assert!(image.starts_with(&format!("lab-registry.local/mco/mco@{} ", overlay.digest)), "{image}");
     assert!(image.contains("--retry-period=2"), "{image}");
-    assert!(image.contains("--metrics-listen=0.0.0.0:8797") && image.ends_with("ports:health metrics"), "{image}");
+    // It checks OS images in the lab registry on the nodes' loopback: on its node's network, so on
+    // ports the daemon there does not use.
+    assert!(image.contains("--metrics-listen=$(HOST_IP):8795") && image.ends_with("ports:health metrics"), "{image}");
+    assert!(image.contains("--health-listen=$(HOST_IP):8796"), "{image}");
     // The server shares the control plane nodes' network with the daemon: its metrics port is its own.
     let server = kubectl(
         kubeconfig,

@@ -529,6 +529,15 @@ pub fn satisfying<S>(seen: S, wanted: impl FnOnce(&S) -> bool) -> Result<S, S> {
     if wanted(&seen) { Ok(seen) } else { Err(seen) }
 }
 
+/// `text` as an Ignition `data:` URL (every byte but ASCII letters and digits escaped).
+pub fn data_url(text: &str) -> String {
+    let escaped: String = text
+        .bytes()
+        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect();
+    format!("data:,{escaped}")
+}
+
 /// Text an [`eventually`] failure shows as it is, so a log keeps its lines.
 pub struct Verbatim(pub String);
 

@@ -3,6 +3,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::constants::PINNED_OS_IMAGE_ANNOTATION;
+
 // Serializes exactly like upstream's Go struct under `encoding/json`, because the name of a
 // rendered MachineConfig is a hash of that output: fields in declaration order, strings and
 // booleans always present (no `omitempty` in Go), `config` as `null` when unset (a
@@ -73,3 +75,121 @@ pub struct MachineConfigSpec {
 }
 
 crate::null::optional_spec!(MachineConfigSpec);
+
+/// A [`PINNED_OS_IMAGE_ANNOTATION`] that cannot stand for the config's `osImageURL`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "MachineConfig {config}: annotation {PINNED_OS_IMAGE_ANNOTATION} {pinned:?} is not osImageURL {url:?}'s repository \
+     @sha256:<64 hex digits>"
+)]
+pub struct BadPin {
+    pub config: String,
+    pub url: String,
+    pub pinned: String,
+}
+
+impl MachineConfig {
+    /// The image a node deploys for this config: its `osImageURL`, or the digest the controller
+    /// resolved it to ([`PINNED_OS_IMAGE_ANNOTATION`]) so that every node gets the same image
+    /// even if a tag moves. A pin of another repository, or not by digest, is refused.
+    pub fn deployed_os_image(&self) -> Result<&str, BadPin> {
+        let url = &self.spec.os_image_url;
+        let Some(pinned) = self.metadata.annotations.as_ref().and_then(|a| a.get(PINNED_OS_IMAGE_ANNOTATION)) else {
+            return Ok(url);
+        };
+        match pinned.split_once("@sha256:") {
+            Some((repository, hex))
+                if repository == image_repository(url)
+                    && hex.len() == 64
+                    && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) =>
+            {
+                Ok(pinned)
+            }
+            _ => Err(BadPin {
+                config: self.metadata.name.clone().unwrap_or_default(),
+                url: url.clone(),
+                pinned: pinned.clone(),
+            }),
+        }
+    }
+
+    /// This config with [`Self::deployed_os_image`] as its `osImageURL`: what nodes apply.
+    pub fn with_pinned_os_image(mut self) -> Result<Self, BadPin> {
+        let image = self.deployed_os_image()?.to_string();
+        self.spec.os_image_url = image;
+        Ok(self)
+    }
+}
+
+/// `HOST/NAME` of an image pull spec `HOST/NAME[:TAG][@DIGEST]` (a port's colon is not a tag's).
+pub fn image_repository(spec: &str) -> &str {
+    let name = spec.split('@').next().unwrap_or_default();
+    let last = name.rfind('/').map_or(0, |slash| slash + 1);
+    match name[last..].find(':') {
+        Some(colon) => &name[..last + colon],
+        None => name,
+    }
+}
+
+/// Is `spec` pinned to a digest (`…@sha256:…`) rather than named by a tag?
+pub fn is_by_digest(spec: &str) -> bool {
+    spec.contains("@sha256:")
+}
+
+#[cfg(test)]
+mod pin_tests {
+    use super::*;
+
+    const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    fn config(url: &str, pinned: Option<&str>) -> MachineConfig {
+        let mut mc = MachineConfig::new(
+            "rendered-worker-1",
+            MachineConfigSpec { os_image_url: url.into(), ..Default::default() },
+        );
+        if let Some(pinned) = pinned {
+            mc.metadata.annotations = Some([(PINNED_OS_IMAGE_ANNOTATION.to_string(), pinned.to_string())].into());
+        }
+        mc
+    }
+
+    #[test]
+    fn repositories_of_pull_specs() {
+        for (spec, repository) in [
+            ("quay.io/os:latest", "quay.io/os"),
+            ("127.0.0.1:5000/mco/os:9.6", "127.0.0.1:5000/mco/os"),
+            ("127.0.0.1:5000/mco/os", "127.0.0.1:5000/mco/os"),
+            (&format!("127.0.0.1:5000/mco/os@{DIGEST}"), "127.0.0.1:5000/mco/os"),
+            (&format!("quay.io/os:tag@{DIGEST}"), "quay.io/os"),
+        ] {
+            assert_eq!(image_repository(spec), repository, "{spec}");
+        }
+        assert!(is_by_digest(&format!("quay.io/os@{DIGEST}")));
+        assert!(!is_by_digest("quay.io/os:latest"));
+    }
+
+    #[test]
+    fn the_pin_replaces_the_url_only_for_the_same_repository_by_digest() {
+        let pinned = format!("127.0.0.1:5000/mco/os@{DIGEST}");
+        let mc = config("127.0.0.1:5000/mco/os:latest", Some(&pinned));
+        assert_eq!(mc.deployed_os_image(), Ok(pinned.as_str()));
+        assert_eq!(mc.with_pinned_os_image().unwrap().spec.os_image_url, pinned);
+        assert_eq!(config("quay.io/os:latest", None).deployed_os_image(), Ok("quay.io/os:latest"));
+
+        for bad in [
+            format!("quay.io/other@{DIGEST}"),
+            "127.0.0.1:5000/mco/os:other".to_string(),
+            "127.0.0.1:5000/mco/os@sha256:abc".to_string(),
+            format!("127.0.0.1:5000/mco/os@{}", DIGEST.to_uppercase().replace("SHA256", "sha256")),
+        ] {
+            let err = config("127.0.0.1:5000/mco/os:latest", Some(&bad)).deployed_os_image().unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "MachineConfig rendered-worker-1: annotation mco.dev/pinned-os-image {bad:?} is not osImageURL \
+                     \"127.0.0.1:5000/mco/os:latest\"'s repository @sha256:<64 hex digits>"
+                )
+            );
+        }
+    }
+}

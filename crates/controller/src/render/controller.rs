@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt as _};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -13,7 +14,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use mco_api::constants::{CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME};
+use mco_api::constants::{CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME, PINNED_OS_IMAGE_ANNOTATION};
 use mco_api::{
     ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfiguration,
 };
@@ -21,6 +22,7 @@ use mco_metrics::controller::{ControllerMetrics, SubControllerSync};
 use mco_render::{ControllerVersion, StorageOverrides};
 use serde_json::json;
 
+use super::os_image::{self, Gate};
 use super::{ConfigObjects, NotReady, Plan, Target, plan, pools_for_machine_config};
 use crate::{conditions, logging_errors};
 
@@ -36,6 +38,8 @@ pub struct Options {
     /// Delay before a pool that failed (bad input, API errors, ControllerConfig not ready) is
     /// tried again.
     pub retry_delay: Duration,
+    /// Delay before a refused OS image is checked again (a fixed registry clears the refusal).
+    pub os_image_retry_delay: Duration,
     /// Render times, OS image overrides and new targets are reported here.
     pub metrics: ControllerMetrics,
 }
@@ -45,6 +49,7 @@ impl Default for Options {
         Options {
             render_delay: Duration::from_secs(5),
             retry_delay: Duration::from_secs(5),
+            os_image_retry_delay: Duration::from_secs(20),
             metrics: ControllerMetrics::default(),
         }
     }
@@ -58,6 +63,9 @@ pub enum Error {
     /// Reported on the pool as `RenderDegraded`.
     #[error("Failed to render configuration for pool {pool}: {message}")]
     Render { pool: String, message: String },
+    /// The new target's OS image failed its check; reported on the pool as `RenderDegraded`.
+    #[error("Failed to render configuration for pool {pool}: {message}")]
+    OsImage { pool: String, message: String },
     #[error("{action}: {source}")]
     Kube {
         action: String,
@@ -125,7 +133,11 @@ pub(crate) fn every_pool<T>(pools: Store<MachineConfigPool>) -> impl Fn(T) -> Ve
 
 fn error_policy(pool: Arc<MachineConfigPool>, error: &Error, context: Arc<Context>) -> Action {
     tracing::warn!(pool = %pool.name_any(), "{error}");
-    Action::requeue(context.options.retry_delay)
+    match error {
+        // A registry is not asked again every few seconds; a new rendered config is checked at once.
+        Error::OsImage { .. } => Action::requeue(context.options.os_image_retry_delay),
+        _ => Action::requeue(context.options.retry_delay),
+    }
 }
 
 async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Result<Action, Error> {
@@ -179,7 +191,19 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
                 tracing::warn!(pool = %name, "{warning}");
             }
             metrics.set_os_image_url_override(&name, target.os_image_url_overridden);
-            ensure_rendered(&context, &pool, &target).await?;
+            let rendered = ensure_rendered(&context, &pool, &target).await?;
+            let current = pool.spec.configuration.as_ref().and_then(|c| c.name.as_deref());
+            let current =
+                current.and_then(|c| machine_configs.iter().find(|mc| mc.metadata.name.as_deref() == Some(c)));
+            let base = controller_config.as_ref().and_then(|cc| cc.spec.base_os_container_image.as_deref());
+            if let Gate::Check(image) = os_image::gate(&rendered, current, base)
+                && let Err(why) = check_os_image(&context, &pool, &rendered, &image).await?
+            {
+                let message = os_image::refusal(&image, &rendered.name_any(), &why);
+                publish(&context, &pool, EventType::Warning, "OSImageRefused", message.clone()).await;
+                write_render_degraded(&context, &pool, Some(&message)).await?;
+                return Err(Error::OsImage { pool: name, message });
+            }
             let pool = match &target.configuration {
                 Some(configuration) => {
                     let patch = json!({ "spec": { "configuration": configuration } });
@@ -202,35 +226,107 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
 
 /// Creates the rendered config, or puts back its spec if someone changed it (the name is a hash
 /// of the spec, so nodes would otherwise apply something else than what the name promises).
-async fn ensure_rendered(context: &Context, pool: &MachineConfigPool, target: &Target) -> Result<(), Error> {
+/// Returns it as stored.
+async fn ensure_rendered(context: &Context, pool: &MachineConfigPool, target: &Target) -> Result<MachineConfig, Error> {
     let api = Api::<MachineConfig>::all(context.client.clone());
     let name = target.rendered.name_any();
     let post = PostParams { field_manager: Some(CONTROLLER_NAME.to_string()), ..Default::default() };
     match api.get_opt(&name).await.map_err(kube_error(format!("reading MachineConfig {name}")))? {
         None => {
-            match api.create(&post, &target.rendered).await {
-                Ok(_) => {}
+            let created = match api.create(&post, &target.rendered).await {
+                Ok(created) => created,
                 // Created by another sync in between: it is the same config.
-                Err(kube::Error::Api(status)) if status.is_already_exists() => return Ok(()),
+                Err(kube::Error::Api(status)) if status.is_already_exists() => {
+                    return api.get(&name).await.map_err(kube_error(format!("reading MachineConfig {name}")));
+                }
                 Err(e) => return Err(kube_error(format!("creating MachineConfig {name}"))(e)),
-            }
+            };
             tracing::info!(pool = %pool.name_any(), "generated {name}");
             let note = format!(
                 "{name} successfully generated (release version: {}, controller version: {})",
                 target.release_version, context.version.hash
             );
             publish(context, pool, EventType::Normal, "RenderedConfigGenerated", note).await;
+            Ok(created)
         }
         Some(mut existing) if existing.spec != target.rendered.spec => {
             tracing::warn!("MachineConfig {name} was modified; restoring it");
             existing.spec = target.rendered.spec.clone();
-            api.replace(&name, &post, &existing)
-                .await
-                .map_err(kube_error(format!("restoring MachineConfig {name}")))?;
+            api.replace(&name, &post, &existing).await.map_err(kube_error(format!("restoring MachineConfig {name}")))
         }
-        Some(_) => {}
+        Some(existing) => Ok(existing),
     }
-    Ok(())
+}
+
+/// Checks `image`, the OS image of `rendered`, as the pool's nodes would pull it, and pins it to
+/// the digest found (an annotation on `rendered`); `Ok(Err(why))` when the image is refused.
+async fn check_os_image(
+    context: &Context,
+    pool: &MachineConfigPool,
+    rendered: &MachineConfig,
+    image: &str,
+) -> Result<Result<(), String>, Error> {
+    let name = rendered.name_any();
+    let archs = node_architectures(context, pool).await?;
+    let pull_files = match pull_files(rendered) {
+        Ok(dir) => dir,
+        Err(why) => return Ok(Err(why)),
+    };
+    let mut inspected = Vec::new();
+    for arch in archs {
+        let found = os_image::inspect(image, arch.as_deref(), pull_files.path()).await;
+        inspected.push((arch, found));
+    }
+    let pinned = match os_image::judge(image, &inspected) {
+        Ok(pinned) => pinned,
+        Err(why) => return Ok(Err(why)),
+    };
+    let patch = json!({"metadata": {"annotations": {PINNED_OS_IMAGE_ANNOTATION: pinned}}});
+    Api::<MachineConfig>::all(context.client.clone())
+        .patch(&name, &patch_params(), &Patch::Merge(&patch))
+        .await
+        .map_err(kube_error(format!("recording the digest of its OS image on MachineConfig {name}")))?;
+    let note = format!("OS image {image} of {name} checked: nodes deploy {pinned}");
+    tracing::info!(pool = %pool.name_any(), "{note}");
+    publish(context, pool, EventType::Normal, "OSImagePinned", note).await;
+    Ok(Ok(()))
+}
+
+/// A directory holding, at their paths, the registries configuration and pull secret `rendered`
+/// gives its nodes.
+fn pull_files(rendered: &MachineConfig) -> Result<tempfile::TempDir, String> {
+    let dir = tempfile::Builder::new()
+        .prefix("mco-os-image-check-")
+        .tempdir()
+        .map_err(|e| format!("making a directory for the pull files: {e}"))?;
+    let config = mco_render::merge::validate_machine_config(rendered).map_err(|e| e.to_string())?;
+    let files = config.iter().flat_map(|c| &c.storage.files);
+    for path in [os_image::NODE_REGISTRIES_CONF, os_image::NODE_PULL_SECRET] {
+        let Some(file) = files.clone().find(|f| f.path == path) else { continue };
+        let contents = mco_ignition::dataurl::decode_contents(&file.contents).map_err(|e| format!("{path}: {e}"))?;
+        let to = dir.path().join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(to.parent().expect("an absolute path has a parent"))
+            .and_then(|()| std::fs::write(&to, contents))
+            .map_err(|e| format!("writing {}: {e}", to.display()))?;
+    }
+    Ok(dir)
+}
+
+/// The architectures of the pool's nodes (`status.nodeInfo.architecture`).
+async fn node_architectures(context: &Context, pool: &MachineConfigPool) -> Result<Vec<Option<String>>, Error> {
+    let nodes = Api::<Node>::all(context.client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_error("listing Nodes"))?
+        .items;
+    let pools = Api::<MachineConfigPool>::all(context.client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_error("listing MachineConfigPools"))?
+        .items;
+    let members = mco_rollout::nodes_for_pool(pool, &nodes, &pools);
+    let archs = members.iter().filter_map(|n| n.status.as_ref()?.node_info.as_ref()).map(|i| i.architecture.as_str());
+    Ok(os_image::architectures(archs))
 }
 
 /// Sets `RenderDegraded` from `failure`, if that changes the pool's conditions. The write is

@@ -4,6 +4,7 @@
 //! [`pools_for_machine_config`]); [`controller`] reads the cluster and carries it out.
 
 pub mod controller;
+pub mod os_image;
 
 use std::borrow::Borrow;
 

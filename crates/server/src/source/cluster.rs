@@ -375,8 +375,13 @@ impl ConfigSource for ClusterSource {
         // Copying a large config takes a while: keep it off the threads that serve requests.
         let snapshot = tokio::task::spawn_blocking(move || {
             let bytes = |b: &Option<k8s_openapi::ByteString>| b.as_ref().map(|b| b.0.clone()).unwrap_or_default();
+            // New machines deploy the digest the controller pinned, as the pool's nodes do.
+            let machine_config = machine_config.as_ref().clone().with_pinned_os_image().unwrap_or_else(|e| {
+                tracing::warn!("{e}: serving osImageURL as it is");
+                (*machine_config).clone()
+            });
             let inputs = Inputs {
-                machine_config: (*machine_config).clone(),
+                machine_config,
                 config_name: fingerprint.config_name.clone(),
                 kubeconfig: fingerprint.kubeconfig.to_vec(),
                 kubelet_ca: bytes(&controller_config.spec.kube_api_server_serving_ca_data),

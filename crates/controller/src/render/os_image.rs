@@ -1,0 +1,258 @@
+//! The check of a pool's new OS image before any node gets it (mco's own; upstream hands nodes
+//! whatever `osImageURL` says and finds out on the first node, after its drain): the image must
+//! be readable with the registries configuration and pull secret the nodes will use (the
+//! rendered config's own files), be a bootable OSTree-in-OCI image, and be built for the pool's
+//! nodes' architectures. A tag is resolved to one digest, recorded on the rendered config
+//! ([`PINNED_OS_IMAGE_ANNOTATION`]), which every node and new machine then deploys.
+//!
+//! What needs a check is decided here without IO ([`gate`], [`judge`]); [`inspect`] asks the
+//! registry through skopeo.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use mco_api::MachineConfig;
+use mco_api::constants::PINNED_OS_IMAGE_ANNOTATION;
+use mco_api::machineconfiguration::{image_repository, is_by_digest};
+use serde::Deserialize;
+
+/// What the OS image of a pool's target config needs before nodes may get it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// Nothing to check: no image, or one named by digest that the pool already targets or that
+    /// is the cluster's base image (the installer's or the upgrade's, as upstream trusts it).
+    Clear,
+    /// Checked already: nodes deploy this pinned image.
+    Pinned(String),
+    /// To check, and for a tag to resolve, before the pool targets the config.
+    Check(String),
+}
+
+/// The gate of `rendered` for a pool that targets `current` now, in a cluster whose base OS image
+/// is `base`. A pin that does not fit the image (edited by hand) is checked again.
+pub fn gate(rendered: &MachineConfig, current: Option<&MachineConfig>, base: Option<&str>) -> Gate {
+    let image = rendered.spec.os_image_url.as_str();
+    let pinned = rendered.metadata.annotations.as_ref().and_then(|a| a.get(PINNED_OS_IMAGE_ANNOTATION));
+    if image.is_empty() {
+        return Gate::Clear;
+    }
+    if pinned.is_some() {
+        return match rendered.deployed_os_image() {
+            Ok(pinned) => Gate::Pinned(pinned.to_string()),
+            Err(_) => Gate::Check(image.to_string()),
+        };
+    }
+    let known = current.map(|c| c.spec.os_image_url.as_str()) == Some(image) || base == Some(image);
+    if is_by_digest(image) && known { Gate::Clear } else { Gate::Check(image.to_string()) }
+}
+
+/// What the registry says of an image for one architecture (`skopeo inspect`'s fields).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Inspected {
+    /// The digest of what the name points at (for a multi-arch image, its index).
+    #[serde(rename = "Digest")]
+    pub digest: String,
+    #[serde(rename = "Architecture", default)]
+    pub architecture: String,
+    #[serde(rename = "Labels", default, deserialize_with = "null_as_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    Ok(Option::deserialize(d)?.unwrap_or_default())
+}
+
+/// Labels that make an image bootable: ostree-ext writes `ostree.bootable`, bootc `containers.bootc`.
+fn bootable(labels: &BTreeMap<String, String>) -> bool {
+    let is = |key: &str, values: &[&str]| labels.get(key).is_some_and(|v| values.contains(&v.as_str()));
+    is("ostree.bootable", &["true", "1"]) || is("containers.bootc", &["true", "1"])
+}
+
+/// Judges `image` from what the registry said for each of the pool's node architectures
+/// (`None`: the pool has no nodes yet, any architecture). Returns the pull spec to deploy
+/// (`HOST/NAME@sha256:…`), or why no node may get the image.
+pub fn judge(image: &str, inspected: &[(Option<String>, Result<Inspected, String>)]) -> Result<String, String> {
+    let mut digest = None;
+    for (arch, result) in inspected {
+        let found = result.as_ref().map_err(|e| {
+            format!("it cannot be read with the registries configuration and pull secret of the pool's nodes: {e}")
+        })?;
+        if !bootable(&found.labels) {
+            return Err("it is not a bootable OS image (neither the ostree.bootable nor the containers.bootc label \
+                        of ostree-ext and bootc images)"
+                .to_string());
+        }
+        if let Some(arch) = arch
+            && found.architecture != *arch
+        {
+            return Err(format!("it is built for {}, but nodes of the pool are {arch}", found.architecture));
+        }
+        digest.get_or_insert(found.digest.clone());
+    }
+    let digest = digest.ok_or("nothing was inspected")?;
+    Ok(format!("{}@{digest}", image_repository(image)))
+}
+
+/// The message a refused image leaves on its pool (in `RenderDegraded`).
+pub fn refusal(image: &str, rendered: &str, why: &str) -> String {
+    format!("OS image {image} of {rendered} refused before any node gets it: {why}")
+}
+
+/// The architectures of a pool's nodes, each once; `[None]` for a pool without nodes.
+pub fn architectures<'a>(nodes: impl IntoIterator<Item = &'a str>) -> Vec<Option<String>> {
+    let set: BTreeSet<&str> = nodes.into_iter().filter(|a| !a.is_empty()).collect();
+    if set.is_empty() { vec![None] } else { set.into_iter().map(|a| Some(a.to_string())).collect() }
+}
+
+/// Paths of the files nodes pull OS images with (as `PullConfig::of_node_root` reads them).
+pub const NODE_REGISTRIES_CONF: &str = "/etc/containers/registries.conf";
+pub const NODE_PULL_SECRET: &str = "/var/lib/kubelet/config.json";
+
+/// How long one `skopeo inspect` may take.
+const INSPECT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Asks the registry about `image` for `arch` with skopeo, with the registries configuration and
+/// pull secret found in `dir` (written from the rendered config: [`NODE_REGISTRIES_CONF`] and
+/// [`NODE_PULL_SECRET`] under it, each when the config has it).
+pub async fn inspect(image: &str, arch: Option<&str>, dir: &Path) -> Result<Inspected, String> {
+    let mut skopeo = tokio::process::Command::new("skopeo");
+    let registries = dir.join(NODE_REGISTRIES_CONF.trim_start_matches('/'));
+    if registries.is_file() {
+        skopeo.arg("--registries-conf").arg(registries);
+    }
+    if let Some(arch) = arch {
+        skopeo.args(["--override-arch", arch, "--override-os", "linux"]);
+    }
+    skopeo.arg("inspect");
+    let secret = dir.join(NODE_PULL_SECRET.trim_start_matches('/'));
+    if secret.is_file() {
+        skopeo.arg("--authfile").arg(secret);
+    } else {
+        // Not the controller's own credentials: only what nodes would have.
+        skopeo.arg("--no-creds");
+    }
+    skopeo.arg(format!("docker://{image}")).kill_on_drop(true);
+    let output = match tokio::time::timeout(INSPECT_TIMEOUT, skopeo.output()).await {
+        Ok(Ok(output)) => output,
+        Ok(Err(e)) => return Err(format!("running skopeo: {e}")),
+        Err(_) => return Err(format!("the registry did not answer within {INSPECT_TIMEOUT:?}")),
+    };
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no error output");
+        return Err(last.trim().trim_start_matches("time=").to_string());
+    }
+    serde_json::from_slice(&output.stdout).map_err(|e| format!("reading skopeo's answer: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+    const D2: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+    fn config(url: &str, pinned: Option<&str>) -> MachineConfig {
+        let mut mc = MachineConfig::new("rendered-worker-2", Default::default());
+        mc.spec.os_image_url = url.to_string();
+        if let Some(pinned) = pinned {
+            mc.metadata.annotations = Some([(PINNED_OS_IMAGE_ANNOTATION.to_string(), pinned.to_string())].into());
+        }
+        mc
+    }
+
+    #[test]
+    fn which_images_are_checked() {
+        let by_digest = format!("reg/os@{D1}");
+        let other = format!("reg/os@{D2}");
+        let pinned = format!("reg/os@{D2}");
+        let base = Some(by_digest.as_str());
+        for (rendered, current, base, want) in [
+            (config("", None), None, base, Gate::Clear),
+            // The pool's image or the cluster's, by digest: nothing new reaches a node.
+            (config(&by_digest, None), Some(config(&by_digest, None)), None, Gate::Clear),
+            (config(&by_digest, None), None, base, Gate::Clear),
+            (config(&by_digest, None), Some(config(&other, None)), base, Gate::Clear),
+            // A new image by digest, and every tag (even the pool's own: the tag may have moved).
+            (config(&other, None), Some(config(&by_digest, None)), base, Gate::Check(other.clone())),
+            (
+                config("reg/os:9", None),
+                Some(config("reg/os:9", None)),
+                Some("reg/os:9"),
+                Gate::Check("reg/os:9".into()),
+            ),
+            (config(&other, None), None, None, Gate::Check(other.clone())),
+            // Checked before.
+            (config("reg/os:9", Some(&pinned)), None, base, Gate::Pinned(pinned.clone())),
+            (config(&other, Some(&other)), None, base, Gate::Pinned(other.clone())),
+            // A pin of another repository is not trusted: checked again.
+            (config("reg/os:9", Some(&format!("evil/os@{D2}"))), None, base, Gate::Check("reg/os:9".into())),
+        ] {
+            assert_eq!(gate(&rendered, current.as_ref(), base), want, "{rendered:?} from {current:?}");
+        }
+    }
+
+    fn inspected(arch: &str, labels: &[(&str, &str)], digest: &str) -> Result<Inspected, String> {
+        Ok(Inspected {
+            digest: digest.to_string(),
+            architecture: arch.to_string(),
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        })
+    }
+
+    #[test]
+    fn judging_what_the_registry_said() {
+        let amd64 = Some("amd64".to_string());
+        let arm64 = Some("arm64".to_string());
+        let ostree = [("ostree.bootable", "true")];
+        let bootc = [("containers.bootc", "1")];
+        for (image, seen, want) in [
+            ("reg:5000/os:9", vec![(amd64.clone(), inspected("amd64", &ostree, D1))], Ok(format!("reg:5000/os@{D1}"))),
+            ("reg/os", vec![(None, inspected("arm64", &bootc, D2))], Ok(format!("reg/os@{D2}"))),
+            (
+                "reg/os:9",
+                vec![(amd64.clone(), inspected("amd64", &bootc, D1)), (arm64.clone(), inspected("arm64", &bootc, D1))],
+                Ok(format!("reg/os@{D1}")),
+            ),
+            (
+                "reg/os:9",
+                vec![(amd64.clone(), Err("manifest unknown".to_string()))],
+                Err("it cannot be read with the registries configuration and pull secret of the pool's nodes: \
+                     manifest unknown"
+                    .to_string()),
+            ),
+            (
+                "reg/os:9",
+                vec![(amd64.clone(), inspected("amd64", &[("ostree.bootable", "false")], D1))],
+                Err("it is not a bootable OS image (neither the ostree.bootable nor the containers.bootc label of \
+                     ostree-ext and bootc images)"
+                    .to_string()),
+            ),
+            (
+                "reg/os:9",
+                vec![
+                    (amd64.clone(), inspected("amd64", &ostree, D1)),
+                    (arm64.clone(), inspected("amd64", &ostree, D1)),
+                ],
+                Err("it is built for amd64, but nodes of the pool are arm64".to_string()),
+            ),
+        ] {
+            assert_eq!(judge(image, &seen), want, "{image} {seen:?}");
+        }
+    }
+
+    #[test]
+    fn node_architectures_each_once() {
+        assert_eq!(architectures(["amd64", "arm64", "amd64"]), [Some("amd64".into()), Some("arm64".into())]);
+        assert_eq!(architectures([""]), [None]);
+        assert_eq!(architectures([]), [None]);
+    }
+
+    #[test]
+    fn skopeo_answers_with_null_labels() {
+        let answer = format!(r#"{{"Digest": "{D1}", "Architecture": "amd64", "Labels": null, "Os": "linux"}}"#);
+        let found: Inspected = serde_json::from_str(&answer).unwrap();
+        assert_eq!(found, Inspected { digest: D1.into(), architecture: "amd64".into(), labels: BTreeMap::new() });
+    }
+}

@@ -1,0 +1,257 @@
+//! The OS image check of the render controller against a real API server and a real registry on
+//! loopback: a tag is resolved once to a digest recorded on the rendered config before the pool
+//! targets it, and resolved again only when asked; an image that does not exist, is not
+//! bootable or is built for another architecture than the pool's nodes degrades the pool with
+//! the reason and leaves its target alone; fixing the MachineConfig or the registry clears it.
+//!
+//! The accepted images are real OSTree-in-OCI images (ostree-ext encapsulation); the refused
+//! ones are built with buildah. The pool's node is a Node object (no kubelet: only its
+//! `status.nodeInfo.architecture` is read).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use mco_api::constants::PINNED_OS_IMAGE_ANNOTATION;
+use mco_api::machineconfiguration::pool_condition;
+use mco_api::{MachineConfig, MachineConfigPool};
+use mco_controller::conditions;
+use mco_controller::render::controller::{Options, run};
+use mco_os::image::PullConfig;
+use mco_os::registry::{LocalRegistry, registries_conf_text};
+use mco_os::tree::{self, TreeSpec};
+use mco_render::ControllerVersion;
+use mco_testenv::{TestEnv, data_url, eventually, satisfying};
+use serde_json::json;
+
+fn examples_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster")
+}
+
+fn version() -> ControllerVersion {
+    ControllerVersion { raw: "v0.0.0-was-not-built-properly".into(), hash: "was-not-built-properly".into() }
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Pushes a bootable OSTree-in-OCI image of `version` as `HOST/mco/os:TAG`; returns its digest.
+async fn push_os_image(dir: &Path, registry: &LocalRegistry, version: &str, tag: &str) -> String {
+    let tree_dir = dir.join(format!("tree-{version}"));
+    if !tree_dir.exists() {
+        tree::write_tree(&tree_dir, &TreeSpec { kernel_version: "6.1.0-mco".into(), version_id: version.into() })
+            .unwrap();
+    }
+    let repo = dir.join("repo");
+    tree::commit(&repo, "mco/os", &tree_dir, version, &BTreeMap::new()).unwrap();
+    let push = PullConfig { registries_conf: Some(registry.registries_conf.clone()), authfile: None };
+    let to = format!("docker://{}/mco/os:{tag}", registry.host());
+    mco_os::image::encapsulate_with(&repo, "mco/os", &to, &push, Default::default()).await.unwrap()
+}
+
+/// Pushes an image with buildah from scratch, configured with `config` (`buildah config` flags).
+fn push_buildah_image(dir: &Path, registry: &LocalRegistry, name_tag: &str, config: &[&str]) {
+    let storage = dir.join("buildah");
+    let buildah = |args: &[&str]| {
+        let mut cmd = Command::new("buildah");
+        cmd.arg("--root").arg(&storage).arg("--runroot").arg(&storage).args(["--storage-driver", "vfs"]).args(args);
+        cmd.env("CONTAINERS_REGISTRIES_CONF", &registry.registries_conf);
+        run_ok(&mut cmd)
+    };
+    let container = buildah(&["from", "scratch"]);
+    let container = container.trim();
+    let mut configure = vec!["config"];
+    configure.extend_from_slice(config);
+    configure.push(container);
+    buildah(&configure);
+    let local = format!("localhost/{name_tag}");
+    buildah(&["commit", "--rm", "--format", "oci", container, &local]);
+    buildah(&["push", &local, &format!("docker://{}/{name_tag}", registry.host())]);
+}
+
+fn render_degraded(pool: &MachineConfigPool) -> Option<(String, String)> {
+    let conditions = pool.status.as_ref()?.conditions.as_ref()?;
+    let c = conditions::get(conditions, pool_condition::RENDER_DEGRADED)?;
+    Some((c.status.clone(), c.message.clone().unwrap_or_default()))
+}
+
+fn target_of(pool: &MachineConfigPool) -> Option<String> {
+    pool.spec.configuration.as_ref()?.name.clone()
+}
+
+fn pinned_of(mc: &MachineConfig) -> Option<String> {
+    mc.annotations().get(PINNED_OS_IMAGE_ANNOTATION).cloned()
+}
+
+/// `99-worker-os`, setting the worker pool's OS image.
+async fn set_os_image(mcs: &Api<MachineConfig>, image: &str) {
+    let mc = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfig",
+        "metadata": {"name": "99-worker-os", "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+        "spec": {"osImageURL": image},
+    });
+    let params = PatchParams::apply("os-image-test").force();
+    mcs.patch("99-worker-os", &params, &Patch::Apply(&mc)).await.unwrap();
+}
+
+#[tokio::test]
+async fn new_os_images_are_checked_and_pinned_before_the_pool_targets_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let registry = LocalRegistry::start(&tmp.path().join("registry")).unwrap();
+    let host = registry.host();
+    let first = push_os_image(tmp.path(), &registry, "1", "latest").await;
+    push_buildah_image(tmp.path(), &registry, "mco/plain:1", &["--label", "purpose=not-an-os"]);
+    push_buildah_image(tmp.path(), &registry, "mco/arm:1", &["--label", "ostree.bootable=true", "--arch", "arm64"]);
+
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    env.create_manifests(&examples_dir()).await.unwrap();
+    env.mark_controller_config_completed().await.unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "worker-0", "labels": {"node-role.kubernetes.io/worker": ""}},
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let status = json!({"status": {"nodeInfo": {
+        "architecture": "amd64", "bootID": "", "containerRuntimeVersion": "", "kernelVersion": "", "kubeProxyVersion": "",
+        "kubeletVersion": "", "machineID": "", "operatingSystem": "linux", "osImage": "", "systemUUID": "",
+    }}});
+    nodes.patch_status("worker-0", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    // The nodes' registries configuration (the registry is plain HTTP), as a MachineConfig gives it.
+    let registries = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfig",
+        "metadata": {"name": "50-worker-registries", "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+        "spec": {"config": {"ignition": {"version": "3.5.0"}, "storage": {"files": [{
+            "path": "/etc/containers/registries.conf", "mode": 420,
+            "contents": {"source": data_url(&registries_conf_text(registry.port))},
+        }]}}},
+    });
+    let mcs: Api<MachineConfig> = Api::all(client.clone());
+    mcs.create(&PostParams::default(), &serde_json::from_value(registries).unwrap()).await.unwrap();
+
+    let options = Options {
+        render_delay: Duration::from_millis(500),
+        retry_delay: Duration::from_millis(500),
+        os_image_retry_delay: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let controller = tokio::spawn(run(client.clone(), version(), options));
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+    let pool_target = |what: String| {
+        let pools = pools.clone();
+        async move {
+            eventually(&what, || async {
+                let pool = pools.get("worker").await.unwrap();
+                let seen = (target_of(&pool), render_degraded(&pool));
+                satisfying(seen, |(target, degraded)| {
+                    target.as_deref().is_some_and(|t| t.starts_with("rendered-worker-"))
+                        && degraded.as_ref().is_some_and(|(status, _)| status == "False")
+                })
+            })
+            .await
+            .0
+            .unwrap()
+        }
+    };
+    // Before: the pool on the cluster's base image, which is not checked (the examples' digest
+    // is in no registry).
+    let base_target = pool_target("the worker pool on its base image".into()).await;
+    assert_eq!(pinned_of(&mcs.get(&base_target).await.unwrap()), None);
+
+    // A tag: resolved to its digest before the pool targets the config.
+    set_os_image(&mcs, &format!("{host}/mco/os:latest")).await;
+    let tagged = eventually("the pool to target the tagged image's config", || async {
+        let target = target_of(&pools.get("worker").await.unwrap()).unwrap();
+        satisfying(target, |t| *t != base_target)
+    })
+    .await;
+    let rendered = mcs.get(&tagged).await.unwrap();
+    assert_eq!(rendered.spec.os_image_url, format!("{host}/mco/os:latest"), "the rendered config is upstream's");
+    let pinned = format!("{host}/mco/os@{first}");
+    assert_eq!(pinned_of(&rendered), Some(pinned.clone()), "pinned before the pool targeted it");
+    assert_eq!(rendered.deployed_os_image(), Ok(pinned.as_str()));
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let note = eventually("an OSImagePinned event", || async {
+        let list = events.list(&ListParams::default()).await.unwrap().items;
+        let notes: Vec<String> = list.iter().filter_map(|e| e.note.clone()).collect();
+        // (The infra pool, which takes the worker pool's MachineConfigs, has its own.)
+        let worker = |note: &String| note.contains(&format!(" of {tagged} "));
+        let pinned = list.into_iter().filter(|e| e.reason.as_deref() == Some("OSImagePinned"));
+        pinned.filter_map(|e| e.note).find(worker).ok_or(notes)
+    })
+    .await;
+    assert_eq!(note, format!("OS image {host}/mco/os:latest of {tagged} checked: nodes deploy {pinned}"));
+
+    // The tag moves: the config keeps its digest until someone asks for a new resolution by
+    // removing the annotation.
+    let second = push_os_image(tmp.path(), &registry, "2", "latest").await;
+    assert_ne!(second, first);
+    assert_eq!(pinned_of(&mcs.get(&tagged).await.unwrap()), Some(pinned.clone()));
+    let unpin = json!({"metadata": {"annotations": {PINNED_OS_IMAGE_ANNOTATION: null}}});
+    mcs.patch(&tagged, &PatchParams::default(), &Patch::Merge(&unpin)).await.unwrap();
+    let repinned = eventually("the tag resolved again once asked", || async {
+        let pinned = pinned_of(&mcs.get(&tagged).await.unwrap());
+        satisfying(pinned, |p| p.is_some())
+    })
+    .await;
+    assert_eq!(repinned, Some(format!("{host}/mco/os@{second}")));
+    assert_eq!(target_of(&pools.get("worker").await.unwrap()).as_deref(), Some(tagged.as_str()));
+
+    // Refused images degrade the pool with the reason and leave its target alone.
+    for (image, why) in [
+        (
+            format!("{host}/mco/plain:1"),
+            "it is not a bootable OS image (neither the ostree.bootable nor the containers.bootc label of ostree-ext \
+             and bootc images)"
+                .to_string(),
+        ),
+        (format!("{host}/mco/arm:1"), "it is built for arm64, but nodes of the pool are amd64".to_string()),
+        (
+            format!("{host}/mco/os:missing"),
+            "it cannot be read with the registries configuration and pull secret of the pool's nodes: ".to_string(),
+        ),
+    ] {
+        set_os_image(&mcs, &image).await;
+        let (_, message) = eventually(&format!("RenderDegraded for {image}"), || async {
+            let degraded = render_degraded(&pools.get("worker").await.unwrap());
+            satisfying(degraded, |d| d.as_ref().is_some_and(|(status, m)| status == "True" && m.contains(&image)))
+        })
+        .await
+        .unwrap();
+        let prefix = format!("Failed to render configuration for pool worker: OS image {image} of rendered-worker-");
+        assert!(message.starts_with(&prefix), "{message}");
+        assert!(message.contains(&format!(" refused before any node gets it: {why}")), "{message}");
+        let pool = pools.get("worker").await.unwrap();
+        assert_eq!(target_of(&pool).as_deref(), Some(tagged.as_str()), "{image}: the target stays");
+    }
+    let refused = events.list(&ListParams::default()).await.unwrap().items;
+    assert!(refused.iter().any(|e| e.reason.as_deref() == Some("OSImageRefused")), "{refused:?}");
+
+    // The registry gets the missing image: cleared without anyone touching the pool.
+    let missing = push_os_image(tmp.path(), &registry, "3", "missing").await;
+    let fixed = pool_target(format!("the pool to target {host}/mco/os:missing once pushed")).await;
+    assert_ne!(fixed, tagged);
+    assert_eq!(pinned_of(&mcs.get(&fixed).await.unwrap()), Some(format!("{host}/mco/os@{missing}")));
+
+    // An image by digest is checked too, and its pin is itself.
+    let by_digest = format!("{host}/mco/os@{first}");
+    set_os_image(&mcs, &by_digest).await;
+    let digest_target = eventually("the pool to target the image by digest", || async {
+        let target = target_of(&pools.get("worker").await.unwrap()).unwrap();
+        satisfying(target, |t| *t != fixed)
+    })
+    .await;
+    assert_eq!(pinned_of(&mcs.get(&digest_target).await.unwrap()), Some(by_digest));
+    controller.abort();
+}
