@@ -19,7 +19,8 @@ use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use mco_api::constants::{
-    CURRENT_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, MCO_NAMESPACE, REASON_ANNOTATION, STATE_ANNOTATION,
+    CURRENT_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, MCO_NAMESPACE, PINNED_OS_IMAGE_ANNOTATION, REASON_ANNOTATION,
+    STATE_ANNOTATION,
 };
 use mco_api::operator::BootImageSkewEnforcementStatus;
 use mco_api::{MachineConfigNode, MachineConfigPool, MachineConfiguration};
@@ -1198,28 +1199,61 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     let worker = nodes.get("worker-0").await.unwrap();
     assert!(mco_lab::node::is_ready(&worker), "{}", summary(&worker));
 
-    // An OS image named by a tag strands the first worker it reaches (cordoned by its drain,
-    // Degraded); deleting the MachineConfig heals it with no one touching its annotations: the
-    // controller retargets it to the pool's config again.
+    // An OS image named by a tag is resolved once, before any node gets it: the rendered config
+    // keeps the tag (upstream's name and content) and carries the digest every worker deploys.
+    let configs = Api::<mco_api::MachineConfig>::all(client.clone());
+    let workers_done_on = |config: String, note: &'static str| {
+        let nodes = nodes.clone();
+        async move {
+            eventually(&format!("every worker Done on {config} and schedulable{note}"), || async {
+                let all = nodes.list(&workers()).await.unwrap().items;
+                let done = all
+                    .iter()
+                    .all(|n| done_on(n, &config) && !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false));
+                if done { Ok(()) } else { Err(all.iter().map(summary).collect::<Vec<_>>()) }
+            })
+            .await
+        }
+    };
     let before = target(&pool(&client).await);
+    let pool_image = configs.get(&before).await.unwrap().spec.os_image_url;
     let tag = format!("{registry}/mco/node:latest");
     lab.apply("99-worker-tag", &os_image_mc("99-worker-tag", &tag));
-    let stranded = eventually("a worker Degraded on the tag", || async {
-        let all = nodes.list(&workers()).await.unwrap().items;
-        let degraded = all.iter().find(|n| {
-            mco_rollout::node::annotation(n, REASON_ANNOTATION).is_some_and(|r| r.contains("neither HOST/NAME@sha256"))
-        });
-        degraded.and_then(|n| n.metadata.name.clone()).ok_or_else(|| all.iter().map(summary).collect::<Vec<_>>())
+    let tagged = eventually("the worker pool to target the tag's config", || async {
+        satisfying(target(&pool(&client).await), |t| *t != before)
     })
     .await;
-    Api::<mco_api::MachineConfig>::all(client.clone()).delete("99-worker-tag", &Default::default()).await.unwrap();
-    eventually(&format!("{stranded} healed: Done on {before} and schedulable"), || async {
+    let rendered = configs.get(&tagged).await.unwrap();
+    assert_eq!(rendered.spec.os_image_url, tag);
+    assert_eq!(rendered.annotations().get(PINNED_OS_IMAGE_ANNOTATION), Some(&pool_image), "the tag's digest");
+    workers_done_on(tagged.clone(), "").await;
+
+    // An image the registry does not have targets no node: the pool says which and why.
+    let missing = format!("{registry}/mco/node:missing");
+    lab.apply("99-worker-tag", &os_image_mc("99-worker-tag", &missing));
+    let message = wait_condition(&client, "RenderDegraded", true).await;
+    assert!(message.contains(&format!("OS image {missing} of rendered-worker-")), "{message}");
+    assert!(message.contains("refused before any node gets it: it cannot be read"), "{message}");
+    status_showing(&lab.state_dir().join("kubeconfig"), &format!("OS image {missing}")).await;
+    assert_eq!(target(&pool(&client).await), tagged, "no new target");
+    let all = nodes.list(&workers()).await.unwrap().items;
+    assert!(all.iter().all(|n| done_on(n, &tagged)), "{:?}", all.iter().map(summary).collect::<Vec<_>>());
+    configs.delete("99-worker-tag", &Default::default()).await.unwrap();
+    wait_condition(&client, "RenderDegraded", false).await;
+    workers_done_on(before.clone(), "").await;
+
+    // A change that fails on the node after its drain (a file where the node has a directory)
+    // strands the first worker it reaches (cordoned, Degraded); deleting the MachineConfig heals
+    // it with no one touching its annotations: the controller retargets it to the pool's config.
+    lab.apply("99-worker-bad-file", &file_mc("99-worker-bad-file", "/etc/containers", "not a directory\n"));
+    eventually("a worker Degraded on the file", || async {
         let all = nodes.list(&workers()).await.unwrap().items;
-        let healed =
-            all.iter().all(|n| done_on(n, &before) && !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false));
-        if healed { Ok(()) } else { Err(all.iter().map(summary).collect::<Vec<_>>()) }
+        let degraded = all.iter().find(|n| mco_rollout::node::annotation(n, STATE_ANNOTATION) == Some("Degraded"));
+        degraded.map(summary).ok_or_else(|| all.iter().map(summary).collect::<Vec<_>>())
     })
     .await;
+    configs.delete("99-worker-bad-file", &Default::default()).await.unwrap();
+    workers_done_on(before.clone(), " (the stranded worker healed)").await;
 
     // An OS update without a kubelet takes the first worker that reboots into it down for good, as
     // such a machine would be: `mco lab status` says which and why (its kubelet never comes back,
