@@ -10,7 +10,8 @@ use std::time::Duration;
 use mco_agent::{Settings, Stopped, Timing};
 use mco_api::constants::{
     BOOT_IMAGE_ANNOTATION, CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_DRAIN_ANNOTATION,
-    LAST_APPLIED_DRAIN_ANNOTATION, POST_CONFIG_ACTION_ANNOTATION, REASON_ANNOTATION, STATE_ANNOTATION,
+    LAST_APPLIED_DRAIN_ANNOTATION, PINNED_OS_IMAGE_ANNOTATION, POST_CONFIG_ACTION_ANNOTATION, REASON_ANNOTATION,
+    STATE_ANNOTATION,
 };
 use mco_api::{ControllerConfig, MachineConfig, MachineConfiguration};
 use mco_daemon::Node;
@@ -615,9 +616,18 @@ impl OsBackend for UnreachableRegistry {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_os_image_pull_degrades_the_node_and_counts_as_a_pivot_error() {
     let cluster = Cluster::start().await;
-    let mut new_os = config("rendered-os", &[(APP_CONF, "v1\n")], json!({}));
-    new_os.spec.os_image_url = "registry.example/os@sha256:2".to_string();
-    cluster.create_config(new_os).await;
+    // A tag, with the digest the controller pinned it to: the digest is what the node pulls.
+    let pinned = format!("registry.example/os@sha256:{}", "2".repeat(64));
+    let with_pin = |name: &str, pin: &str| {
+        let mut mc = config(name, &[(APP_CONF, "v1\n")], json!({}));
+        mc.spec.os_image_url = "registry.example/os:latest".to_string();
+        mc.metadata.annotations = Some([(PINNED_OS_IMAGE_ANNOTATION.to_string(), pin.to_string())].into());
+        mc
+    };
+    cluster.create_config(with_pin("rendered-os", &pinned)).await;
+    cluster
+        .create_config(with_pin("rendered-other-pin", &format!("elsewhere.example/os@sha256:{}", "2".repeat(64))))
+        .await;
     cluster.create_done_node("node-1").await;
     let root = node_root("v1\n", true);
     let r = root.path();
@@ -627,9 +637,25 @@ async fn a_failed_os_image_pull_degrades_the_node_and_counts_as_a_pivot_error() 
     let agent = cluster.agent_with("node-1", r, TIMEOUT, metrics, Some(Box::new(UnreachableRegistry)));
     cluster.wait_for_state("node-1", "Done", "rendered-a").await;
 
-    cluster.set_desired("node-1", "rendered-os").await;
+    // A pin of another repository (edited by hand) is refused before anything is pulled.
+    cluster.set_desired("node-1", "rendered-other-pin").await;
     let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
-    assert!(a[REASON_ANNOTATION].contains("connection refused"), "{}", a[REASON_ANNOTATION]);
+    assert!(
+        a[REASON_ANNOTATION].contains(
+            "MachineConfig rendered-other-pin: annotation mco.dev/pinned-os-image \"elsewhere.example/os@sha256:"
+        ),
+        "{}",
+        a[REASON_ANNOTATION]
+    );
+
+    cluster.set_desired("node-1", "rendered-os").await;
+    let a = eventually("the pull of the pinned digest to fail", || async {
+        let a = cluster.annotations("node-1").await;
+        let reason = a[REASON_ANNOTATION].clone();
+        if reason.contains("connection refused") { Ok(reason) } else { Err(reason) }
+    })
+    .await;
+    assert!(a.contains(&format!("pinging container registry for {pinned}: connection refused")), "{a}");
     let metrics = eventually("a pivot error counted", || async {
         let text = mco_metrics::render(&registry);
         let errors = text.lines().find_map(|l| l.strip_prefix("mcd_pivot_errors_total ")).map(str::to_string);
