@@ -652,7 +652,8 @@ impl Agent {
         self.nodes.get(self.name()).await.map_err(api(format!("reading Node {}", self.name())))
     }
 
-    /// The MachineConfig `name` as nodes apply it: with its pinned OS image.
+    /// The MachineConfig `name` as nodes apply it: with its pinned OS image (a tag without a pin
+    /// is refused here, before anything is done for the update).
     async fn machine_config(&self, name: &str) -> Result<MachineConfig, Failure> {
         let configs: Api<MachineConfig> = Api::all(self.client.clone());
         match configs.get_opt(name).await.map_err(api(format!("reading MachineConfig {name}")))? {

@@ -625,6 +625,9 @@ async fn a_failed_os_image_pull_degrades_the_node_and_counts_as_a_pivot_error() 
         mc
     };
     cluster.create_config(with_pin("rendered-os", &pinned)).await;
+    let mut unpinned = config("rendered-unpinned", &[(APP_CONF, "v1\n")], json!({}));
+    unpinned.spec.os_image_url = "registry.example/os:latest".to_string();
+    cluster.create_config(unpinned).await;
     cluster
         .create_config(with_pin("rendered-other-pin", &format!("elsewhere.example/os@sha256:{}", "2".repeat(64))))
         .await;
@@ -647,6 +650,23 @@ async fn a_failed_os_image_pull_degrades_the_node_and_counts_as_a_pivot_error() 
         "{}",
         a[REASON_ANNOTATION]
     );
+
+    // A tag the controller has not pinned is not deployed: the node says so before any drain.
+    cluster.set_desired("node-1", "rendered-unpinned").await;
+    let a = eventually("the unpinned tag refused", || async {
+        let a = cluster.annotations("node-1").await;
+        let reason = a[REASON_ANNOTATION].clone();
+        if reason.contains("rendered-unpinned") { Ok(a) } else { Err(reason) }
+    })
+    .await;
+    assert_eq!(
+        a[REASON_ANNOTATION],
+        "MachineConfig rendered-unpinned names its OS image by tag (registry.example/os:latest) and has no digest \
+         pinned by the controller (mco.dev/pinned-os-image): not deploying it"
+    );
+    assert_eq!(a.get(DESIRED_DRAIN_ANNOTATION).map(String::as_str), Some("uncordon-rendered-a"), "no drain asked");
+    let text = mco_metrics::render(&registry);
+    assert!(text.lines().any(|l| l == "mcd_pivot_errors_total 0"), "a refused pin is no pivot error:\n{text}");
 
     cluster.set_desired("node-1", "rendered-os").await;
     let a = eventually("the pull of the pinned digest to fail", || async {

@@ -193,20 +193,26 @@ async fn new_os_images_are_checked_and_pinned_before_the_pool_targets_them() {
     .await;
     assert_eq!(note, format!("OS image {host}/mco/os:latest of {tagged} checked: nodes deploy {pinned}"));
 
-    // The tag moves: the config keeps its digest until someone asks for a new resolution by
-    // removing the annotation.
+    // The tag moves: the config keeps the digest it was checked with; the next rendered config
+    // (here: a file added) resolves the tag afresh.
     let second = push_os_image(tmp.path(), &registry, "2", "latest").await;
     assert_ne!(second, first);
-    assert_eq!(pinned_of(&mcs.get(&tagged).await.unwrap()), Some(pinned.clone()));
-    let unpin = json!({"metadata": {"annotations": {PINNED_OS_IMAGE_ANNOTATION: null}}});
-    mcs.patch(&tagged, &PatchParams::default(), &Patch::Merge(&unpin)).await.unwrap();
-    let repinned = eventually("the tag resolved again once asked", || async {
-        let pinned = pinned_of(&mcs.get(&tagged).await.unwrap());
-        satisfying(pinned, |p| p.is_some())
+    let file = json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfig",
+        "metadata": {"name": "60-worker-file", "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+        "spec": {"config": {"ignition": {"version": "3.5.0"}, "storage": {"files": [{
+            "path": "/etc/motd", "mode": 420, "contents": {"source": data_url("hello\n")},
+        }]}}},
+    });
+    mcs.create(&PostParams::default(), &serde_json::from_value(file).unwrap()).await.unwrap();
+    let refreshed = eventually("the pool to target the config with the file", || async {
+        let target = target_of(&pools.get("worker").await.unwrap()).unwrap();
+        satisfying(target, |t| *t != tagged)
     })
     .await;
-    assert_eq!(repinned, Some(format!("{host}/mco/os@{second}")));
-    assert_eq!(target_of(&pools.get("worker").await.unwrap()).as_deref(), Some(tagged.as_str()));
+    assert_eq!(pinned_of(&mcs.get(&refreshed).await.unwrap()), Some(format!("{host}/mco/os@{second}")));
+    assert_eq!(pinned_of(&mcs.get(&tagged).await.unwrap()), Some(pinned.clone()), "a config's digest stays");
 
     // Refused images degrade the pool with the reason and leave its target alone.
     for (image, why) in [
@@ -232,8 +238,13 @@ async fn new_os_images_are_checked_and_pinned_before_the_pool_targets_them() {
         let prefix = format!("Failed to render configuration for pool worker: OS image {image} of rendered-worker-");
         assert!(message.starts_with(&prefix), "{message}");
         assert!(message.contains(&format!(" refused before any node gets it: {why}")), "{message}");
+        // skopeo's own words, without its log decoration.
+        assert!(!message.contains("level=") && !message.contains("Error parsing image name"), "{message}");
+        if image.ends_with(":missing") {
+            assert!(message.ends_with("manifest unknown"), "{message}");
+        }
         let pool = pools.get("worker").await.unwrap();
-        assert_eq!(target_of(&pool).as_deref(), Some(tagged.as_str()), "{image}: the target stays");
+        assert_eq!(target_of(&pool).as_deref(), Some(refreshed.as_str()), "{image}: the target stays");
     }
     let refused = events.list(&ListParams::default()).await.unwrap().items;
     assert!(refused.iter().any(|e| e.reason.as_deref() == Some("OSImageRefused")), "{refused:?}");
@@ -241,7 +252,7 @@ async fn new_os_images_are_checked_and_pinned_before_the_pool_targets_them() {
     // The registry gets the missing image: cleared without anyone touching the pool.
     let missing = push_os_image(tmp.path(), &registry, "3", "missing").await;
     let fixed = pool_target(format!("the pool to target {host}/mco/os:missing once pushed")).await;
-    assert_ne!(fixed, tagged);
+    assert_ne!(fixed, refreshed);
     assert_eq!(pinned_of(&mcs.get(&fixed).await.unwrap()), Some(format!("{host}/mco/os@{missing}")));
 
     // An image by digest is checked too, and its pin is itself.

@@ -96,6 +96,13 @@ pub fn upgradeable_line(configuration: &MachineConfiguration) -> Option<String> 
     })
 }
 
+/// What mco's rollout policy holds the pool back with (its `RolloutHeld` condition), if anything.
+fn held_message(pool: &MachineConfigPool) -> Option<&str> {
+    let conditions = pool.status.as_ref()?.conditions.as_ref()?;
+    let held = conditions.iter().find(|c| c.type_ == mco_rollout::policy::ROLLOUT_HELD && c.status == "True")?;
+    held.message.as_deref()
+}
+
 /// Every degraded pool with its Degraded condition's message.
 fn degraded(pools: &[MachineConfigPool]) -> Vec<(&str, &str)> {
     pools
@@ -262,7 +269,8 @@ pub fn progress_lines(nodes: &[Node], pools: &[MachineConfigPool]) -> Vec<String
             .collect();
         let paused = if pool.spec.paused.unwrap_or(false) { " [paused]" } else { "" };
         let moving = if moving.is_empty() { String::new() } else { format!("; updating: {}", moving.join(", ")) };
-        lines.push(format!("{pool_name}{paused}: {done}/{} nodes on {target}{moving}", members.len()));
+        let held = held_message(pool).map(|m| format!("; {m}")).unwrap_or_default();
+        lines.push(format!("{pool_name}{paused}: {done}/{} nodes on {target}{moving}{held}", members.len()));
     }
     lines
 }
@@ -293,6 +301,9 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
             let mut text = format!("{}\n{}", pools_table(&pools), nodes_table(&nodes, &pools, &machine_config_nodes));
             for line in progress_lines(&nodes, &pools) {
                 text.push_str(&format!("\n{line}"));
+            }
+            for (pool, message) in degraded(&pools) {
+                text.push_str(&format!("\npool {pool} is degraded: {message}"));
             }
             // Clusters without the MachineConfiguration type (or object) just have no such line.
             let configuration = configuration_api.get_opt(MACHINE_CONFIGURATION_NAME).await.ok().flatten();
@@ -429,6 +440,21 @@ mod tests {
             progress_lines(&nodes, &pools),
             ["worker: 1/2 nodes on rendered-worker-b; updating: worker-1 (Working, unavailable)"]
         );
+    }
+
+    #[test]
+    fn a_held_rollout_says_why() {
+        let mut held = pool("worker", "rendered-worker-b", "rendered-worker-a", &[("Updating", "True")], [1, 1, 0, 0]);
+        let conditions = held.status.as_mut().unwrap().conditions.as_mut().unwrap();
+        let message = "waiting for maintenance window (opens at 2026-11-28T02:00:00+01:00[Europe/Berlin])";
+        conditions.push(
+            serde_json::from_value(
+                json!({"type": "RolloutHeld", "status": "True", "reason": "MaintenanceWindow", "message": message}),
+            )
+            .unwrap(),
+        );
+        let nodes = [node("worker-0", "worker", "rendered-worker-a", "rendered-worker-a", "Done", true, false)];
+        assert_eq!(progress_lines(&nodes, &[held]), [format!("worker: 0/1 nodes on rendered-worker-b; {message}")]);
     }
 
     fn mc(name: &str, role: &str) -> MachineConfig {

@@ -2,7 +2,8 @@
 //! behaviour spec): [`membership`] (which pool owns a node), [`node`] (state predicates from the
 //! daemon's annotations and the node's conditions), [`layering`] (whether a layered pool's image
 //! build is ready), [`plan`] (maxUnavailable, which nodes to target next, the UpdateInProgress
-//! taint), [`masters`] (control-plane schedulability), [`arbiter`] (master and arbiter pools
+//! taint), [`masters`] (control-plane schedulability), [`policy`] (mco's canaries, soak, halt and
+//! maintenance windows), [`arbiter`] (master and arbiter pools
 //! updating together), [`status`] (pool counts and conditions, set by upstream's rules in
 //! [`conditions`]), [`drain`] (drain requests, the pods a drain evicts, retries and warnings).
 //! The controller fetches, calls these, and writes what they return.
@@ -15,6 +16,7 @@ pub mod masters;
 pub mod membership;
 pub mod node;
 pub mod plan;
+pub mod policy;
 pub mod status;
 
 pub use membership::{MembershipError, nodes_for_pool, pools_for_node};

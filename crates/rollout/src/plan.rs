@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mco_api::MachineConfigPool;
@@ -13,6 +14,7 @@ use mco_api::constants::{
 
 use crate::layering::{BuildState, Layered};
 use crate::node::{self, Target, annotation};
+use crate::policy::{self, Hold, RolloutPolicy};
 use crate::{masters, membership};
 
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
@@ -37,9 +39,14 @@ pub enum Plan {
     /// The render controller has not given the pool a config yet: nothing to do.
     NoRenderedConfig,
     /// Only recompute status, with why (the pool is paused or being deleted, or its image is
-    /// not built yet).
+    /// not built yet, or its rollout policy does not fit it).
     StatusOnly(String),
     Update(Box<Update>),
+    /// Too many nodes failed moving to `target` (mco's rollout policy): pause the pool.
+    Halt {
+        target: String,
+        failed: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,6 +74,8 @@ pub struct Update {
     pub custom_pool_labels: Vec<(String, BTreeMap<String, String>)>,
     pub max_unavailable: usize,
     pub unavailable: usize,
+    /// What mco's rollout policy holds back this sync (the nodes then waiting are in `waiting`).
+    pub hold: Option<Hold>,
 }
 
 /// Everything one node gets in one sync, so that it is written in one request.
@@ -164,6 +173,8 @@ pub struct Inputs<'a> {
     /// The master pool of an HA arbiter topology while an arbiter node is unavailable: no
     /// capacity ([`crate::arbiter`]).
     pub arbiter_unavailable: bool,
+    /// The time mco's rollout policy ([`crate::policy`]) is judged at.
+    pub now: Timestamp,
 }
 
 /// What a pool's nodes move to: its rendered config, and for a layered pool the built image.
@@ -200,8 +211,17 @@ pub fn plan(pool: &MachineConfigPool, nodes: &[&Node], inputs: &Inputs) -> Resul
             return Ok(Plan::StatusOnly(why));
         }
     }
+    let hold = match RolloutPolicy::from_pool(pool) {
+        Ok(Some(policy)) => match policy::hold(pool, &policy, nodes, &target, inputs.now) {
+            Ok(Some(Hold::Halt(failed))) => return Ok(Plan::Halt { target: target.config, failed }),
+            Ok(hold) => hold,
+            Err(e) => return Ok(Plan::StatusOnly(e.to_string())),
+        },
+        Ok(None) => None,
+        Err(e) => return Ok(Plan::StatusOnly(e.to_string())),
+    };
     let max = max_unavailable(pool, nodes.len())?;
-    let mut update = Update { target, max_unavailable: max, ..Update::default() };
+    let mut update = Update { target, max_unavailable: max, hold, ..Update::default() };
     choose_targets(pool, nodes, inputs, &mut update);
     mark_nodes(nodes, inputs.topology.filter(|t| !t.is_empty()), &mut update);
     if pool.metadata.name.as_deref() == Some(MASTER_POOL) {
@@ -266,6 +286,19 @@ fn choose_targets(pool: &MachineConfigPool, nodes: &[&Node], inputs: &Inputs, up
             }
             None => true,
         });
+    }
+    // mco's rollout policy: only the canaries, or nobody for now.
+    match &update.hold {
+        Some(Hold::Canaries(canaries)) => {
+            let (allowed, held): (Vec<&Node>, Vec<&Node>) =
+                candidates.into_iter().partition(|n| canaries.contains(node::name(n)));
+            update.waiting.extend(held.iter().map(|n| node::name(n).to_string()));
+            candidates = allowed;
+        }
+        Some(_) => {
+            update.waiting.extend(candidates.drain(..).map(|n| node::name(n).to_string()));
+        }
+        None => {}
     }
     if capacity < candidates.len() {
         candidates.sort_by_key(|n| zone_order(n));

@@ -15,6 +15,7 @@ use crate::conditions;
 use crate::layering::{BuildState, Layered};
 use crate::node::{self, annotation};
 use crate::plan::pool_target;
+use crate::policy::{self, ROLLOUT_HELD};
 
 /// The status a pool should have (`layered`: its image build, for a layered pool); `now` stamps
 /// conditions whose status changes. Conditions set by others (RenderDegraded) are kept. Equal to
@@ -103,6 +104,10 @@ pub fn calculate_status(
     match degraded_message {
         Some(message) => set(DEGRADED, true, "", &message),
         None => set(DEGRADED, false, "", ""),
+    }
+    let had_hold = conditions::get(&conditions, ROLLOUT_HELD).is_some();
+    if let Some((held, reason, message)) = policy::condition(pool, nodes, &full_target, now.0, had_hold) {
+        conditions::set_in(&mut conditions, conditions::condition(ROLLOUT_HELD, held, reason, &message, now));
     }
     status.conditions = Some(conditions);
     status

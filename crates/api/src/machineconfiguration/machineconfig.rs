@@ -76,45 +76,54 @@ pub struct MachineConfigSpec {
 
 crate::null::optional_spec!(MachineConfigSpec);
 
-/// A [`PINNED_OS_IMAGE_ANNOTATION`] that cannot stand for the config's `osImageURL`.
+/// Why a config's OS image cannot be deployed as it stands.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "MachineConfig {config}: annotation {PINNED_OS_IMAGE_ANNOTATION} {pinned:?} is not osImageURL {url:?}'s repository \
-     @sha256:<64 hex digits>"
-)]
-pub struct BadPin {
-    pub config: String,
-    pub url: String,
-    pub pinned: String,
+pub enum PinError {
+    /// A [`PINNED_OS_IMAGE_ANNOTATION`] that cannot stand for the config's `osImageURL`.
+    #[error(
+        "MachineConfig {config}: annotation {PINNED_OS_IMAGE_ANNOTATION} {pinned:?} does not pin osImageURL {url:?}: it \
+         must be that repository @sha256:<64 hex digits>, or the osImageURL itself when that is by digest"
+    )]
+    Mismatch { config: String, url: String, pinned: String },
+    /// A tag the controller has not resolved: nodes of a pool deploy one digest, so a tag that
+    /// moves cannot split the pool.
+    #[error(
+        "MachineConfig {config} names its OS image by tag ({url}) and has no digest pinned by the controller \
+         ({PINNED_OS_IMAGE_ANNOTATION}): not deploying it"
+    )]
+    Unpinned { config: String, url: String },
 }
 
 impl MachineConfig {
     /// The image a node deploys for this config: its `osImageURL`, or the digest the controller
     /// resolved it to ([`PINNED_OS_IMAGE_ANNOTATION`]) so that every node gets the same image
-    /// even if a tag moves. A pin of another repository, or not by digest, is refused.
-    pub fn deployed_os_image(&self) -> Result<&str, BadPin> {
+    /// even if a tag moves. A pin of another repository, or not by digest, is refused, and so is
+    /// a registry tag without a pin (an OCI directory, `oci:…`, is the node's own).
+    pub fn deployed_os_image(&self) -> Result<&str, PinError> {
         let url = &self.spec.os_image_url;
+        let config = || self.metadata.name.clone().unwrap_or_default();
         let Some(pinned) = self.metadata.annotations.as_ref().and_then(|a| a.get(PINNED_OS_IMAGE_ANNOTATION)) else {
-            return Ok(url);
+            if url.is_empty() || url.starts_with("oci:") || is_by_digest(url) {
+                return Ok(url);
+            }
+            return Err(PinError::Unpinned { config: config(), url: url.clone() });
         };
         match pinned.split_once("@sha256:") {
+            Some(_) if is_by_digest(url) && pinned == url => Ok(pinned),
             Some((repository, hex))
-                if repository == image_repository(url)
+                if !is_by_digest(url)
+                    && repository == image_repository(url)
                     && hex.len() == 64
                     && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) =>
             {
                 Ok(pinned)
             }
-            _ => Err(BadPin {
-                config: self.metadata.name.clone().unwrap_or_default(),
-                url: url.clone(),
-                pinned: pinned.clone(),
-            }),
+            _ => Err(PinError::Mismatch { config: config(), url: url.clone(), pinned: pinned.clone() }),
         }
     }
 
     /// This config with [`Self::deployed_os_image`] as its `osImageURL`: what nodes apply.
-    pub fn with_pinned_os_image(mut self) -> Result<Self, BadPin> {
+    pub fn with_pinned_os_image(mut self) -> Result<Self, PinError> {
         let image = self.deployed_os_image()?.to_string();
         self.spec.os_image_url = image;
         Ok(self)
@@ -174,7 +183,14 @@ mod pin_tests {
         let mc = config("127.0.0.1:5000/mco/os:latest", Some(&pinned));
         assert_eq!(mc.deployed_os_image(), Ok(pinned.as_str()));
         assert_eq!(mc.with_pinned_os_image().unwrap().spec.os_image_url, pinned);
-        assert_eq!(config("quay.io/os:latest", None).deployed_os_image(), Ok("quay.io/os:latest"));
+        assert_eq!(
+            config("quay.io/os:latest", None).deployed_os_image().unwrap_err().to_string(),
+            "MachineConfig rendered-worker-1 names its OS image by tag (quay.io/os:latest) and has no digest pinned by \
+             the controller (mco.dev/pinned-os-image): not deploying it"
+        );
+        for own in ["", "oci:/var/images/os:1", &format!("quay.io/os@{DIGEST}")] {
+            assert_eq!(config(own, None).deployed_os_image(), Ok(own));
+        }
 
         for bad in [
             format!("quay.io/other@{DIGEST}"),
@@ -186,10 +202,16 @@ mod pin_tests {
             assert_eq!(
                 err.to_string(),
                 format!(
-                    "MachineConfig rendered-worker-1: annotation mco.dev/pinned-os-image {bad:?} is not osImageURL \
-                     \"127.0.0.1:5000/mco/os:latest\"'s repository @sha256:<64 hex digits>"
+                    "MachineConfig rendered-worker-1: annotation mco.dev/pinned-os-image {bad:?} does not pin osImageURL \
+                     \"127.0.0.1:5000/mco/os:latest\": it must be that repository @sha256:<64 hex digits>, or the \
+                     osImageURL itself when that is by digest"
                 )
             );
         }
+        // An osImageURL by digest is its own pin: no other digest stands for it.
+        let by_digest = format!("127.0.0.1:5000/mco/os@{DIGEST}");
+        assert_eq!(config(&by_digest, Some(&by_digest)).deployed_os_image(), Ok(by_digest.as_str()));
+        let other = format!("127.0.0.1:5000/mco/os@sha256:{}", "f".repeat(64));
+        assert!(config(&by_digest, Some(&other)).deployed_os_image().is_err());
     }
 }

@@ -36,6 +36,7 @@ use mco_rollout::arbiter::{self, Coordination, HA_ARBITER_TOPOLOGY};
 use mco_rollout::layering::{self, Layered};
 use mco_rollout::node::annotation;
 use mco_rollout::plan::{Update, pool_target};
+use mco_rollout::policy::{CANARIES_DONE_ANNOTATION, HALTED_ON_ANNOTATION, Hold};
 use mco_rollout::{Inputs, Plan, PlanError, calculate_status, nodes_for_pool, plan, pools_for_node};
 use serde_json::json;
 
@@ -338,9 +339,10 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
     let snapshot = Snapshot { nodes: context.nodes.state(), pools: context.pools.state(), topology };
     let master = context.pools.get(&ObjectRef::new(MASTER_POOL));
     let master_nodes = master.as_deref().map(|m| snapshot.nodes_of(m)).unwrap_or_default();
+    let mut wake_at = None;
     match arbiter::coordination(&pool.name_any(), snapshot.topology.as_deref(), master.as_deref(), &master_nodes) {
         Coordination::Alone => {
-            sync_pool(&context, &snapshot, &pool, false).await?;
+            wake_at = sync_pool(&context, &snapshot, &pool, false).await?.wake_at;
         }
         Coordination::StatusOnly(why) => {
             tracing::debug!(pool = %pool.name_any(), "status only: {why}");
@@ -351,7 +353,8 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
             let arbiter = context.pools.get(&ObjectRef::new(ARBITER_POOL)).ok_or(Error::NoArbiterPool)?;
             let arbiter_nodes = snapshot.nodes_of(&arbiter);
             let arbiter_unavailable = arbiter_nodes.iter().any(|n| mco_rollout::node::unavailable_for_update(n));
-            let targeted = sync_pool(&context, &snapshot, &pool, arbiter_unavailable).await?;
+            let synced = sync_pool(&context, &snapshot, &pool, arbiter_unavailable).await?;
+            let targeted = synced.targeted;
             let unavailable = master_nodes.iter().filter(|n| mco_rollout::node::unavailable_for_update(n)).count();
             if pool.spec.paused == Some(true) {
                 // The arbiter's own sync moves its nodes then; two syncs of one pool must not overlap.
@@ -364,7 +367,19 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
         }
     }
     context.machine_config_nodes.notify_one();
-    Ok(Action::await_change())
+    // A soak that ends or a maintenance window that opens changes nothing the watches see.
+    match wake_at.map(|at| Timestamp::now().duration_until(at)) {
+        Some(wait) => Ok(Action::requeue(Duration::try_from(wait).unwrap_or_default() + Duration::from_secs(1))),
+        None => Ok(Action::await_change()),
+    }
+}
+
+/// What one sync of a pool did.
+struct Synced {
+    /// Nodes targeted.
+    targeted: usize,
+    /// When mco's rollout policy lets more nodes go by itself (a soak ends, a window opens).
+    wake_at: Option<Timestamp>,
 }
 
 /// What one sync reads from the caches, shared by the pools it moves.
@@ -380,14 +395,14 @@ impl Snapshot {
     }
 }
 
-/// Plans one pool, writes the plan and the pool's status; returns how many nodes it targeted.
-/// `arbiter_unavailable`: the master pool of an HA arbiter topology gets no capacity.
+/// Plans one pool, writes the plan and the pool's status. `arbiter_unavailable`: the master pool
+/// of an HA arbiter topology gets no capacity.
 async fn sync_pool(
     context: &Context,
     snapshot: &Snapshot,
     pool: &Arc<MachineConfigPool>,
     arbiter_unavailable: bool,
-) -> Result<usize, Error> {
+) -> Result<Synced, Error> {
     let name = pool.name_any();
     let nodes = snapshot.nodes_of(pool);
     tracing::debug!(pool = %name, nodes = nodes.len(), "syncing");
@@ -404,6 +419,7 @@ async fn sync_pool(
         masters_schedulable: scheduler.as_deref().map(masters_schedulable),
         first_config_pools: Some(&first_configs),
         arbiter_unavailable,
+        now: Timestamp::now(),
     };
     let planned = match plan(pool, &nodes, &inputs) {
         Ok(planned) => planned,
@@ -413,23 +429,47 @@ async fn sync_pool(
             return Err(e.into());
         }
     };
-    let mut targeted = 0;
+    let mut synced = Synced { targeted: 0, wake_at: None };
+    let mut pool = pool.clone();
     match planned {
-        Plan::NoRenderedConfig => return Ok(0),
+        Plan::NoRenderedConfig => return Ok(synced),
         Plan::SelectingAll => {
             let note = "This machineconfigpool is selecting all nodes. A non-empty selector is required.";
             tracing::warn!(pool = %name, "{note}");
             publish(&context.client, &pool.object_ref(&()), EventType::Warning, "SelectingAll", note, "Sync").await;
-            return Ok(0);
+            return Ok(synced);
         }
         Plan::StatusOnly(why) => tracing::debug!(pool = %name, "status only: {why}"),
+        Plan::Halt { target, failed } => {
+            let note = Hold::Halt(failed).message(&target);
+            tracing::warn!(pool = %name, "{note}");
+            let patch = json!({"metadata": {"annotations": {HALTED_ON_ANNOTATION: target}}, "spec": {"paused": true}});
+            pool = Arc::new(patch_pool(context, &name, &patch).await?);
+            publish(&context.client, &pool.object_ref(&()), EventType::Warning, "RolloutHalted", &note, "Sync").await;
+        }
         Plan::Update(update) => {
-            carry_out(context, pool, &nodes, &update).await?;
-            targeted = update.to_target.len();
+            if let Some(hold @ Hold::Soak { started: Some(at), .. }) = &update.hold {
+                let record = format!("{} {at}", update.target.config);
+                let patch = json!({"metadata": {"annotations": {CANARIES_DONE_ANNOTATION: record}}});
+                pool = Arc::new(patch_pool(context, &name, &patch).await?);
+                let note = hold.message(&update.target.config);
+                publish(&context.client, &pool.object_ref(&()), EventType::Normal, "CanariesUpdated", &note, "Sync")
+                    .await;
+            }
+            carry_out(context, &pool, &nodes, &update).await?;
+            synced = Synced { targeted: update.to_target.len(), wake_at: update.hold.as_ref().and_then(Hold::ends_at) };
         }
     }
-    sync_status(context, pool.clone(), &nodes, layered.as_ref()).await?;
-    Ok(targeted)
+    sync_status(context, pool, &nodes, layered.as_ref()).await?;
+    Ok(synced)
+}
+
+/// Merge-patches the pool (mco's rollout policy records, the halt).
+async fn patch_pool(context: &Context, name: &str, patch: &serde_json::Value) -> Result<MachineConfigPool, Error> {
+    Api::<MachineConfigPool>::all(context.client.clone())
+        .patch(name, &patch_params(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| kube_error(format!("updating MachineConfigPool {name}"))(e).into())
 }
 
 /// For the nodes that may have booted straight into a custom pool (a `firstPivotConfig`, no

@@ -63,6 +63,9 @@ pub enum Error {
     /// Reported on the pool as `RenderDegraded`.
     #[error("Failed to render configuration for pool {pool}: {message}")]
     Render { pool: String, message: String },
+    /// skopeo could not be run: the controller's problem, not the image's.
+    #[error("checking an OS image: {0}")]
+    Skopeo(String),
     /// The new target's OS image failed its check; reported on the pool as `RenderDegraded`.
     #[error("Failed to render configuration for pool {pool}: {message}")]
     OsImage { pool: String, message: String },
@@ -191,18 +194,34 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
                 tracing::warn!(pool = %name, "{warning}");
             }
             metrics.set_os_image_url_override(&name, target.os_image_url_overridden);
-            let rendered = ensure_rendered(&context, &pool, &target).await?;
+            // The OS image is checked (and a tag pinned) before the config is stored, so that no
+            // reader ever sees the config without its pin.
+            let rendered_name = target.rendered.name_any();
+            let existing = machine_configs.iter().find(|mc| mc.metadata.name.as_deref() == Some(&rendered_name));
             let current = pool.spec.configuration.as_ref().and_then(|c| c.name.as_deref());
             let current =
                 current.and_then(|c| machine_configs.iter().find(|mc| mc.metadata.name.as_deref() == Some(c)));
             let base = controller_config.as_ref().and_then(|cc| cc.spec.base_os_container_image.as_deref());
-            if let Gate::Check(image) = os_image::gate(&rendered, current, base)
-                && let Err(why) = check_os_image(&context, &pool, &rendered, &image).await?
-            {
-                let message = os_image::refusal(&image, &rendered.name_any(), &why);
-                publish(&context, &pool, EventType::Warning, "OSImageRefused", message.clone()).await;
-                write_render_degraded(&context, &pool, Some(&message)).await?;
-                return Err(Error::OsImage { pool: name, message });
+            let pin = match os_image::gate(existing.unwrap_or(&target.rendered), current, base) {
+                Gate::Check(image) => match check_os_image(&context, &pool, &target.rendered, &image).await? {
+                    Ok(pinned) => Some((image, pinned)),
+                    Err(why) => {
+                        let message = os_image::refusal(&image, &rendered_name, &why);
+                        if render_degraded_message(&pool) != Some(&message) {
+                            publish(&context, &pool, EventType::Warning, "OSImageRefused", message.clone()).await;
+                        }
+                        write_render_degraded(&context, &pool, Some(&message)).await?;
+                        return Err(Error::OsImage { pool: name, message });
+                    }
+                },
+                Gate::Clear | Gate::Pinned(_) => None,
+            };
+            ensure_rendered(&context, &pool, &target, existing, pin.as_ref().map(|(_, pinned)| pinned.as_str()))
+                .await?;
+            if let Some((image, pinned)) = pin {
+                let note = format!("OS image {image} of {rendered_name} checked: nodes deploy {pinned}");
+                tracing::info!(pool = %name, "{note}");
+                publish(&context, &pool, EventType::Normal, "OSImagePinned", note).await;
             }
             let pool = match &target.configuration {
                 Some(configuration) => {
@@ -224,21 +243,28 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
     }
 }
 
-/// Creates the rendered config, or puts back its spec if someone changed it (the name is a hash
-/// of the spec, so nodes would otherwise apply something else than what the name promises).
-/// Returns it as stored.
-async fn ensure_rendered(context: &Context, pool: &MachineConfigPool, target: &Target) -> Result<MachineConfig, Error> {
+/// Creates the rendered config (`existing`: as listed), with its OS image's `pin` if it has one,
+/// or puts back its spec if someone changed it (the name is a hash of the spec, so nodes would
+/// otherwise apply something else than what the name promises), or records the pin.
+async fn ensure_rendered(
+    context: &Context,
+    pool: &MachineConfigPool,
+    target: &Target,
+    existing: Option<&MachineConfig>,
+    pin: Option<&str>,
+) -> Result<(), Error> {
     let api = Api::<MachineConfig>::all(context.client.clone());
     let name = target.rendered.name_any();
     let post = PostParams { field_manager: Some(CONTROLLER_NAME.to_string()), ..Default::default() };
-    match api.get_opt(&name).await.map_err(kube_error(format!("reading MachineConfig {name}")))? {
+    let pin_annotation = pin.map(|pin| (PINNED_OS_IMAGE_ANNOTATION.to_string(), pin.to_string()));
+    match existing {
         None => {
-            let created = match api.create(&post, &target.rendered).await {
-                Ok(created) => created,
-                // Created by another sync in between: it is the same config.
-                Err(kube::Error::Api(status)) if status.is_already_exists() => {
-                    return api.get(&name).await.map_err(kube_error(format!("reading MachineConfig {name}")));
-                }
+            let mut rendered = target.rendered.clone();
+            rendered.metadata.annotations.get_or_insert_default().extend(pin_annotation);
+            match api.create(&post, &rendered).await {
+                Ok(_) => {}
+                // Created by another sync in between: it is the same config, pinned by that sync.
+                Err(kube::Error::Api(status)) if status.is_already_exists() => return Ok(()),
                 Err(e) => return Err(kube_error(format!("creating MachineConfig {name}"))(e)),
             };
             tracing::info!(pool = %pool.name_any(), "generated {name}");
@@ -247,26 +273,36 @@ async fn ensure_rendered(context: &Context, pool: &MachineConfigPool, target: &T
                 target.release_version, context.version.hash
             );
             publish(context, pool, EventType::Normal, "RenderedConfigGenerated", note).await;
-            Ok(created)
         }
-        Some(mut existing) if existing.spec != target.rendered.spec => {
-            tracing::warn!("MachineConfig {name} was modified; restoring it");
-            existing.spec = target.rendered.spec.clone();
-            api.replace(&name, &post, &existing).await.map_err(kube_error(format!("restoring MachineConfig {name}")))
+        Some(existing) if existing.spec != target.rendered.spec || pin_annotation.is_some() => {
+            let mut existing = existing.clone();
+            if existing.spec != target.rendered.spec {
+                tracing::warn!("MachineConfig {name} was modified; restoring it");
+                existing.spec = target.rendered.spec.clone();
+            }
+            existing.metadata.annotations.get_or_insert_default().extend(pin_annotation);
+            api.replace(&name, &post, &existing).await.map_err(kube_error(format!("updating MachineConfig {name}")))?;
         }
-        Some(existing) => Ok(existing),
+        Some(_) => {}
     }
+    Ok(())
 }
 
-/// Checks `image`, the OS image of `rendered`, as the pool's nodes would pull it, and pins it to
-/// the digest found (an annotation on `rendered`); `Ok(Err(why))` when the image is refused.
+/// The pool's `RenderDegraded` message while it is True.
+fn render_degraded_message(pool: &MachineConfigPool) -> Option<&String> {
+    let conditions = pool.status.as_ref()?.conditions.as_ref()?;
+    let condition = conditions::get(conditions, mco_api::machineconfiguration::pool_condition::RENDER_DEGRADED)?;
+    condition.message.as_ref().filter(|_| condition.status == "True")
+}
+
+/// Checks `image`, the OS image of `rendered`, as the pool's nodes would pull it: `Ok(Ok(pinned))`
+/// with the pull spec by digest nodes are to deploy, `Ok(Err(why))` when the image is refused.
 async fn check_os_image(
     context: &Context,
     pool: &MachineConfigPool,
     rendered: &MachineConfig,
     image: &str,
-) -> Result<Result<(), String>, Error> {
-    let name = rendered.name_any();
+) -> Result<Result<String, String>, Error> {
     let archs = node_architectures(context, pool).await?;
     let pull_files = match pull_files(rendered) {
         Ok(dir) => dir,
@@ -274,22 +310,12 @@ async fn check_os_image(
     };
     let mut inspected = Vec::new();
     for arch in archs {
-        let found = os_image::inspect(image, arch.as_deref(), pull_files.path()).await;
+        let found = os_image::inspect(image, arch.as_deref(), pull_files.path())
+            .await
+            .map_err(|e| Error::Skopeo(e.to_string()))?;
         inspected.push((arch, found));
     }
-    let pinned = match os_image::judge(image, &inspected) {
-        Ok(pinned) => pinned,
-        Err(why) => return Ok(Err(why)),
-    };
-    let patch = json!({"metadata": {"annotations": {PINNED_OS_IMAGE_ANNOTATION: pinned}}});
-    Api::<MachineConfig>::all(context.client.clone())
-        .patch(&name, &patch_params(), &Patch::Merge(&patch))
-        .await
-        .map_err(kube_error(format!("recording the digest of its OS image on MachineConfig {name}")))?;
-    let note = format!("OS image {image} of {name} checked: nodes deploy {pinned}");
-    tracing::info!(pool = %pool.name_any(), "{note}");
-    publish(context, pool, EventType::Normal, "OSImagePinned", note).await;
-    Ok(Ok(()))
+    Ok(os_image::judge(image, &inspected))
 }
 
 /// A directory holding, at their paths, the registries configuration and pull secret `rendered`

@@ -34,7 +34,8 @@ pub enum Gate {
 pub fn gate(rendered: &MachineConfig, current: Option<&MachineConfig>, base: Option<&str>) -> Gate {
     let image = rendered.spec.os_image_url.as_str();
     let pinned = rendered.metadata.annotations.as_ref().and_then(|a| a.get(PINNED_OS_IMAGE_ANNOTATION));
-    if image.is_empty() {
+    // An OCI directory on the nodes is no registry's to check.
+    if image.is_empty() || image.starts_with("oci:") {
         return Gate::Clear;
     }
     if pinned.is_some() {
@@ -73,7 +74,7 @@ fn bootable(labels: &BTreeMap<String, String>) -> bool {
 /// (`None`: the pool has no nodes yet, any architecture). Returns the pull spec to deploy
 /// (`HOST/NAME@sha256:…`), or why no node may get the image.
 pub fn judge(image: &str, inspected: &[(Option<String>, Result<Inspected, String>)]) -> Result<String, String> {
-    let mut digest = None;
+    let mut digest: Option<&str> = None;
     for (arch, result) in inspected {
         let found = result.as_ref().map_err(|e| {
             format!("it cannot be read with the registries configuration and pull secret of the pool's nodes: {e}")
@@ -88,7 +89,10 @@ pub fn judge(image: &str, inspected: &[(Option<String>, Result<Inspected, String
         {
             return Err(format!("it is built for {}, but nodes of the pool are {arch}", found.architecture));
         }
-        digest.get_or_insert(found.digest.clone());
+        if digest.is_some_and(|d| d != found.digest) {
+            return Err("it changed while it was checked (its tag moved): it is checked again".to_string());
+        }
+        digest = Some(&found.digest);
     }
     let digest = digest.ok_or("nothing was inspected")?;
     Ok(format!("{}@{digest}", image_repository(image)))
@@ -114,8 +118,9 @@ const INSPECT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Asks the registry about `image` for `arch` with skopeo, with the registries configuration and
 /// pull secret found in `dir` (written from the rendered config: [`NODE_REGISTRIES_CONF`] and
-/// [`NODE_PULL_SECRET`] under it, each when the config has it).
-pub async fn inspect(image: &str, arch: Option<&str>, dir: &Path) -> Result<Inspected, String> {
+/// [`NODE_PULL_SECRET`] under it, each when the config has it): what it said, or why it could not
+/// be read. Fails only when skopeo cannot be run.
+pub async fn inspect(image: &str, arch: Option<&str>, dir: &Path) -> std::io::Result<Result<Inspected, String>> {
     let mut skopeo = tokio::process::Command::new("skopeo");
     let registries = dir.join(NODE_REGISTRIES_CONF.trim_start_matches('/'));
     if registries.is_file() {
@@ -124,7 +129,8 @@ pub async fn inspect(image: &str, arch: Option<&str>, dir: &Path) -> Result<Insp
     if let Some(arch) = arch {
         skopeo.args(["--override-arch", arch, "--override-os", "linux"]);
     }
-    skopeo.arg("inspect");
+    // The repository's tags are not needed, and listing them takes long in big repositories.
+    skopeo.args(["inspect", "--no-tags"]);
     let secret = dir.join(NODE_PULL_SECRET.trim_start_matches('/'));
     if secret.is_file() {
         skopeo.arg("--authfile").arg(secret);
@@ -132,18 +138,32 @@ pub async fn inspect(image: &str, arch: Option<&str>, dir: &Path) -> Result<Insp
         // Not the controller's own credentials: only what nodes would have.
         skopeo.arg("--no-creds");
     }
-    skopeo.arg(format!("docker://{image}")).kill_on_drop(true);
+    // skopeo takes no tag beside a digest.
+    let reference = match image.split_once("@sha256:") {
+        Some((_, hex)) => format!("{}@sha256:{hex}", image_repository(image)),
+        None => image.to_string(),
+    };
+    skopeo.arg(format!("docker://{reference}")).kill_on_drop(true);
     let output = match tokio::time::timeout(INSPECT_TIMEOUT, skopeo.output()).await {
-        Ok(Ok(output)) => output,
-        Ok(Err(e)) => return Err(format!("running skopeo: {e}")),
-        Err(_) => return Err(format!("the registry did not answer within {INSPECT_TIMEOUT:?}")),
+        Ok(output) => output?,
+        Err(_) => return Ok(Err(format!("the registry did not answer within {INSPECT_TIMEOUT:?}"))),
     };
     if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no error output");
-        return Err(last.trim().trim_start_matches("time=").to_string());
+        return Ok(Err(skopeo_error(&String::from_utf8_lossy(&output.stderr), &reference)));
     }
-    serde_json::from_slice(&output.stdout).map_err(|e| format!("reading skopeo's answer: {e}"))
+    Ok(serde_json::from_slice(&output.stdout).map_err(|e| format!("reading skopeo's answer: {e}")))
+}
+
+/// The reason in skopeo's error output: the `msg` of its last log line, without the prefix that
+/// repeats the image's name (the same text every time, so the pool's condition stays put).
+fn skopeo_error(stderr: &str, reference: &str) -> String {
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no error output").trim();
+    let message = match last.split_once(" msg=") {
+        Some((_, quoted)) => serde_json::from_str::<String>(quoted).unwrap_or_else(|_| quoted.to_string()),
+        None => last.to_string(),
+    };
+    let prefix = format!("Error parsing image name \"docker://{reference}\": ");
+    message.strip_prefix(&prefix).unwrap_or(&message).to_string()
 }
 
 #[cfg(test)]
@@ -186,6 +206,8 @@ mod tests {
             // Checked before.
             (config("reg/os:9", Some(&pinned)), None, base, Gate::Pinned(pinned.clone())),
             (config(&other, Some(&other)), None, base, Gate::Pinned(other.clone())),
+            // An OCI directory on the nodes: nothing to ask a registry.
+            (config("oci:/var/images/os:1", None), None, base, Gate::Clear),
             // A pin of another repository is not trusted: checked again.
             (config("reg/os:9", Some(&format!("evil/os@{D2}"))), None, base, Gate::Check("reg/os:9".into())),
         ] {
@@ -247,6 +269,30 @@ mod tests {
         assert_eq!(architectures(["amd64", "arm64", "amd64"]), [Some("amd64".into()), Some("arm64".into())]);
         assert_eq!(architectures([""]), [None]);
         assert_eq!(architectures([]), [None]);
+    }
+
+    #[test]
+    fn skopeo_errors_are_their_message() {
+        let stderr = "time=\"2026-11-27T01:58:44Z\" level=fatal msg=\"Error parsing image name \\\"docker://127.0.0.1:1/x:y\\\": \
+                      pinging container registry 127.0.0.1:1: Get \\\"https://127.0.0.1:1/v2/\\\": connection refused\"\n";
+        assert_eq!(
+            skopeo_error(stderr, "127.0.0.1:1/x:y"),
+            "pinging container registry 127.0.0.1:1: Get \"https://127.0.0.1:1/v2/\": connection refused"
+        );
+        assert_eq!(skopeo_error("plain failure\n\n", "x"), "plain failure");
+        assert_eq!(skopeo_error("", "x"), "no error output");
+    }
+
+    #[test]
+    fn a_tag_that_moves_between_architectures_is_checked_again() {
+        let seen = [
+            (Some("amd64".to_string()), inspected("amd64", &[("ostree.bootable", "true")], D1)),
+            (Some("arm64".to_string()), inspected("arm64", &[("ostree.bootable", "true")], D2)),
+        ];
+        assert_eq!(
+            judge("reg/os:9", &seen),
+            Err("it changed while it was checked (its tag moved): it is checked again".into())
+        );
     }
 
     #[test]

@@ -375,11 +375,9 @@ impl ConfigSource for ClusterSource {
         // Copying a large config takes a while: keep it off the threads that serve requests.
         let snapshot = tokio::task::spawn_blocking(move || {
             let bytes = |b: &Option<k8s_openapi::ByteString>| b.as_ref().map(|b| b.0.clone()).unwrap_or_default();
-            // New machines deploy the digest the controller pinned, as the pool's nodes do.
-            let machine_config = machine_config.as_ref().clone().with_pinned_os_image().unwrap_or_else(|e| {
-                tracing::warn!("{e}: serving osImageURL as it is");
-                (*machine_config).clone()
-            });
+            // New machines deploy the digest the controller pinned, as the pool's nodes do; a
+            // config without one (a tag) is not served.
+            let machine_config = machine_config.as_ref().clone().with_pinned_os_image()?;
             let inputs = Inputs {
                 machine_config,
                 config_name: fingerprint.config_name.clone(),
@@ -394,10 +392,12 @@ impl ConfigSource for ClusterSource {
                 desired_image: fingerprint.desired_image.clone(),
                 encapsulate_requested_version: true,
             };
-            (fingerprint, Arc::new(Snapshot::new(inputs, cache)))
+            Ok((fingerprint, Arc::new(Snapshot::new(inputs, cache))))
         })
         .await;
-        let (fingerprint, snapshot) = snapshot.map_err(|e| anyhow::anyhow!("loading pool {pool} panicked: {e}"))?;
+        let (fingerprint, snapshot) = snapshot
+            .map_err(|e| anyhow::anyhow!("loading pool {pool} panicked: {e}"))?
+            .map_err(|e: mco_api::machineconfiguration::PinError| anyhow::Error::from(e))?;
         tracing::info!(pool, config = %fingerprint.config_name, "serving");
         let loaded = Loaded { fingerprint, snapshot: Arc::clone(&snapshot) };
         inner.loaded.lock().expect("not poisoned").insert(pool.to_string(), loaded);
