@@ -668,3 +668,105 @@ async fn boot_image_skew_enforcement_none_is_reported_where_scaling_needs_it() {
 
     stop(&controllers);
 }
+
+/// Sets mco's rollout policy annotations on the worker pool (`None` removes one).
+async fn set_policy(client: &Client, annotations: serde_json::Value) {
+    let patch = json!({"metadata": {"annotations": annotations}});
+    Api::<MachineConfigPool>::all(client.clone())
+        .patch("worker", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// Waits for the pool's `RolloutHeld` condition with `status` and `reason`; returns its message.
+async fn wait_held(client: &Client, status: &str, reason: &str) -> String {
+    eventually(&format!("RolloutHeld={status} ({reason})"), || async {
+        let held = condition(&pool(client).await, "RolloutHeld");
+        match held {
+            Some((s, r, message)) if s == status && r == reason => Ok(message),
+            other => Err(other),
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn rollout_policies_hold_canaries_soak_halt_and_wait_for_windows() {
+    let (env, client) = worker_pool(3, json!(3)).await;
+    let daemons = FakeDaemons { step: Duration::from_millis(200), ..Default::default() };
+    let daemon_task = daemons.spawn(client.clone());
+    let controllers = start_controllers(&env).await;
+
+    // One canary (the first node by name), soaking 8 s, before the other two (maxUnavailable 3).
+    set_policy(&client, json!({"mco.dev/canary": "1", "mco.dev/canary-soak": "8s"})).await;
+    patch_pool(&client, json!({"configuration": {"name": rendered(1)}})).await;
+    let message = wait_held(&client, "True", "CanarySoak").await;
+    assert!(message.starts_with("canaries are on rendered-worker-1: soaking until "), "{message}");
+    let all = nodes(&client).await;
+    let on_new: Vec<String> = all
+        .iter()
+        .filter(|n| annotation(n, DESIRED_CONFIG_ANNOTATION) == Some(&rendered(1)))
+        .map(|n| n.name_any())
+        .collect();
+    assert_eq!(on_new, ["worker-0"], "only the canary during the soak");
+    let recorded = pool(&client).await.annotations().get("mco.dev/canaries-done").cloned().unwrap_or_default();
+    assert!(recorded.starts_with("rendered-worker-1 "), "{recorded}");
+    assert_eq!(events(&client, "CanariesUpdated").await.len(), 1);
+    wait_rollout(&client, &rendered(1)).await;
+    wait_held(&client, "False", "").await;
+
+    // Two failed nodes halt the pool: paused, with the reason; resumed by hand it is not halted
+    // again for the same config, and finishes once the nodes recover.
+    set_policy(
+        &client,
+        json!({"mco.dev/canary": null, "mco.dev/canary-soak": null, "mco.dev/halt-after-failures": "2"}),
+    )
+    .await;
+    for i in 0..3 {
+        daemons.fail(&format!("worker-{i}"), "failed to write /etc/x: no space left on device");
+    }
+    patch_pool(&client, json!({"configuration": {"name": rendered(2)}})).await;
+    let message = wait_held(&client, "True", "Halted").await;
+    assert!(message.starts_with("halted: worker-"), "{message}");
+    assert!(
+        message.ends_with(
+            " failed updating to rendered-worker-2; fix or revert the change, then resume the pool (spec.paused: false)"
+        ),
+        "{message}"
+    );
+    let halted = pool(&client).await;
+    assert_eq!(halted.spec.paused, Some(true));
+    assert_eq!(halted.annotations().get("mco.dev/halted-on").map(String::as_str), Some(rendered(2).as_str()));
+    let halt_events = events(&client, "RolloutHalted").await;
+    assert_eq!(halt_events.len(), 1, "{halt_events:?}");
+    daemons.recover_all();
+    patch_pool(&client, json!({"paused": false})).await;
+    wait_rollout(&client, &rendered(2)).await;
+    assert_eq!(pool(&client).await.spec.paused, Some(false), "not halted again for rendered-worker-2");
+
+    // Outside its maintenance window a pool starts no node; the window opening lets it go.
+    let now = k8s_openapi::jiff::Timestamp::now().to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC);
+    let later = now.checked_add(k8s_openapi::jiff::SignedDuration::from_hours(3)).unwrap();
+    let window = format!("Mon-Sun {:02}:00-{:02}:30", later.hour(), later.hour());
+    set_policy(&client, json!({"mco.dev/halt-after-failures": null, "mco.dev/maintenance-windows": window})).await;
+    patch_pool(&client, json!({"configuration": {"name": rendered(3)}})).await;
+    let message = wait_held(&client, "True", "MaintenanceWindow").await;
+    assert!(message.starts_with("waiting for maintenance window (opens at "), "{message}");
+    assert!(message.contains(&format!("T{:02}:00:00+00:00[UTC])", later.hour())), "{message}");
+    assert_eq!(targeted(&client, &rendered(3)).await, 0, "no node outside the window");
+    set_policy(&client, json!({"mco.dev/maintenance-windows": "Mon-Sun 00:00-24:00"})).await;
+    wait_rollout(&client, &rendered(3)).await;
+
+    // A policy that does not fit the pool says so and moves no node.
+    set_policy(&client, json!({"mco.dev/maintenance-windows": null, "mco.dev/canary": "5"})).await;
+    patch_pool(&client, json!({"configuration": {"name": rendered(4)}})).await;
+    let message = wait_held(&client, "True", "InvalidPolicy").await;
+    assert_eq!(message, "MachineConfigPool worker: annotation mco.dev/canary: 5 canaries, but the pool has 3 nodes");
+    assert_eq!(targeted(&client, &rendered(4)).await, 0);
+    set_policy(&client, json!({"mco.dev/canary": null})).await;
+    wait_rollout(&client, &rendered(4)).await;
+    wait_held(&client, "False", "").await;
+
+    stop(&controllers);
+    daemon_task.abort();
+}
