@@ -16,7 +16,7 @@ use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use mco_api::constants::MCO_NAMESPACE;
+use mco_api::constants::{MCO_NAMESPACE, PINNED_OS_IMAGE_ANNOTATION};
 use mco_api::{
     ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
 };
@@ -205,6 +205,24 @@ async fn cluster_mode_against_a_real_apiserver() {
     ]}}}});
     mcs.patch("rendered-worker-new", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
     served.wait_for_generation("worker", "new-edited").await;
+
+    // A tag is served as the digest the controller pinned it to; without a pin it is not served.
+    let pinned = format!("quay.io/os@sha256:{}", "3".repeat(64));
+    let patch = json!({
+        "metadata": {"annotations": {PINNED_OS_IMAGE_ANNOTATION: pinned}},
+        "spec": {"osImageURL": "quay.io/os:9"},
+    });
+    mcs.patch("rendered-worker-new", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    eventually("the pinned digest served", || async {
+        satisfying(encapsulated_image(&served.get("worker").await.json()), |image| *image == pinned)
+    })
+    .await;
+    let unpin = json!({"metadata": {"annotations": {PINNED_OS_IMAGE_ANNOTATION: null}}});
+    mcs.patch("rendered-worker-new", &PatchParams::default(), &Patch::Merge(&unpin)).await.unwrap();
+    served.wait_for_status("worker", 500).await;
+    let by_digest = json!({"spec": {"osImageURL": rendered("x", "x").spec.os_image_url}});
+    mcs.patch("rendered-worker-new", &PatchParams::default(), &Patch::Merge(&by_digest)).await.unwrap();
+    served.wait_for_status("worker", 200).await;
 
     // The ConfigMap kubeconfig-data's CA bundle replaces the token secret's CA.
     let config_map: ConfigMap = from_json(json!({
