@@ -43,6 +43,9 @@ pub fn problems(manifests: &Manifests) -> Vec<String> {
                 let mut found: Vec<String> =
                     mco_api::validate::machine_config_pool(pool).iter().map(ToString::to_string).collect();
                 found.extend(pool_selection(manifests, pool, &machine_configs, generated.is_ok()));
+                // mco's rollout policy annotations (those that need the pool's nodes are checked
+                // by the controller).
+                found.extend(mco_rollout::policy::RolloutPolicy::from_pool(pool).err().map(|e| e.to_string()));
                 found
             }
             Object::MachineConfiguration(m) => {

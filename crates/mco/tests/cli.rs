@@ -200,6 +200,27 @@ fn bad_input_gets_one_clear_line_naming_object_and_field() {
     }
 }
 
+/// mco's rollout policy annotations on a pool are checked offline too.
+#[test]
+fn validate_names_a_bad_rollout_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: worker\n  \
+                annotations:\n    mco.dev/maintenance-windows: Sat 02:00-06:00\n    mco.dev/maintenance-time-zone: Mars/Olympus\n\
+                spec:\n  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: worker\n";
+    fs::write(dir.path().join("00-pool.yaml"), pool).unwrap();
+    let mc = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 00-base\n  labels:\n    \
+              machineconfiguration.openshift.io/role: worker\nspec:\n  kernelArguments: [nosmt]\n";
+    fs::write(dir.path().join("01-base.yaml"), mc).unwrap();
+    let out = mco().arg("validate").arg(dir.path()).assert().code(1).get_output().stdout.clone();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        format!(
+            "{} (document 1): MachineConfigPool worker: annotation mco.dev/maintenance-time-zone: unknown time zone \"Mars/Olympus\"\n",
+            dir.path().join("00-pool.yaml").display()
+        )
+    );
+}
+
 #[test]
 fn validate_accepts_the_examples() {
     mco().arg("validate").arg(repo().join("examples/cluster")).assert().success().stdout("");
