@@ -144,9 +144,13 @@ pub(crate) fn node(args: &NodeArgs) -> Node {
     }
 }
 
+/// A MachineConfig file as a node applies it: with the OS image the controller pinned (a
+/// rendered config exported from a cluster carries the pin; a tag without one is refused).
 fn read_mc(path: &Path) -> anyhow::Result<MachineConfig> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    mco_goser::yaml_object(&text).with_context(|| format!("{}: not a MachineConfig", path.display()))
+    let mc: MachineConfig =
+        mco_goser::yaml_object(&text).with_context(|| format!("{}: not a MachineConfig", path.display()))?;
+    mc.with_pinned_os_image().with_context(|| format!("{}", path.display()))
 }
 
 fn read_configuration(path: &Path) -> anyhow::Result<MachineConfiguration> {

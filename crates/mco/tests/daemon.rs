@@ -303,6 +303,19 @@ fn refusals_name_the_problem_and_write_nothing() {
         assert!(err.contains(want), "{err}");
         assert_eq!(tree(r), before, "{want}");
     }
+    // A tag without the digest a controller pins is no config a node applies (bad input: 2).
+    let tag =
+        write_mc(cfg.path(), &mc("tag", config_a()["spec"]["config"].clone(), json!({"osImageURL": "quay.io/os:9"})));
+    let out = apply(r, None, &tag).assert().code(2);
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(
+        err.contains(
+            "MachineConfig tag names its OS image by tag (quay.io/os:9) and has no digest pinned by the controller \
+             (mco.dev/pinned-os-image): not deploying it"
+        ),
+        "{err}"
+    );
+    assert_eq!(tree(r), before);
 }
 
 /// Runs A then B with the n-th failpoint armed; returns whether the point was reached.
