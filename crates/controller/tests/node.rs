@@ -701,7 +701,7 @@ async fn rollout_policies_hold_canaries_soak_halt_and_wait_for_windows() {
     set_policy(&client, json!({"mco.dev/canary": "1", "mco.dev/canary-soak": "8s"})).await;
     patch_pool(&client, json!({"configuration": {"name": rendered(1)}})).await;
     let message = wait_held(&client, "True", "CanarySoak").await;
-    assert!(message.starts_with("canaries are on rendered-worker-1: soaking until "), "{message}");
+    assert!(message.starts_with("canaries are on rendered-worker-1: soaking "), "{message}");
     let all = nodes(&client).await;
     let on_new: Vec<String> = all
         .iter()
@@ -739,10 +739,14 @@ async fn rollout_policies_hold_canaries_soak_halt_and_wait_for_windows() {
     assert_eq!(halted.annotations().get("mco.dev/halted-on").map(String::as_str), Some(rendered(2).as_str()));
     let halt_events = events(&client, "RolloutHalted").await;
     assert_eq!(halt_events.len(), 1, "{halt_events:?}");
-    daemons.recover_all();
+    // Resumed while the nodes still fail: not halted again for this config.
     patch_pool(&client, json!({"paused": false})).await;
-    wait_rollout(&client, &rendered(2)).await;
+    wait_held(&client, "False", "").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(pool(&client).await.spec.paused, Some(false), "not halted again for rendered-worker-2");
+    assert_eq!(events(&client, "RolloutHalted").await.len(), 1);
+    daemons.recover_all();
+    wait_rollout(&client, &rendered(2)).await;
 
     // Outside its maintenance window a pool starts no node; the window opening lets it go.
     let now = k8s_openapi::jiff::Timestamp::now().to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC);
@@ -751,6 +755,12 @@ async fn rollout_policies_hold_canaries_soak_halt_and_wait_for_windows() {
     set_policy(&client, json!({"mco.dev/halt-after-failures": null, "mco.dev/maintenance-windows": window})).await;
     patch_pool(&client, json!({"configuration": {"name": rendered(3)}})).await;
     let message = wait_held(&client, "True", "MaintenanceWindow").await;
+    // A new target: the records of the last rollout are dropped (a config rendered again later
+    // soaks, and may halt, again).
+    eventually("the halt record dropped", || async {
+        satisfying(pool(&client).await.annotations().get("mco.dev/halted-on").cloned(), |r| r.is_none())
+    })
+    .await;
     assert!(message.starts_with("waiting for maintenance window (opens at "), "{message}");
     assert!(message.contains(&format!("T{:02}:00:00+00:00[UTC])", later.hour())), "{message}");
     assert_eq!(targeted(&client, &rendered(3)).await, 0, "no node outside the window");

@@ -44,7 +44,7 @@ pub enum Plan {
     Update(Box<Update>),
     /// Too many nodes failed moving to `target` (mco's rollout policy): pause the pool.
     Halt {
-        target: String,
+        target: Target,
         failed: Vec<String>,
     },
 }
@@ -213,12 +213,12 @@ pub fn plan(pool: &MachineConfigPool, nodes: &[&Node], inputs: &Inputs) -> Resul
     }
     let hold = match RolloutPolicy::from_pool(pool) {
         Ok(Some(policy)) => match policy::hold(pool, &policy, nodes, &target, inputs.now) {
-            Ok(Some(Hold::Halt(failed))) => return Ok(Plan::Halt { target: target.config, failed }),
-            Ok(hold) => hold,
-            Err(e) => return Ok(Plan::StatusOnly(e.to_string())),
+            Some(Hold::Halt(failed)) => return Ok(Plan::Halt { target, failed }),
+            hold => hold,
         },
         Ok(None) => None,
-        Err(e) => return Ok(Plan::StatusOnly(e.to_string())),
+        // A bad policy holds every node that has not started (it still gets its taint and labels).
+        Err(e) => Some(Hold::Invalid(e.to_string())),
     };
     let max = max_unavailable(pool, nodes.len())?;
     let mut update = Update { target, max_unavailable: max, hold, ..Update::default() };
@@ -270,6 +270,19 @@ fn choose_targets(pool: &MachineConfigPool, nodes: &[&Node], inputs: &Inputs, up
         return;
     }
     capacity -= failing;
+    // mco's rollout policy: only the canaries, or nobody for now.
+    match &update.hold {
+        Some(Hold::Canaries(canaries)) => {
+            let (allowed, held): (Vec<&Node>, Vec<&Node>) =
+                candidates.into_iter().partition(|n| canaries.contains(node::name(n)));
+            update.waiting.extend(held.iter().map(|n| node::name(n).to_string()));
+            candidates = allowed;
+        }
+        Some(_) => {
+            update.waiting.extend(candidates.drain(..).map(|n| node::name(n).to_string()));
+        }
+        None => {}
+    }
     let operator_candidate = candidates.iter().position(|n| Some(node::name(n)) == inputs.operator_node);
     if let Some(pos) =
         operator_candidate.filter(|_| pool.metadata.name.as_deref() == Some(MASTER_POOL) && candidates.len() > 1)
@@ -286,19 +299,6 @@ fn choose_targets(pool: &MachineConfigPool, nodes: &[&Node], inputs: &Inputs, up
             }
             None => true,
         });
-    }
-    // mco's rollout policy: only the canaries, or nobody for now.
-    match &update.hold {
-        Some(Hold::Canaries(canaries)) => {
-            let (allowed, held): (Vec<&Node>, Vec<&Node>) =
-                candidates.into_iter().partition(|n| canaries.contains(node::name(n)));
-            update.waiting.extend(held.iter().map(|n| node::name(n).to_string()));
-            candidates = allowed;
-        }
-        Some(_) => {
-            update.waiting.extend(candidates.drain(..).map(|n| node::name(n).to_string()));
-        }
-        None => {}
     }
     if capacity < candidates.len() {
         candidates.sort_by_key(|n| zone_order(n));
@@ -547,6 +547,34 @@ mod tests {
             ["m1"],
             "alone, it updates"
         );
+    }
+
+    #[test]
+    fn a_rollout_policy_holds_candidates_but_not_upkeep() {
+        let specs = [
+            ("a", "old", "old", "Done", true),
+            ("b", "old", "old", "Done", true),
+            ("c", "old", "old", "Done", true),
+            // Stranded on a config the pool no longer targets: moved back whatever holds the rest.
+            ("d", "old", "gone", "Degraded", false),
+        ];
+        let mut canary = pool("worker", json!(3), false);
+        canary.metadata.annotations = Some([("mco.dev/canary".to_string(), "1".to_string())].into());
+        let u = update(&canary, &specs, None);
+        assert_eq!(u.to_target, ["d", "a"]);
+        assert_eq!(u.waiting, ["b", "c"]);
+        assert_eq!(u.hold, Some(Hold::Canaries(["a".to_string()].into())));
+        // The operator's node as the only canary of the master pool is not deferred for good.
+        let mut master = pool("master", json!(1), false);
+        master.metadata.annotations = canary.metadata.annotations.clone();
+        assert_eq!(update(&master, &specs[..3], Some("a")).to_target, ["a"]);
+        // A bad policy holds every candidate, and the waiting nodes still get their taint.
+        let mut bad = pool("worker", json!(3), false);
+        bad.metadata.annotations = Some([("mco.dev/canary".to_string(), "many".to_string())].into());
+        let u = update(&bad, &specs[..3], None);
+        assert!(u.to_target.is_empty(), "{u:?}");
+        assert_eq!(u.add_taint, ["a", "b", "c"]);
+        assert_eq!(u.hold.map(|h| h.reason()), Some("InvalidPolicy"));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp, Zoned};
 use k8s_openapi::api::core::v1::Node;
 use mco_api::MachineConfigPool;
-use mco_api::constants::DESIRED_CONFIG_ANNOTATION;
+use mco_api::constants::{STATE_ANNOTATION, STATE_DEGRADED, STATE_UNRECONCILABLE};
 
 use crate::node;
 
@@ -112,8 +112,8 @@ impl RolloutPolicy {
         }
         let halt_after = match get(HALT_AFTER_FAILURES_ANNOTATION) {
             Some(text) => Some(
-                text.parse::<usize>()
-                    .ok()
+                digits_only(text)
+                    .and_then(|d| d.parse::<usize>().ok())
                     .filter(|n| *n >= 1)
                     .ok_or_else(|| error(HALT_AFTER_FAILURES_ANNOTATION, format!("{text:?} is not a number ≥ 1")))?,
             ),
@@ -151,7 +151,7 @@ impl Default for RolloutPolicy {
 }
 
 fn parse_count(text: &str) -> Result<Canaries, String> {
-    let number = |digits: &str| digits.parse::<usize>().ok().filter(|n| *n >= 1);
+    let number = |digits: &str| digits_only(digits).and_then(|d| d.parse::<usize>().ok()).filter(|n| *n >= 1);
     match text.strip_suffix('%') {
         Some(percent) => match number(percent) {
             Some(p) if p <= 100 => Ok(Canaries::Percent(p)),
@@ -163,25 +163,41 @@ fn parse_count(text: &str) -> Result<Canaries, String> {
     }
 }
 
+/// `text` if it is ASCII digits only (no sign, no spaces).
+fn digits_only(text: &str) -> Option<&str> {
+    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())).then_some(text)
+}
+
 fn parse_selector(text: &str) -> Result<Canaries, String> {
+    // Label keys ([prefix/]name) and values: letters, digits, `-`, `_`, `.` (and `/` in a key).
+    let label = |s: &str, slash: bool| {
+        !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c) || (slash && c == '/'))
+    };
     let mut labels = Vec::new();
     for part in text.split(',').map(str::trim) {
         let (key, value) = match part.split_once('=') {
-            Some((key, value)) => (key.trim(), Some(value.trim().to_string())),
+            Some((key, value)) => (key.trim(), Some(value.trim())),
             None => (part, None),
         };
-        if key.is_empty() || key.contains(char::is_whitespace) {
-            return Err(format!("{part:?} is not key=value or key"));
+        if !label(key, true) || value.is_some_and(|v| !v.is_empty() && !label(v, false)) {
+            return Err(format!("{part:?} is not key=value or key (label syntax)"));
         }
-        labels.push((key.to_string(), value));
+        labels.push((key.to_string(), value.map(str::to_string)));
     }
     Ok(Canaries::Selector(labels))
 }
 
+/// The longest soak: a year.
+const MAX_SOAK: Duration = Duration::from_secs(365 * 24 * 3600);
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let parsed: SignedDuration =
         text.parse().map_err(|_| format!("{text:?} is not a duration (e.g. \"30m\", \"1h 30m\", \"PT2H\")"))?;
-    Duration::try_from(parsed).map_err(|_| format!("{text:?} is negative"))
+    let duration = Duration::try_from(parsed).map_err(|_| format!("{text:?} is negative"))?;
+    if duration > MAX_SOAK {
+        return Err(format!("{text:?} is longer than a year"));
+    }
+    Ok(duration)
 }
 
 const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
@@ -227,7 +243,7 @@ fn parse_window(text: &str) -> Result<Window, String> {
             return Ok(None);
         }
         let (h, m) = t.split_once(':').ok_or_else(syntax)?;
-        let valid = h.len() == 2 && m.len() == 2;
+        let valid = h.len() == 2 && m.len() == 2 && digits_only(h).is_some() && digits_only(m).is_some();
         match (h.parse::<i8>(), m.parse::<i8>()) {
             (Ok(h), Ok(m)) if valid && (0..24).contains(&h) && (0..60).contains(&m) => {
                 Ok(Some(Time::new(h, m, 0, 0).expect("in range")))
@@ -260,7 +276,10 @@ impl Windows {
                     Some(end) => date.tomorrow().and_then(|d| at(d, end)),
                     None => date.tomorrow().and_then(|d| at(d, Time::midnight())),
                 };
-                if let Ok(end) = end_date {
+                // A window wholly inside a skipped hour (summer time) is no window.
+                if let Ok(end) = end_date
+                    && start.timestamp() < end.timestamp()
+                {
                     intervals.push((start.timestamp(), end.timestamp()));
                 }
             }
@@ -311,23 +330,29 @@ pub fn canaries(canaries: &Canaries, nodes: &[&Node]) -> BTreeSet<String> {
 pub enum Hold {
     /// Only these nodes (the canaries not yet on the target) may start.
     Canaries(BTreeSet<String>),
-    /// The canaries are on the target: the others wait until `until`. `started` is set when the
-    /// soak starts in this sync (the controller records it).
-    Soak { until: Timestamp, started: Option<Timestamp> },
+    /// The canaries are on the target: the others wait until `until`. `started`: the soak starts
+    /// in this sync (the controller records it), lasting `length`.
+    Soak { until: Timestamp, started: Option<Timestamp>, length: SignedDuration },
     /// No node starts before the window opening at this time.
     Window(Option<Zoned>),
     /// Too many nodes failed moving to the target: the pool is paused.
     Halt(Vec<String>),
+    /// The policy cannot be used (or does not fit the pool): no node starts.
+    Invalid(String),
 }
 
 impl Hold {
-    /// The message the pool shows.
+    /// The message the pool shows. It changes only when the hold does, so that the pool's
+    /// condition is not rewritten at every sync.
     pub fn message(&self, target: &str) -> String {
         match self {
             Hold::Canaries(nodes) => format!(
                 "updating canaries first: {} to {target}",
                 nodes.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
             ),
+            Hold::Soak { started: Some(_), length, .. } => {
+                format!("canaries are on {target}: soaking for {length:#}")
+            }
             Hold::Soak { until, .. } => format!("canaries are on {target}: soaking until {until}"),
             Hold::Window(Some(opens)) => format!("waiting for maintenance window (opens at {opens})"),
             Hold::Window(None) => "waiting for maintenance window (none in the coming week)".to_string(),
@@ -336,6 +361,7 @@ impl Hold {
                  (spec.paused: false)",
                 failed.join(", ")
             ),
+            Hold::Invalid(message) => message.clone(),
         }
     }
 
@@ -346,6 +372,7 @@ impl Hold {
             Hold::Soak { .. } => "CanarySoak",
             Hold::Window(_) => "MaintenanceWindow",
             Hold::Halt(_) => "Halted",
+            Hold::Invalid(_) => "InvalidPolicy",
         }
     }
 
@@ -359,76 +386,111 @@ impl Hold {
     }
 }
 
+/// What the policy's records on the pool are keyed by: the config, and the image of a layered
+/// pool (an image-only change is a new rollout).
+pub fn record_key(target: &node::Target) -> String {
+    match &target.image {
+        Some(image) => format!("{}@{image}", target.config),
+        None => target.config.clone(),
+    }
+}
+
+/// The controller's records on `pool` that are about another target than `target`: stale, to
+/// be removed (a config rendered again later must soak, and may halt, again).
+pub fn stale_records(pool: &MachineConfigPool, target: &node::Target) -> Vec<&'static str> {
+    let annotations = pool.metadata.annotations.as_ref();
+    let key = record_key(target);
+    let record = |name: &'static str| {
+        let value = annotations.and_then(|a| a.get(name))?;
+        let recorded = value.split_once(' ').map_or(value.as_str(), |(key, _)| key);
+        (recorded != key).then_some(name)
+    };
+    [CANARIES_DONE_ANNOTATION, HALTED_ON_ANNOTATION].into_iter().filter_map(record).collect()
+}
+
+/// Nodes that failed moving to `target` (Degraded or Unreconcilable while targeted at it).
+fn failed_on(nodes: &[&Node], target: &node::Target) -> Vec<String> {
+    nodes
+        .iter()
+        .filter(|n| {
+            node::desired_equals(n, target)
+                && !node::is_done(n, target)
+                && matches!(node::annotation(n, STATE_ANNOTATION), Some(STATE_DEGRADED | STATE_UNRECONCILABLE))
+        })
+        .map(|n| node::name(n).to_string())
+        .collect()
+}
+
 /// What holds the pool's next nodes back, if anything, at `now`, with `target` its config; the
 /// controller's records are the pool's annotations. A policy that does not fit the pool (more
-/// canaries than nodes, a selector matching none) is an error.
+/// canaries than nodes, a selector matching none) holds every node while some are behind.
 pub fn hold(
     pool: &MachineConfigPool,
     policy: &RolloutPolicy,
     nodes: &[&Node],
     target: &node::Target,
     now: Timestamp,
-) -> Result<Option<Hold>, PolicyError> {
+) -> Option<Hold> {
     let annotations: BTreeMap<String, String> = pool.metadata.annotations.clone().unwrap_or_default();
-    let pool_name = pool.metadata.name.clone().unwrap_or_default();
+    let key = record_key(target);
     if let Some(limit) = policy.halt_after {
-        let failed: Vec<String> = nodes
-            .iter()
-            .filter(|n| {
-                node::mcd_failing(n) && node::annotation(n, DESIRED_CONFIG_ANNOTATION) == Some(target.config.as_str())
-            })
-            .map(|n| node::name(n).to_string())
-            .collect();
-        let resumed = annotations.get(HALTED_ON_ANNOTATION) == Some(&target.config);
+        let failed = failed_on(nodes, target);
+        let resumed = annotations.get(HALTED_ON_ANNOTATION) == Some(&key);
         if failed.len() >= limit && !resumed {
-            return Ok(Some(Hold::Halt(failed)));
+            return Some(Hold::Halt(failed));
         }
     }
-    if let Some(canaries_spec) = &policy.canaries {
-        let chosen = canaries(canaries_spec, nodes);
-        let error = |annotation, message| PolicyError { pool: pool_name.clone(), annotation, message };
-        match canaries_spec {
-            Canaries::Count(count) if *count > nodes.len() => {
-                return Err(error(
-                    CANARY_ANNOTATION,
-                    format!("{count} canaries, but the pool has {} nodes", nodes.len()),
-                ));
-            }
-            Canaries::Selector(_) if chosen.is_empty() => {
-                return Err(error(CANARY_SELECTOR_ANNOTATION, "no node of the pool matches".to_string()));
-            }
-            _ => {}
-        }
-        let on_target = |name: &String| {
-            nodes.iter().any(|n| node::name(n) == name && node::is_done(n, target) && node::is_ready(n))
-        };
-        let pending: BTreeSet<String> = chosen.iter().filter(|n| !on_target(n)).cloned().collect();
-        let rest_pending = nodes.iter().any(|n| !chosen.contains(node::name(n)) && !node::is_done(n, target));
-        if !pending.is_empty() && rest_pending {
-            return Ok(Some(Hold::Canaries(pending)));
-        }
-        if pending.is_empty() && rest_pending && !policy.soak.is_zero() {
-            let recorded = annotations.get(CANARIES_DONE_ANNOTATION).and_then(|r| {
-                let (config, at) = r.split_once(' ')?;
-                (config == target.config).then(|| at.parse::<Timestamp>().ok()).flatten()
-            });
-            let (since, started) = match recorded {
-                Some(at) => (at, None),
-                None => (now, Some(now)),
-            };
-            let until = since + SignedDuration::try_from(policy.soak).unwrap_or(SignedDuration::MAX);
-            if now < until {
-                return Ok(Some(Hold::Soak { until, started }));
-            }
-        }
+    if nodes.iter().all(|n| node::is_done(n, target)) {
+        return None;
     }
+    // No node starts outside a window, canaries included.
     if let Some(windows) = &policy.windows
         && !windows.is_open(now)
-        && nodes.iter().any(|n| !node::is_done(n, target))
     {
-        return Ok(Some(Hold::Window(windows.next_opening(now))));
+        return Some(Hold::Window(windows.next_opening(now)));
     }
-    Ok(None)
+    let Some(canaries_spec) = &policy.canaries else { return None };
+    let chosen = canaries(canaries_spec, nodes);
+    let pool_name = pool.metadata.name.clone().unwrap_or_default();
+    let invalid =
+        |annotation, message| Hold::Invalid(PolicyError { pool: pool_name.clone(), annotation, message }.to_string());
+    match canaries_spec {
+        Canaries::Count(count) if *count > nodes.len() => {
+            return Some(invalid(
+                CANARY_ANNOTATION,
+                format!("{count} canaries, but the pool has {} nodes", nodes.len()),
+            ));
+        }
+        Canaries::Selector(_) if chosen.is_empty() => {
+            return Some(invalid(CANARY_SELECTOR_ANNOTATION, "no node of the pool matches".to_string()));
+        }
+        _ => {}
+    }
+    let on_target =
+        |name: &String| nodes.iter().any(|n| node::name(n) == name && node::is_done(n, target) && node::is_ready(n));
+    let pending: BTreeSet<String> = chosen.iter().filter(|n| !on_target(n)).cloned().collect();
+    let rest_pending = nodes.iter().any(|n| !chosen.contains(node::name(n)) && !node::is_done(n, target));
+    if !rest_pending {
+        return None;
+    }
+    if !pending.is_empty() {
+        return Some(Hold::Canaries(pending));
+    }
+    if policy.soak.is_zero() {
+        return None;
+    }
+    let recorded = annotations.get(CANARIES_DONE_ANNOTATION).and_then(|r| {
+        let (recorded_key, at) = r.split_once(' ')?;
+        (recorded_key == key).then(|| at.parse::<Timestamp>().ok()).flatten()
+    });
+    let (since, started) = match recorded {
+        Some(at) => (at, None),
+        None => (now, Some(now)),
+    };
+    let length = SignedDuration::try_from(policy.soak).unwrap_or(SignedDuration::MAX);
+    // A soak past the end of time never ends.
+    let until = since.checked_add(length).unwrap_or(Timestamp::MAX);
+    (now < until).then_some(Hold::Soak { until, started, length })
 }
 
 /// The pool condition mco's rollout policy sets (mco's own type).
@@ -445,33 +507,23 @@ pub fn condition(
     had_condition: bool,
 ) -> Option<(bool, &'static str, String)> {
     let annotations = pool.metadata.annotations.as_ref();
-    let halted = annotations.and_then(|a| a.get(HALTED_ON_ANNOTATION)) == Some(&target.config);
+    let halted = annotations.and_then(|a| a.get(HALTED_ON_ANNOTATION)) == Some(&record_key(target));
     if pool.spec.paused == Some(true) {
         if !halted {
             return had_condition.then(|| (false, "", String::new()));
         }
-        let failed = nodes
-            .iter()
-            .filter(|n| {
-                node::mcd_failing(n) && node::annotation(n, DESIRED_CONFIG_ANNOTATION) == Some(target.config.as_str())
-            })
-            .map(|n| node::name(n).to_string())
-            .collect();
-        let halt = Hold::Halt(failed);
+        let halt = Hold::Halt(failed_on(nodes, target));
         return Some((true, halt.reason(), halt.message(&target.config)));
     }
-    let held = RolloutPolicy::from_pool(pool).and_then(|policy| match policy {
-        Some(policy) => {
-            hold(pool, &policy, nodes, target, now).map(|h| Some(h.map(|h| (h.reason(), h.message(&target.config)))))
-        }
-        None => Ok(None),
-    });
-    match held {
-        Err(e) => Some((true, "InvalidPolicy", e.to_string())),
-        Ok(Some(Some((reason, message)))) => Some((true, reason, message)),
-        Ok(Some(None)) => Some((false, "", String::new())),
-        Ok(None) => had_condition.then(|| (false, "", String::new())),
-    }
+    let held = match RolloutPolicy::from_pool(pool) {
+        Ok(None) => return had_condition.then(|| (false, "", String::new())),
+        Ok(Some(policy)) => hold(pool, &policy, nodes, target, now),
+        Err(e) => Some(Hold::Invalid(e.to_string())),
+    };
+    Some(match held {
+        Some(hold) => (true, hold.reason(), hold.message(&target.config)),
+        None => (false, "", String::new()),
+    })
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ use mco_rollout::arbiter::{self, Coordination, HA_ARBITER_TOPOLOGY};
 use mco_rollout::layering::{self, Layered};
 use mco_rollout::node::annotation;
 use mco_rollout::plan::{Update, pool_target};
-use mco_rollout::policy::{CANARIES_DONE_ANNOTATION, HALTED_ON_ANNOTATION, Hold};
+use mco_rollout::policy::{self, CANARIES_DONE_ANNOTATION, HALTED_ON_ANNOTATION, Hold};
 use mco_rollout::{Inputs, Plan, PlanError, calculate_status, nodes_for_pool, plan, pools_for_node};
 use serde_json::json;
 
@@ -355,6 +355,7 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
             let arbiter_unavailable = arbiter_nodes.iter().any(|n| mco_rollout::node::unavailable_for_update(n));
             let synced = sync_pool(&context, &snapshot, &pool, arbiter_unavailable).await?;
             let targeted = synced.targeted;
+            wake_at = synced.wake_at;
             let unavailable = master_nodes.iter().filter(|n| mco_rollout::node::unavailable_for_update(n)).count();
             if pool.spec.paused == Some(true) {
                 // The arbiter's own sync moves its nodes then; two syncs of one pool must not overlap.
@@ -362,7 +363,8 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
                 let layered = pool_layering(&context, &arbiter).await?;
                 sync_status(&context, arbiter, &arbiter_nodes, layered.as_ref()).await?;
             } else {
-                sync_pool(&context, &snapshot, &arbiter, false).await?;
+                let arbiter_wake = sync_pool(&context, &snapshot, &arbiter, false).await?.wake_at;
+                wake_at = wake_at.into_iter().chain(arbiter_wake).min();
             }
         }
     }
@@ -408,6 +410,15 @@ async fn sync_pool(
     tracing::debug!(pool = %name, nodes = nodes.len(), "syncing");
     let operator_node = if name == MASTER_POOL { operator_node(&context.client).await } else { None };
     let layered = pool_layering(context, pool).await?;
+    // Records of mco's rollout policy about another target are dropped: that rollout is over.
+    let stale = policy::stale_records(pool, &pool_target(pool, layered.as_ref()));
+    let pool = &if stale.is_empty() {
+        pool.clone()
+    } else {
+        let removed: serde_json::Map<String, serde_json::Value> =
+            stale.iter().map(|key| (key.to_string(), serde_json::Value::Null)).collect();
+        Arc::new(patch_pool(context, pool, &json!({"metadata": {"annotations": removed}})).await?)
+    };
     let scheduler = context.schedulers.get(&ObjectRef::new_with(SCHEDULER_NAME, scheduler_resource()));
     let first_configs = first_config_pools(context, &nodes, &snapshot.pools).await;
     let first_configs: BTreeMap<String, &MachineConfigPool> =
@@ -441,17 +452,18 @@ async fn sync_pool(
         }
         Plan::StatusOnly(why) => tracing::debug!(pool = %name, "status only: {why}"),
         Plan::Halt { target, failed } => {
-            let note = Hold::Halt(failed).message(&target);
+            let note = Hold::Halt(failed).message(&target.config);
             tracing::warn!(pool = %name, "{note}");
-            let patch = json!({"metadata": {"annotations": {HALTED_ON_ANNOTATION: target}}, "spec": {"paused": true}});
-            pool = Arc::new(patch_pool(context, &name, &patch).await?);
+            let record = policy::record_key(&target);
+            let patch = json!({"metadata": {"annotations": {HALTED_ON_ANNOTATION: record}}, "spec": {"paused": true}});
+            pool = Arc::new(patch_pool(context, &pool, &patch).await?);
             publish(&context.client, &pool.object_ref(&()), EventType::Warning, "RolloutHalted", &note, "Sync").await;
         }
         Plan::Update(update) => {
             if let Some(hold @ Hold::Soak { started: Some(at), .. }) = &update.hold {
-                let record = format!("{} {at}", update.target.config);
+                let record = format!("{} {at}", policy::record_key(&update.target));
                 let patch = json!({"metadata": {"annotations": {CANARIES_DONE_ANNOTATION: record}}});
-                pool = Arc::new(patch_pool(context, &name, &patch).await?);
+                pool = Arc::new(patch_pool(context, &pool, &patch).await?);
                 let note = hold.message(&update.target.config);
                 publish(&context.client, &pool.object_ref(&()), EventType::Normal, "CanariesUpdated", &note, "Sync")
                     .await;
@@ -464,10 +476,18 @@ async fn sync_pool(
     Ok(synced)
 }
 
-/// Merge-patches the pool (mco's rollout policy records, the halt).
-async fn patch_pool(context: &Context, name: &str, patch: &serde_json::Value) -> Result<MachineConfigPool, Error> {
+/// Merge-patches `pool` with mco's rollout policy records or the halt, on the version the plan
+/// was made from (a conflict fails the sync, which plans again).
+async fn patch_pool(
+    context: &Context,
+    pool: &MachineConfigPool,
+    patch: &serde_json::Value,
+) -> Result<MachineConfigPool, Error> {
+    let name = pool.name_any();
+    let mut patch = patch.clone();
+    patch["metadata"]["resourceVersion"] = json!(pool.resource_version());
     Api::<MachineConfigPool>::all(context.client.clone())
-        .patch(name, &patch_params(), &Patch::Merge(patch))
+        .patch(&name, &patch_params(), &Patch::Merge(&patch))
         .await
         .map_err(|e| kube_error(format!("updating MachineConfigPool {name}"))(e).into())
 }
