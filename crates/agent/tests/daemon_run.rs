@@ -296,6 +296,15 @@ fn boot(root: &Path, id: &str) {
     write(root, DIRECTORY_ROOT_BOOT_ID, &format!("{id}\n"));
 }
 
+/// Waits until node-1's reason contains `text`; returns its annotations.
+async fn reason_containing(cluster: &Cluster, text: &str) -> BTreeMap<String, String> {
+    eventually(&format!("node-1's reason to contain {text:?}"), || async {
+        let a = cluster.annotations("node-1").await;
+        if a[REASON_ANNOTATION].contains(text) { Ok(a) } else { Err(a[REASON_ANNOTATION].clone()) }
+    })
+    .await
+}
+
 /// Waits for the daemon to end its run asking for a reboot.
 async fn stops_for_reboot(agent: JoinHandle<Stopped>) {
     let stopped = tokio::time::timeout(TIMEOUT, agent).await.expect("the daemon stops for the reboot").unwrap();
@@ -653,12 +662,7 @@ async fn a_failed_os_image_pull_degrades_the_node_and_counts_as_a_pivot_error() 
 
     // A tag the controller has not pinned is not deployed: the node says so before any drain.
     cluster.set_desired("node-1", "rendered-unpinned").await;
-    let a = eventually("the unpinned tag refused", || async {
-        let a = cluster.annotations("node-1").await;
-        let reason = a[REASON_ANNOTATION].clone();
-        if reason.contains("rendered-unpinned") { Ok(a) } else { Err(reason) }
-    })
-    .await;
+    let a = reason_containing(&cluster, "rendered-unpinned").await;
     assert_eq!(
         a[REASON_ANNOTATION],
         "MachineConfig rendered-unpinned names its OS image by tag (registry.example/os:latest) and has no digest \
@@ -669,13 +673,9 @@ async fn a_failed_os_image_pull_degrades_the_node_and_counts_as_a_pivot_error() 
     assert!(text.lines().any(|l| l == "mcd_pivot_errors_total 0"), "a refused pin is no pivot error:\n{text}");
 
     cluster.set_desired("node-1", "rendered-os").await;
-    let a = eventually("the pull of the pinned digest to fail", || async {
-        let a = cluster.annotations("node-1").await;
-        let reason = a[REASON_ANNOTATION].clone();
-        if reason.contains("connection refused") { Ok(reason) } else { Err(reason) }
-    })
-    .await;
-    assert!(a.contains(&format!("pinging container registry for {pinned}: connection refused")), "{a}");
+    let a = reason_containing(&cluster, "connection refused").await;
+    let reason = &a[REASON_ANNOTATION];
+    assert!(reason.contains(&format!("pinging container registry for {pinned}: connection refused")), "{reason}");
     let metrics = eventually("a pivot error counted", || async {
         let text = mco_metrics::render(&registry);
         let errors = text.lines().find_map(|l| l.strip_prefix("mcd_pivot_errors_total ")).map(str::to_string);
