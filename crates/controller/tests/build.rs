@@ -358,17 +358,16 @@ async fn machine_os_configs_are_built_rolled_forward_and_failures_reported() {
     })
     .await;
     builds.delete(&fourth, &Default::default()).await.unwrap();
-    let recreated = eventually("the build made again with a Job of its own", || async {
+    eventually("the build made again, Prepared, with a Job of its own", || async {
         let build = builds.get_opt(&fourth).await.unwrap().filter(|b| b.uid().as_ref() != Some(&deleted));
         let job = jobs.get_opt(&format!("build-{fourth}")).await.unwrap();
         let job_owner = job.as_ref().and_then(|j| j.owner_references().first().map(|o| o.uid.clone()));
-        match build {
-            Some(b) if b.uid() == job_owner => Ok(b),
-            _ => Err(job_owner),
-        }
+        let seen = (build.as_ref().map(|b| (b.uid(), phase_of(b))), job_owner);
+        satisfying(seen, |(build, job_owner)| {
+            build.as_ref().is_some_and(|(uid, phase)| uid == job_owner && *phase == Some(Phase::Prepared))
+        })
     })
     .await;
-    assert_eq!(phase_of(&recreated), Some(Phase::Prepared));
 
     // A MachineOSConfig whose push Secret does not exist: its build fails at once, no Job.
     configs.delete(POOL, &Default::default()).await.unwrap();
