@@ -10,5 +10,5 @@ $SUDO apt-get update
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends \
   build-essential pkg-config ca-certificates git \
   ostree libostree-dev libzstd-dev libssl-dev \
-  skopeo docker-registry ignition umoci buildah busybox-static wrk e2fsprogs python3-venv curl \
+  skopeo docker-registry ignition umoci buildah busybox-static gpg gpg-agent wrk e2fsprogs python3-venv curl \
   containerd runc containernetworking-plugins iptables conntrack mmdebstrap prometheus

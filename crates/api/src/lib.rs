@@ -8,6 +8,8 @@
 //! * [`config`]: `config.openshift.io/v1` types those kinds embed (the TLS security profile).
 //! * [`machine`]: `machine.openshift.io/v1beta1` — [`MachineSet`] and in-place accessors for the
 //!   boot-image fields of its provider spec ([`machine::provider`]).
+//! * [`containers_policy`]: the files a containers-policy.json names, and the policy seen from
+//!   another root.
 //! * [`constants`]: well-known namespaces, names, annotation and label keys, limits, default pools.
 //! * [`crds`] / [`crds_yaml`]: the CustomResourceDefinitions, generated from the types.
 //! * [`validate`]: the object rules upstream enforces in the API server (CRD, CEL, VAP), as a pure
@@ -27,6 +29,7 @@
 
 pub mod config;
 pub mod constants;
+pub mod containers_policy;
 mod crd;
 pub mod machine;
 pub mod machineconfiguration;

@@ -24,6 +24,7 @@ use mco_controller::conditions;
 use mco_controller::render::controller::{Options, run};
 use mco_os::image::PullConfig;
 use mco_os::registry::{LocalRegistry, registries_conf_text};
+use mco_os::signing::{SignatureStore, SigningKey};
 use mco_os::tree::{self, TreeSpec};
 use mco_render::ControllerVersion;
 use mco_testenv::{TestEnv, data_url, eventually, satisfying};
@@ -52,7 +53,7 @@ async fn push_os_image(dir: &Path, registry: &LocalRegistry, version: &str, tag:
     }
     let repo = dir.join("repo");
     tree::commit(&repo, "mco/os", &tree_dir, version, &BTreeMap::new()).unwrap();
-    let push = PullConfig { registries_conf: Some(registry.registries_conf.clone()), authfile: None };
+    let push = PullConfig { registries_conf: Some(registry.registries_conf.clone()), ..Default::default() };
     let to = format!("docker://{}/mco/os:{tag}", registry.host());
     mco_os::image::encapsulate_with(&repo, "mco/os", &to, &push, Default::default()).await.unwrap()
 }
@@ -264,5 +265,133 @@ async fn new_os_images_are_checked_and_pinned_before_the_pool_targets_them() {
     })
     .await;
     assert_eq!(pinned_of(&mcs.get(&digest_target).await.unwrap()), Some(by_digest));
+    controller.abort();
+}
+
+/// `NAME` setting `path` to `contents` on the worker pool's nodes.
+fn worker_file(name: &str, path: &str, contents: &str) -> MachineConfig {
+    let source = data_url(contents);
+    serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "MachineConfig",
+        "metadata": {"name": name, "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+        "spec": {"config": {"ignition": {"version": "3.5.0"}, "storage": {"files": [{
+            "path": path, "mode": 420, "contents": {"source": source},
+        }]}}},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn os_images_are_refused_before_any_node_unless_signed_as_the_pool_requires() {
+    let tmp = tempfile::tempdir().unwrap();
+    let registry = LocalRegistry::start(&tmp.path().join("registry")).unwrap();
+    let store = SignatureStore::start(&tmp.path().join("signatures")).unwrap();
+    let host = registry.host();
+    let (trusted, other) = (SigningKey::generate("mco-lab").unwrap(), SigningKey::generate("someone-else").unwrap());
+    let signed = push_os_image(tmp.path(), &registry, "1", "signed").await;
+    trusted.sign(&registry, &store, &format!("{host}/mco/os@{signed}"), &format!("{host}/mco/os:signed")).unwrap();
+    push_os_image(tmp.path(), &registry, "2", "unsigned").await;
+    let foreign = push_os_image(tmp.path(), &registry, "3", "foreign").await;
+    other.sign(&registry, &store, &format!("{host}/mco/os@{foreign}"), &format!("{host}/mco/os:foreign")).unwrap();
+    // Another manifest under the trusted signature of the first: what a registry that altered
+    // the image would serve.
+    let tampered = push_os_image(tmp.path(), &registry, "4", "tampered").await;
+    let to = store.signatures_of(&format!("{host}/mco/os@{tampered}")).unwrap();
+    std::fs::create_dir_all(&to).unwrap();
+    let from = store.signatures_of(&format!("{host}/mco/os@{signed}")).unwrap().join("signature-1");
+    std::fs::copy(from, to.join("signature-1")).unwrap();
+
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    env.create_manifests(&examples_dir()).await.unwrap();
+    env.mark_controller_config_completed().await.unwrap();
+    // The pool requires images of the registry to be signed with the trusted key; the
+    // signatures are read from the store.
+    let policy = json!({
+        "default": [{"type": "insecureAcceptAnything"}],
+        "transports": {"docker": {host.clone(): [{
+            "type": "signedBy", "keyType": "GPGKeys", "keyPath": "/etc/pki/containers/mco-lab.gpg",
+            "signedIdentity": {"type": "matchRepoDigestOrExact"},
+        }]}},
+    });
+    let mcs: Api<MachineConfig> = Api::all(client.clone());
+    for mc in [
+        worker_file("50-worker-registries", "/etc/containers/registries.conf", &registries_conf_text(registry.port)),
+        worker_file("50-worker-policy", "/etc/containers/policy.json", &policy.to_string()),
+        worker_file(
+            "50-worker-key",
+            "/etc/pki/containers/mco-lab.gpg",
+            &String::from_utf8(trusted.public_key().unwrap()).unwrap(),
+        ),
+        worker_file(
+            "50-worker-signatures",
+            "/etc/containers/registries.d/mco-lab.yaml",
+            &store.registries_d_text(&host),
+        ),
+    ] {
+        mcs.create(&PostParams::default(), &mc).await.unwrap();
+    }
+    let options = Options {
+        render_delay: Duration::from_millis(500),
+        retry_delay: Duration::from_millis(500),
+        os_image_retry_delay: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let controller = tokio::spawn(run(client.clone(), version(), options));
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+
+    // Signed with the trusted key: the pool targets it.
+    set_os_image(&mcs, &format!("{host}/mco/os:signed")).await;
+    let accepted = eventually("the pool to target the signed image", || async {
+        let pool = pools.get("worker").await.unwrap();
+        let target = target_of(&pool);
+        let pinned = match &target {
+            Some(target) => pinned_of(&mcs.get(target).await.unwrap()),
+            None => None,
+        };
+        satisfying((target, pinned), |(_, pinned)| pinned.as_deref() == Some(&format!("{host}/mco/os@{signed}")))
+    })
+    .await
+    .0;
+
+    // Unsigned, signed with another key, or a manifest that is not the signed one: refused,
+    // with c/image's reason, and the pool keeps its target.
+    for (tag, why) in [
+        ("unsigned", "A signature was required, but no signature exists"),
+        ("foreign", "Invalid GPG signature"),
+        ("tampered", "does not match"),
+    ] {
+        let image = format!("{host}/mco/os:{tag}");
+        set_os_image(&mcs, &image).await;
+        let (_, message) = eventually(&format!("RenderDegraded for {image}"), || async {
+            let degraded = render_degraded(&pools.get("worker").await.unwrap());
+            satisfying(degraded, |d| d.as_ref().is_some_and(|(status, m)| status == "True" && m.contains(&image)))
+        })
+        .await
+        .unwrap();
+        let policy = " refused before any node gets it: it does not satisfy the pool's signature policy \
+                      (/etc/containers/policy.json): Source image rejected: ";
+        assert!(message.contains(policy) && message.contains(why), "{tag}: {message}");
+        let pool = pools.get("worker").await.unwrap();
+        assert_eq!(target_of(&pool), accepted, "{tag}: the target stays");
+    }
+
+    // A policy whose key the rendered config does not carry cannot be checked: refused too.
+    mcs.delete("50-worker-key", &Default::default()).await.unwrap();
+    set_os_image(&mcs, &format!("{host}/mco/os:signed")).await;
+    let (_, message) = eventually("RenderDegraded for a policy without its key", || async {
+        let degraded = render_degraded(&pools.get("worker").await.unwrap());
+        satisfying(degraded, |d| d.as_ref().is_some_and(|(status, m)| status == "True" && m.contains("key file")))
+    })
+    .await
+    .unwrap();
+    assert!(
+        message.contains(
+            "/etc/containers/policy.json names the key file /etc/pki/containers/mco-lab.gpg, which the rendered \
+             config does not write"
+        ),
+        "{message}"
+    );
     controller.abort();
 }

@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use mco_daemon::os::OsBackend;
-use mco_daemon::os::sysroot::OstreeSysroot;
+use mco_daemon::os::sysroot::{OstreeSysroot, PullSource};
 use mco_daemon::plan::OsChanges;
 use mco_os::image::{self, PullConfig};
 use mco_os::registry::LocalRegistry;
@@ -48,7 +48,7 @@ fn main() {
     let tmp = tempfile::Builder::new().prefix("mco-bench-rebase-").tempdir_in("/dev/shm").unwrap();
     let dir = tmp.path();
     let registry = LocalRegistry::start(&dir.join("registry")).unwrap();
-    let pull = PullConfig { registries_conf: Some(registry.registries_conf.clone()), authfile: None };
+    let pull = PullConfig { registries_conf: Some(registry.registries_conf.clone()), ..Default::default() };
     let repo = dir.join("build-repo");
     let mut urls = Vec::new();
     for (version, filler) in [("1", 0), ("2", FILES)] {
@@ -87,7 +87,8 @@ fn main() {
         };
         // Ours: the daemon's OS step, then the deploy alone (the image is in the repository now).
         let (path, cmdline) = install("ours");
-        let backend = OstreeSysroot { sysroot: path.clone(), cmdline: cmdline.clone(), pull: pull.clone() };
+        let backend =
+            OstreeSysroot { sysroot: path.clone(), cmdline: cmdline.clone(), pull: PullSource::Given(pull.clone()) };
         let changes = OsChanges { image: Some(big_image.clone()), ..Default::default() };
         rebase.push(timed(|| backend.apply(&changes).unwrap()));
         backend.discard_staged().unwrap();

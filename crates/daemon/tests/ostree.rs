@@ -14,10 +14,11 @@ use mco_api::MachineConfig;
 use mco_daemon::apply::{self, ApplyError, Disruption, Node, REBOOT_REQUEST};
 use mco_daemon::failpoint::{Action, Failpoints};
 use mco_daemon::firstboot::{self, ENCAPSULATED, ENCAPSULATED_BAK, Firstboot};
-use mco_daemon::os::sysroot::OstreeSysroot;
+use mco_daemon::os::sysroot::{OstreeSysroot, PullSource};
 use mco_daemon::state;
 use mco_os::image::PullConfig;
 use mco_os::registry::LocalRegistry;
+use mco_os::signing::{SignatureStore, SigningKey};
 use mco_os::sysroot::{self, Status};
 use mco_os::tree::{self, TreeSpec};
 use serde_json::json;
@@ -91,8 +92,11 @@ impl Lab {
         let name = format!("{}/mco/os", self.registry.host());
         let authfile = self.tmp.path().join("push-auth.json");
         fs::write(&authfile, auth_json(&self.registry.host(), self.credentials)).unwrap();
-        let push =
-            PullConfig { registries_conf: Some(self.registry.registries_conf.clone()), authfile: Some(authfile) };
+        let push = PullConfig {
+            registries_conf: Some(self.registry.registries_conf.clone()),
+            authfile: Some(authfile),
+            ..Default::default()
+        };
         let to = format!("docker://{name}:{version}");
         let digest = mco_os::block_on(mco_os::image::encapsulate_with(&repo, "mco/os", &to, &push, Default::default()))
             .unwrap()
@@ -114,7 +118,7 @@ impl Lab {
         let os = OstreeSysroot {
             sysroot: self.sysroot.clone(),
             cmdline: self.cmdline(),
-            pull: PullConfig::of_node_root(&self.root),
+            pull: PullSource::NodeRoot(self.root.clone()),
         };
         Node::directory_root(self.root.clone(), Some(Box::new(os)))
     }
@@ -490,4 +494,52 @@ fn firstboot_pulls_through_a_registries_conf_mirror() {
     assert!(os_release.unwrap().contains("VERSION_ID=2\n"));
     lab.reboot();
     assert_eq!(lab.node().os.as_ref().unwrap().status().unwrap().booted_image.as_deref(), Some(image.as_str()));
+}
+
+#[test]
+fn the_signature_policy_a_config_writes_is_enforced_on_the_node() {
+    let lab = Lab::new();
+    let host = lab.registry.host();
+    let store = SignatureStore::start(&lab.tmp.path().join("signatures")).unwrap();
+    let key = SigningKey::generate("mco-lab").unwrap();
+    let (boot_image, unsigned, signed) = (lab.image("1"), lab.image("2"), lab.image("3"));
+    key.sign(&lab.registry, &store, &signed, &format!("{host}/mco/os:3")).unwrap();
+    lab.install(&boot_image);
+    let node = lab.node();
+    let a = mc("rendered-worker-a", &boot_image, &[], &[], json!({}));
+    // The policy names its key as the node sees it; the daemon reads the node's root elsewhere.
+    let policy = json!({
+        "default": [{"type": "insecureAcceptAnything"}],
+        "transports": {"docker": {host.clone(): [{
+            "type": "signedBy", "keyType": "GPGKeys", "keyPath": "/etc/pki/containers/mco-lab.gpg",
+        }]}},
+    })
+    .to_string();
+    let public_key = String::from_utf8(key.public_key().unwrap()).unwrap();
+    let storage = store.registries_d_text(&host);
+    let files = [
+        ("/etc/containers/policy.json", policy.as_str()),
+        ("/etc/pki/containers/mco-lab.gpg", public_key.as_str()),
+        ("/etc/containers/registries.d/mco-lab.yaml", storage.as_str()),
+    ];
+
+    // An unsigned image with the policy that requires signatures: the OS step (after the files,
+    // so with the new policy) refuses it and everything is rolled back.
+    let b = mc("rendered-worker-b", &unsigned, &[], &files, json!({}));
+    let refused = apply::apply(&node, &a, &b, &cluster(), &Failpoints::default()).unwrap_err();
+    let why = "is refused by the containers signature policy: Source image rejected: A signature was required, \
+               but no signature exists";
+    assert!(matches!(&refused, ApplyError::Degraded(m) if m.contains(&unsigned) && m.contains(why)), "{refused:?}");
+    assert_eq!(lab.read("/etc/containers/policy.json"), None, "the files are rolled back");
+    assert!(lab.status().pending().is_empty(), "nothing staged");
+
+    // Signed with the policy's key: staged.
+    let c = mc("rendered-worker-c", &signed, &[], &files, json!({}));
+    apply::apply(&node, &a, &c, &cluster(), &Failpoints::default()).unwrap();
+    assert_eq!(lab.status().deployments[0].image.as_deref(), Some(signed.as_str()));
+    lab.reboot();
+
+    // From now on the node's own policy refuses an unsigned image when it is pulled ahead.
+    let refused = node.os.as_ref().unwrap().pull_ahead(&unsigned).unwrap_err();
+    assert!(format!("{refused:#}").contains(why), "{refused:#}");
 }

@@ -10,12 +10,11 @@ use mco_daemon::apply::{self, Disruption, Node, Recovered, SystemdRunReboot};
 use mco_daemon::failpoint::Failpoints;
 use mco_daemon::files::Originals;
 use mco_daemon::firstboot::{self, Firstboot};
-use mco_daemon::os::sysroot::OstreeSysroot;
+use mco_daemon::os::sysroot::{OstreeSysroot, PullSource};
 use mco_daemon::os::{Bootc, OsBackend, RpmOstree};
 use mco_daemon::runner::HostRunner;
 use mco_daemon::units::HostSystemd;
 use mco_daemon::{plan, state, validate};
-use mco_os::image::PullConfig;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum DaemonCommand {
@@ -128,7 +127,7 @@ pub(crate) fn node(args: &NodeArgs) -> Node {
     });
     if let Some(sysroot) = &args.sysroot {
         let cmdline = args.cmdline.clone().unwrap_or_else(|| mco_os::sysroot::default_cmdline(sysroot));
-        let pull = PullConfig::of_node_root(&args.root);
+        let pull = PullSource::NodeRoot(args.root.clone());
         os = Some(Box::new(OstreeSysroot { sysroot: sysroot.clone(), cmdline, pull }));
     }
     if host {

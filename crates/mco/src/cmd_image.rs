@@ -272,7 +272,7 @@ fn build(args: BuildArgs) -> anyhow::Result<()> {
                 labels,
                 to: args.to,
             };
-            derive::build_containerfile(&spec, &PullConfig { registries_conf: None, authfile: args.authfile })?
+            derive::build_containerfile(&spec, &PullConfig { authfile: args.authfile, ..Default::default() })?
         }
         None => {
             let from = args.from.context("--from or --file is required")?;
@@ -340,7 +340,7 @@ fn build_machine_os_image(args: &BuildMachineOsArgs) -> anyhow::Result<String> {
     tracing::info!(to = spec.to, containerfile = %spec.containerfile.display(), "building");
     // Without push credentials, the push tries the pull credentials.
     let push_authfile = push_authfile.or_else(|| pull_authfile.clone());
-    let pull = PullConfig { registries_conf: None, authfile: pull_authfile };
+    let pull = PullConfig { authfile: pull_authfile, ..Default::default() };
     let digest = derive::build_containerfile_pushing_with(&spec, &pull, push_authfile.as_deref())?;
     let pushed = image::pinned(&to_ref, &digest);
     let pushed = pushed.strip_prefix("docker://").unwrap_or(&pushed).to_string();

@@ -6,8 +6,9 @@
 //! behave exactly as on a node.
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
 use fn_error_context::context;
@@ -169,6 +170,54 @@ pub fn skopeo() -> Command {
     cmd
 }
 
+/// What skopeo says went wrong, from its error output: the `msg` of its last log line, without
+/// the log decoration (time, level).
+pub fn skopeo_message(stderr: &str) -> String {
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no error output").trim();
+    match last.split_once(" msg=") {
+        Some((_, quoted)) => serde_json::from_str::<String>(quoted).unwrap_or_else(|_| quoted.to_string()),
+        None => last.to_string(),
+    }
+}
+
+/// The line `skopeo copy` prints once c/image's policy accepted the image (copy.go prints it
+/// right after `IsRunningImageAllowed`, before it reads any layer).
+const POLICY_ACCEPTED: &str = "Getting image source signatures";
+
+/// How long a signature check may take (skopeo's own `--command-timeout`).
+const VERIFY_TIMEOUT: &str = "120s";
+
+/// Checks `image` (`HOST/NAME@sha256:…`) against the containers policy of `pull` as c/image
+/// checks it when the image is copied: its signatures, from where `pull`'s registries.d says they
+/// are, must meet the policy's requirements for the image's scope. `Ok(Err(why))` with c/image's
+/// words when the policy refuses the image (or it cannot be read). The check is `skopeo copy`'s,
+/// stopped as soon as the policy accepted the image, so no layer is fetched: skopeo 1.9's image
+/// proxy, which ostree-ext pulls through, does not check the policy at all (skopeo 1.13 does).
+#[context("Checking the signatures of {image}")]
+pub fn verify_signatures(image: &str, pull: &PullConfig) -> Result<std::result::Result<(), String>> {
+    let scratch = tempfile::Builder::new().prefix("mco-signature-check-").tempdir()?;
+    let mut cmd = pull.skopeo();
+    cmd.args(["--command-timeout", VERIFY_TIMEOUT, "copy"]);
+    match &pull.authfile {
+        Some(authfile) => cmd.arg("--src-authfile").arg(authfile),
+        None => cmd.arg("--src-no-creds"),
+    };
+    cmd.arg(format!("docker://{image}")).arg(format!("dir:{}", scratch.path().display()));
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().context("Running skopeo")?;
+    let stdout = child.stdout.take().expect("piped");
+    let accepted = BufReader::new(stdout).lines().map_while(std::io::Result::ok).any(|line| line == POLICY_ACCEPTED);
+    if accepted {
+        let _ = child.kill();
+        child.wait()?;
+        return Ok(Ok(()));
+    }
+    let out = child.wait_with_output()?;
+    if out.status.success() {
+        return Ok(Ok(()));
+    }
+    Ok(Err(skopeo_message(&String::from_utf8_lossy(&out.stderr))))
+}
+
 /// `skopeo copy` preserving digests, optionally writing the pushed digest to `digestfile`.
 pub(crate) fn skopeo_copy(src: &str, dest: &str, digestfile: Option<&Path>) -> Result<()> {
     skopeo_copy_with(skopeo(), None, src, dest, digestfile)
@@ -308,6 +357,12 @@ pub async fn import_with(
     pull: &PullConfig,
     bootable: bool,
 ) -> Result<Box<LayeredImageState>> {
+    // The image proxy of skopeo 1.9 does not check the policy itself (see `verify_signatures`).
+    if pull.policy.is_some() && imgref.imgref.transport == Transport::Registry {
+        let name = &imgref.imgref.name;
+        verify_signatures(name, pull)?
+            .map_err(|why| anyhow::anyhow!("{name} is refused by the containers signature policy: {why}"))?;
+    }
     let mut importer = ImageImporter::new(repo, imgref, pull.proxy_config()).await?;
     if bootable {
         importer.require_bootable();
@@ -412,29 +467,46 @@ pub struct PullConfig {
     pub registries_conf: Option<PathBuf>,
     /// A containers-auth.json(5) / docker `config.json` file (the pull secret).
     pub authfile: Option<PathBuf>,
+    /// A containers-policy.json(5) file every pull must satisfy (signature requirements); without
+    /// one, the system's.
+    pub policy: Option<PathBuf>,
+    /// A containers-registries.d(5) directory (where signatures are stored); without one, the
+    /// system's.
+    pub registries_d: Option<PathBuf>,
 }
 
 impl PullConfig {
-    /// The registries file and pull secret of the node whose root is `root`, as the node's
-    /// rpm-ostree would use them: `etc/containers/registries.conf` and
-    /// `var/lib/kubelet/config.json`, each only when present.
+    /// The registries file, pull secret and signature policy of the node whose root is `root`,
+    /// as the node's rpm-ostree would use them: `etc/containers/registries.conf`,
+    /// `var/lib/kubelet/config.json`, `etc/containers/policy.json` and
+    /// `etc/containers/registries.d`, each only when present. The policy's key files are named as
+    /// the node sees them (under `/`).
     pub fn of_node_root(root: &Path) -> Self {
         let existing = |rel: &str| Some(root.join(rel)).filter(|p| p.is_file());
         PullConfig {
             registries_conf: existing("etc/containers/registries.conf"),
             authfile: existing("var/lib/kubelet/config.json"),
+            policy: existing("etc/containers/policy.json"),
+            registries_d: Some(root.join("etc/containers/registries.d")).filter(|p| p.is_dir()),
         }
     }
 
     fn skopeo(&self) -> Command {
-        match &self.registries_conf {
+        let mut cmd = match &self.registries_conf {
             Some(conf) => {
                 let mut cmd = Command::new("skopeo");
                 cmd.arg("--registries-conf").arg(conf);
                 cmd
             }
             None => skopeo(),
+        };
+        if let Some(policy) = &self.policy {
+            cmd.arg("--policy").arg(policy);
         }
+        if let Some(dir) = &self.registries_d {
+            cmd.arg("--registries.d").arg(dir);
+        }
+        cmd
     }
 
     /// The settings of ostree-ext's image proxy (skopeo) for these registries and credentials.

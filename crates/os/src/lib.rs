@@ -10,6 +10,7 @@ pub mod aleph;
 pub mod build;
 pub mod image;
 pub mod registry;
+pub mod signing;
 pub mod sysroot;
 pub mod tree;
 

@@ -85,16 +85,7 @@ impl LocalRegistry {
             .spawn()
             .context("Running docker-registry (Debian package docker-registry)")?;
         let mut registry = LocalRegistry { child, port, registries_conf };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Some(status) = registry.child.try_wait()? {
-                bail!("docker-registry exited with {status}");
-            }
-            if Instant::now() > deadline {
-                bail!("docker-registry did not listen on 127.0.0.1:{port} within 10 s");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_listening(&mut registry.child, port, "docker-registry")?;
         Ok(registry)
     }
 
@@ -102,6 +93,21 @@ impl LocalRegistry {
     pub fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
+}
+
+/// Waits until `child` (`what`) listens on 127.0.0.1:`port`; fails if it exits first.
+pub(crate) fn wait_listening(child: &mut Child, port: u16, what: &str) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = child.try_wait()? {
+            bail!("{what} exited with {status}");
+        }
+        if Instant::now() > deadline {
+            bail!("{what} did not listen on 127.0.0.1:{port} within 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
 }
 
 impl Drop for LocalRegistry {

@@ -284,7 +284,7 @@ fn base_with_shell(tmp: &Path) -> (LocalRegistry, PullConfig, String, String) {
     let repo = tmp.join("repo");
     let commit = tree::commit(&repo, "mco/os", &tree_dir, "42.1", &labels()).unwrap();
     let registry = LocalRegistry::start(&tmp.join("registry")).unwrap();
-    let pull = PullConfig { registries_conf: Some(registry.registries_conf.clone()), authfile: None };
+    let pull = PullConfig { registries_conf: Some(registry.registries_conf.clone()), ..Default::default() };
     let base = format!("docker://{}/mco/os:base", registry.host());
     mco_os::block_on(image::encapsulate_with(&repo, "mco/os", &base, &pull, Default::default())).unwrap().unwrap();
     (registry, pull, base, commit)

@@ -15,10 +15,12 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use mco_api::constants::{CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME, PINNED_OS_IMAGE_ANNOTATION};
+use mco_api::containers_policy::{self, POLICY_PATH, REGISTRIES_D};
 use mco_api::{
     ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfiguration,
 };
 use mco_metrics::controller::{ControllerMetrics, SubControllerSync};
+use mco_os::image::PullConfig;
 use mco_render::{ControllerVersion, StorageOverrides};
 use serde_json::json;
 
@@ -315,25 +317,64 @@ async fn check_os_image(
             .map_err(|e| Error::Skopeo(e.to_string()))?;
         inspected.push((arch, found));
     }
-    Ok(os_image::judge(image, &inspected))
+    let pinned = match os_image::judge(image, &inspected) {
+        Ok(pinned) => pinned,
+        Err(why) => return Ok(Err(why)),
+    };
+    // The files are where nodes have them, so the directory reads as a node root.
+    let pull = PullConfig::of_node_root(pull_files.path());
+    if pull.policy.is_none() {
+        return Ok(Ok(pinned));
+    }
+    let image = pinned.clone();
+    let verified = tokio::task::spawn_blocking(move || mco_os::image::verify_signatures(&image, &pull))
+        .await
+        .map_err(|e| Error::Skopeo(e.to_string()))?
+        .map_err(|e| Error::Skopeo(format!("{e:#}")))?;
+    Ok(verified
+        .map(|()| pinned)
+        .map_err(|why| format!("it does not satisfy the pool's signature policy ({POLICY_PATH}): {why}")))
 }
 
-/// A directory holding, at their paths, the registries configuration and pull secret `rendered`
-/// gives its nodes.
+/// A directory holding, at their paths, the files `rendered` gives its nodes to pull with: the
+/// registries configuration, the pull secret, the signature policy with the key files it names
+/// (named there under the directory) and the signature storage configuration.
 fn pull_files(rendered: &MachineConfig) -> Result<tempfile::TempDir, String> {
     let dir = tempfile::Builder::new()
         .prefix("mco-os-image-check-")
         .tempdir()
         .map_err(|e| format!("making a directory for the pull files: {e}"))?;
     let config = mco_render::merge::validate_machine_config(rendered).map_err(|e| e.to_string())?;
-    let files = config.iter().flat_map(|c| &c.storage.files);
-    for path in [os_image::NODE_REGISTRIES_CONF, os_image::NODE_PULL_SECRET] {
-        let Some(file) = files.clone().find(|f| f.path == path) else { continue };
-        let contents = mco_ignition::dataurl::decode_contents(&file.contents).map_err(|e| format!("{path}: {e}"))?;
+    let files: Vec<_> = config.iter().flat_map(|c| &c.storage.files).collect();
+    let contents = |path: &str| -> Result<Option<Vec<u8>>, String> {
+        let Some(file) = files.iter().find(|f| f.path == path) else { return Ok(None) };
+        mco_ignition::dataurl::decode_contents(&file.contents).map(Some).map_err(|e| format!("{path}: {e}"))
+    };
+    let write = |path: &str, contents: &[u8]| {
         let to = dir.path().join(path.trim_start_matches('/'));
         std::fs::create_dir_all(to.parent().expect("an absolute path has a parent"))
             .and_then(|()| std::fs::write(&to, contents))
-            .map_err(|e| format!("writing {}: {e}", to.display()))?;
+            .map_err(|e| format!("writing {}: {e}", to.display()))
+    };
+    let signature_storage =
+        files.iter().map(|f| f.path.as_str()).filter(|p| p.starts_with(&format!("{REGISTRIES_D}/")));
+    for path in [os_image::NODE_REGISTRIES_CONF, os_image::NODE_PULL_SECRET].into_iter().chain(signature_storage) {
+        if let Some(found) = contents(path)? {
+            write(path, &found)?;
+        }
+    }
+    if let Some(policy) = contents(POLICY_PATH)? {
+        let policy = String::from_utf8(policy).map_err(|_| format!("{POLICY_PATH} is not UTF-8"))?;
+        for key in containers_policy::key_files(&policy).map_err(|e| e.to_string())? {
+            let found = contents(&key)?.ok_or_else(|| {
+                format!(
+                    "{POLICY_PATH} names the key file {key}, which the rendered config does not write: signatures \
+                     are checked before any node only with keys the rendered config gives its nodes"
+                )
+            })?;
+            write(&key, &found)?;
+        }
+        write(POLICY_PATH, containers_policy::reroot(&policy, dir.path()).map_err(|e| e.to_string())?.as_bytes())?;
     }
     Ok(dir)
 }

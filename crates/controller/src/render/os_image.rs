@@ -157,11 +157,7 @@ pub async fn inspect(image: &str, arch: Option<&str>, dir: &Path) -> std::io::Re
 /// The reason in skopeo's error output: the `msg` of its last log line, without the prefix that
 /// repeats the image's name (the same text every time, so the pool's condition stays put).
 fn skopeo_error(stderr: &str, reference: &str) -> String {
-    let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no error output").trim();
-    let message = match last.split_once(" msg=") {
-        Some((_, quoted)) => serde_json::from_str::<String>(quoted).unwrap_or_else(|_| quoted.to_string()),
-        None => last.to_string(),
-    };
+    let message = mco_os::image::skopeo_message(stderr);
     let prefix = format!("Error parsing image name \"docker://{reference}\": ");
     message.strip_prefix(&prefix).unwrap_or(&message).to_string()
 }

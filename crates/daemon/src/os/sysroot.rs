@@ -7,7 +7,8 @@
 //! edits them. A plain ostree sysroot has no package layering, so kernel types other than the
 //! default and extensions are refused, before anything is staged.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use fn_error_context::context;
@@ -21,7 +22,47 @@ use crate::plan::{KernelType, OsChanges, split_kargs};
 pub struct OstreeSysroot {
     pub sysroot: PathBuf,
     pub cmdline: PathBuf,
-    pub pull: PullConfig,
+    pub pull: PullSource,
+}
+
+/// Where a sysroot's pulls take their registry settings, pull secret and signature policy from.
+pub enum PullSource {
+    Given(PullConfig),
+    /// The files of the node whose root this is ([`PullConfig::of_node_root`]), read at each pull:
+    /// an update that writes them (a registries.conf, a policy.json) stages its OS image with them.
+    NodeRoot(PathBuf),
+}
+
+/// Pull settings, and the policy file written for them while they are used.
+pub struct Pull {
+    pub config: PullConfig,
+    _rerooted_policy: Option<tempfile::TempPath>,
+}
+
+impl PullSource {
+    /// The settings of the next pull. A node root seen from elsewhere than `/` gets a copy of its
+    /// policy whose key files are under that root, as the node itself would read them.
+    #[context("Reading the node's pull settings")]
+    pub fn settings(&self) -> anyhow::Result<Pull> {
+        let root = match self {
+            PullSource::Given(config) => return Ok(Pull { config: config.clone(), _rerooted_policy: None }),
+            PullSource::NodeRoot(root) => root,
+        };
+        let mut config = PullConfig::of_node_root(root);
+        let rerooted = match &config.policy {
+            Some(policy) if root != Path::new("/") => {
+                let text = std::fs::read_to_string(policy).with_context(|| format!("reading {}", policy.display()))?;
+                let rerooted = mco_api::containers_policy::reroot(&text, root)?;
+                let mut file = tempfile::Builder::new().prefix("mco-node-policy-").suffix(".json").tempfile()?;
+                file.write_all(rerooted.as_bytes())?;
+                let path = file.into_temp_path();
+                config.policy = Some(path.to_path_buf());
+                Some(path)
+            }
+            _ => None,
+        };
+        Ok(Pull { config, _rerooted_policy: rerooted })
+    }
 }
 
 /// OS changes an ostree sysroot cannot make.
@@ -71,7 +112,7 @@ impl OsBackend for OstreeSysroot {
         if status.booted().is_some_and(|booted| booted.image.as_deref() == Some(image)) {
             return Ok(false);
         }
-        sysroot::pull(&self.sysroot, image, &self.pull)?;
+        sysroot::pull(&self.sysroot, image, &self.pull.settings()?.config)?;
         Ok(true)
     }
 
@@ -90,7 +131,8 @@ impl OsBackend for OstreeSysroot {
             Some(k) => sysroot::edit_kargs(&booted_kargs, &k.delete, &k.append),
             None => booted_kargs,
         };
-        let staged = sysroot::deploy(&self.sysroot, &self.cmdline, image, &kargs, &self.pull)?;
+        let pull = self.pull.settings()?;
+        let staged = sysroot::deploy(&self.sysroot, &self.cmdline, image, &kargs, &pull.config)?;
         tracing::info!(commit = %staged.commit, image = ?staged.image, kargs = ?staged.kargs, "OS changes staged");
         Ok(())
     }
