@@ -290,10 +290,24 @@ async fn os_images_are_refused_before_any_node_unless_signed_as_the_pool_require
     let host = registry.host();
     let (trusted, other) = (SigningKey::generate("mco-lab").unwrap(), SigningKey::generate("someone-else").unwrap());
     let signed = push_os_image(tmp.path(), &registry, "1", "signed").await;
-    trusted.sign(&registry, &store, &format!("{host}/mco/os@{signed}"), &format!("{host}/mco/os:signed")).unwrap();
+    trusted
+        .sign(
+            &registry.registries_conf,
+            &store.dir,
+            &format!("{host}/mco/os@{signed}"),
+            &format!("{host}/mco/os:signed"),
+        )
+        .unwrap();
     push_os_image(tmp.path(), &registry, "2", "unsigned").await;
     let foreign = push_os_image(tmp.path(), &registry, "3", "foreign").await;
-    other.sign(&registry, &store, &format!("{host}/mco/os@{foreign}"), &format!("{host}/mco/os:foreign")).unwrap();
+    other
+        .sign(
+            &registry.registries_conf,
+            &store.dir,
+            &format!("{host}/mco/os@{foreign}"),
+            &format!("{host}/mco/os:foreign"),
+        )
+        .unwrap();
     // Another manifest under the trusted signature of the first: what a registry that altered
     // the image would serve.
     let tampered = push_os_image(tmp.path(), &registry, "4", "tampered").await;

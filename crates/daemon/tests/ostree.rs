@@ -503,7 +503,7 @@ fn the_signature_policy_a_config_writes_is_enforced_on_the_node() {
     let store = SignatureStore::start(&lab.tmp.path().join("signatures")).unwrap();
     let key = SigningKey::generate("mco-lab").unwrap();
     let (boot_image, unsigned, signed) = (lab.image("1"), lab.image("2"), lab.image("3"));
-    key.sign(&lab.registry, &store, &signed, &format!("{host}/mco/os:3")).unwrap();
+    key.sign(&lab.registry.registries_conf, &store.dir, &signed, &format!("{host}/mco/os:3")).unwrap();
     lab.install(&boot_image);
     let node = lab.node();
     let a = mc("rendered-worker-a", &boot_image, &[], &[], json!({}));

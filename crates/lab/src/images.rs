@@ -68,6 +68,18 @@ pub async fn start_registry(layout: &Layout, port: u16) -> anyhow::Result<Servic
     Ok(service)
 }
 
+/// Starts the signature store on `port`: busybox's httpd serving the lab directory's signatures,
+/// as a registry's lookaside server does (`mco_os::signing`).
+#[context("Starting the signature store")]
+pub async fn start_signature_store(layout: &Layout, port: u16) -> anyhow::Result<Service> {
+    let dir = layout.signatures();
+    std::fs::create_dir_all(&dir)?;
+    let command = Command::from(mco_os::signing::server_command(&dir, port));
+    let mut service = Service::spawn("signatures", command, &layout.log("signatures"))?;
+    wait_for_port(&mut service, port).await?;
+    Ok(service)
+}
+
 /// Waits until something accepts connections on 127.0.0.1:`port`, failing early if the service exits.
 pub async fn wait_for_port(service: &mut Service, port: u16) -> anyhow::Result<()> {
     for _ in 0..600 {

@@ -71,6 +71,11 @@ impl Layout {
     }
 
     /// `registries.conf` for the image tools: the lab registry speaks plain HTTP.
+    /// The signature store's files: images signed into it with `lookaside-staging: file://DIR`.
+    pub fn signatures(&self) -> PathBuf {
+        self.dir.join("signatures")
+    }
+
     pub fn registries_conf(&self) -> PathBuf {
         self.dir.join("registries.conf")
     }

@@ -129,6 +129,7 @@ mod tests {
             platform: Default::default(),
             server: None,
             registry: None,
+            signatures: None,
             prometheus: None,
             os_image: None,
             nodes: vec!["worker-0".into(), "worker-2".into()],

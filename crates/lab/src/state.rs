@@ -34,6 +34,10 @@ pub struct LabState {
     /// `127.0.0.1:<port>` of the OCI registry, once it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<String>,
+    /// `http://127.0.0.1:<port>` of the signature store, where containers-registries.d(5)'s
+    /// `lookaside` reads the signatures written in [`Layout::signatures`](crate::layout::Layout::signatures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signatures: Option<String>,
     /// `http://127.0.0.1:<port>` of Prometheus (`mco lab up --prometheus`), once it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prometheus: Option<String>,
@@ -104,6 +108,7 @@ mod tests {
             platform: Platform::Gcp,
             server: Some("https://127.0.0.1:1".into()),
             registry: None,
+            signatures: None,
             prometheus: None,
             os_image: None,
             nodes: vec!["worker-0".into()],

@@ -114,8 +114,9 @@ impl RunningNode {
 
 /// Runs the lab until SIGTERM/SIGINT; the state file says how far it got. `host_ports` are
 /// loopback ports of the host's network namespace ([`network::enter_lab_namespace`]), for the API
-/// server, the registry, the Machine Config Server's secure and insecure ports and Prometheus.
-pub async fn supervise(options: Options, host_ports: [TcpListener; 5]) -> anyhow::Result<()> {
+/// server, the registry, the Machine Config Server's secure and insecure ports, Prometheus and the
+/// signature store.
+pub async fn supervise(options: Options, host_ports: [TcpListener; 6]) -> anyhow::Result<()> {
     let layout = Layout::new(&options.dir);
     std::fs::create_dir_all(layout.logs()).with_context(|| format!("creating {}", layout.logs().display()))?;
     std::fs::write(layout.pid_file(), format!("{}\n", std::process::id()))?;
@@ -126,6 +127,7 @@ pub async fn supervise(options: Options, host_ports: [TcpListener; 5]) -> anyhow
         platform: options.platform,
         server: None,
         registry: None,
+        signatures: None,
         prometheus: None,
         os_image: None,
         nodes: Vec::new(),
@@ -165,7 +167,7 @@ async fn run(
     options: &Options,
     layout: &Layout,
     report: &mut LabState,
-    host_ports: [TcpListener; 5],
+    host_ports: [TcpListener; 6],
     cgroup_parent: &str,
 ) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate())?;
@@ -174,12 +176,12 @@ async fn run(
 
     progress(layout, report, "setting up the lab's network")?;
     network::set_up(&layout.log("network")).await?;
-    let mut ports = [0; 5];
+    let mut ports = [0; 6];
     for (port, listener) in ports.iter_mut().zip(host_ports) {
         *port = listener.local_addr()?.port();
         network::forward(listener)?;
     }
-    let [apiserver_port, registry_port, server_port, insecure_port, prometheus_port] = ports;
+    let [apiserver_port, registry_port, server_port, insecure_port, prometheus_port, signatures_port] = ports;
 
     progress(layout, report, "starting etcd and kube-apiserver")?;
     let apiserver_network = mco_testenv::Network {
@@ -198,6 +200,8 @@ async fn run(
 
     progress(layout, report, "starting the OCI registry and building the OS and container images")?;
     let registry_service = images::start_registry(layout, registry_port).await?;
+    let signature_service = images::start_signature_store(layout, signatures_port).await?;
+    report.signatures = Some(format!("http://127.0.0.1:{signatures_port}"));
     let registry = format!("127.0.0.1:{registry_port}");
     report.registry = Some(registry.clone());
     let lab_images = images::build(mco, layout, &registry).await?;
@@ -467,6 +471,7 @@ async fn run(
         prometheus.stop().await;
     }
     registry_service.stop().await;
+    signature_service.stop().await;
     control_plane.stop().await;
     drop(env);
     Ok(())

@@ -388,6 +388,9 @@ fn status_json(phase: &str, state: &LabState, layout: &Layout) -> serde_json::Va
         "kubeconfig": state.kubeconfig,
         "server": state.server,
         "registry": state.registry,
+        // Where images are signed into (`lookaside-staging: file://…`) and read from (`lookaside:`).
+        "signatures": state.signatures,
+        "signaturesDir": layout.signatures(),
         "prometheus": state.prometheus,
         "osImage": state.os_image,
         "nodes": joined.chain(adding).chain(not_joined).collect::<Vec<_>>(),
@@ -507,6 +510,7 @@ mod tests {
             platform: Platform::None,
             server: None,
             registry: None,
+            signatures: None,
             prometheus: None,
             os_image: None,
             nodes: vec!["worker-0".into()],
@@ -531,6 +535,7 @@ mod tests {
             .map(|(n, p)| (n.to_string(), p.to_string()))
             .into();
         state.registry = Some("127.0.0.1:5000".into());
+        state.signatures = Some("http://127.0.0.1:5001".into());
         state.prometheus = Some("http://127.0.0.1:9090".into());
         state.kubeconfig = PathBuf::from("/lab/kubeconfig");
         let node = |name: &str, pool: &str, state: &str| {
@@ -546,6 +551,7 @@ mod tests {
             json!({
                 "phase": "Ready", "message": "ready: 1 nodes", "platform": "gcp", "kubeconfig": "/lab/kubeconfig",
                 "server": null, "registry": "127.0.0.1:5000",
+                "signatures": "http://127.0.0.1:5001", "signaturesDir": "/lab/signatures",
                 "prometheus": "http://127.0.0.1:9090", "osImage": null,
                 "nodes": [down, node("worker-2", "infra", "Adding"), not_joined],
             })

@@ -24,6 +24,7 @@ use mco_api::constants::{
 };
 use mco_api::operator::BootImageSkewEnforcementStatus;
 use mco_api::{MachineConfigNode, MachineConfigPool, MachineConfiguration};
+use mco_os::signing::{SigningKey, lookaside_config};
 use mco_testenv::{eventually, eventually_within, satisfying};
 use serde_json::json;
 
@@ -69,13 +70,28 @@ impl Drop for Lab {
 }
 
 fn file_mc(name: &str, path: &str, text: &str) -> String {
-    let encoded: String = text.bytes().map(|b| format!("%{b:02X}")).collect();
+    files_mc(name, &[(path, text)])
+}
+
+/// A worker MachineConfig that writes each (path, text).
+fn files_mc(name: &str, files: &[(&str, &str)]) -> String {
+    let files: String = files
+        .iter()
+        .map(|(path, text)| {
+            let encoded: String = text.bytes().map(|b| format!("%{b:02X}")).collect();
+            format!("      - path: {path}\n        mode: 420\n        contents:\n          source: data:,{encoded}\n")
+        })
+        .collect();
     format!(
         "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: {name}\n  labels:\n    \
          machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    \
-         storage:\n      files:\n      - path: {path}\n        mode: 420\n        contents:\n          source: data:,{encoded}\n"
+         storage:\n      files:\n{files}"
     )
 }
+
+/// Where the lab's policy has its signing key: upstream's path for one (a change there reloads
+/// the container runtime instead of rebooting the node).
+const SIGNING_KEY_PATH: &str = "/etc/machine-config-daemon/no-reboot/containers-gpg.pub";
 
 /// Waits until every Node is Ready with `pods` as its pods capacity (what its kubelet read).
 async fn pods_capacity(client: &Client, pods: &str) {
@@ -1241,6 +1257,61 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     configs.delete("99-worker-tag", &Default::default()).await.unwrap();
     wait_condition(&client, "RenderDegraded", false).await;
     workers_done_on(before.clone(), "").await;
+
+    // Signed OS images: MachineConfigs give the workers a containers policy that requires the lab
+    // registry's images to be signed with the lab's GPG key, the key, and where the signatures are
+    // (a lookaside store on loopback). The controller's pod checks the signatures before any node
+    // gets an image: the signed tag rolls out, an unsigned image targets no node.
+    let lab_status: serde_json::Value =
+        serde_json::from_str(&stdout(&lab.mco(&["lab", "status", "-o", "json"]).success())).unwrap();
+    let signatures = lab_status["signatures"].as_str().unwrap().to_string();
+    let key = SigningKey::generate("mco-lab").unwrap();
+    let registries_conf = lab.state_dir().join("registries.conf");
+    let signatures_dir = Path::new(lab_status["signaturesDir"].as_str().unwrap());
+    key.sign(&registries_conf, signatures_dir, &pool_image, &tag).unwrap();
+    let policy = json!({
+        "default": [{"type": "insecureAcceptAnything"}],
+        "transports": {"docker": {registry.clone(): [{
+            "type": "signedBy", "keyType": "GPGKeys", "keyPath": SIGNING_KEY_PATH,
+            "signedIdentity": {"type": "matchRepoDigestOrExact"},
+        }]}},
+    });
+    let signature_files = files_mc(
+        "99-worker-signatures",
+        &[
+            ("/etc/containers/policy.json", &policy.to_string()),
+            (SIGNING_KEY_PATH, &String::from_utf8(key.public_key().unwrap()).unwrap()),
+            ("/etc/containers/registries.d/mco-lab.yaml", &lookaside_config(&registry, &signatures)),
+        ],
+    );
+    lab.apply("99-worker-signatures", &signature_files);
+    lab.apply("99-worker-tag", &os_image_mc("99-worker-tag", &tag));
+    let signed = eventually("the worker pool to target the signed tag's config with the policy", || async {
+        let current = target(&pool(&client).await);
+        let rendered = configs.get(&current).await.unwrap();
+        let files = rendered.spec.config.as_ref().map(ToString::to_string).unwrap_or_default();
+        let complete = rendered.spec.os_image_url == tag && files.contains("/etc/containers/policy.json");
+        if complete { Ok(current) } else { Err(current) }
+    })
+    .await;
+    let rendered = configs.get(&signed).await.unwrap();
+    assert_eq!(rendered.annotations().get(PINNED_OS_IMAGE_ANNOTATION), Some(&pool_image));
+    workers_done_on(signed.clone(), " with the signature policy").await;
+    let unsigned = format!("{registry}/mco/os:base");
+    lab.apply("99-worker-tag", &os_image_mc("99-worker-tag", &unsigned));
+    let message = wait_condition(&client, "RenderDegraded", true).await;
+    let why = "refused before any node gets it: it does not satisfy the pool's signature policy \
+               (/etc/containers/policy.json): Source image rejected: A signature was required, but no signature exists";
+    assert!(
+        message.contains(&format!("OS image {unsigned} of rendered-worker-")) && message.contains(why),
+        "{message}"
+    );
+    assert_eq!(target(&pool(&client).await), signed, "no new target");
+    for name in ["99-worker-tag", "99-worker-signatures"] {
+        configs.delete(name, &Default::default()).await.unwrap();
+    }
+    wait_condition(&client, "RenderDegraded", false).await;
+    workers_done_on(before.clone(), " without the signature policy").await;
 
     // A change that fails on the node after its drain (a file where the node has a directory)
     // strands the first worker it reaches (cordoned, Degraded); deleting the MachineConfig heals

@@ -13,7 +13,20 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{Context, Result, bail};
 use fn_error_context::context;
 
-use crate::registry::{LocalRegistry, wait_listening};
+use crate::registry::wait_listening;
+
+/// busybox's httpd serving `dir` on 127.0.0.1:`port`, in the foreground.
+pub fn server_command(dir: &Path, port: u16) -> Command {
+    let mut command = Command::new("busybox");
+    command.args(["httpd", "-f", "-p", &format!("127.0.0.1:{port}"), "-h"]).arg(dir);
+    command
+}
+
+/// A containers-registries.d(5) file that makes c/image read the signatures of the images of
+/// `registry_host` from `url`.
+pub fn lookaside_config(registry_host: &str, url: &str) -> String {
+    format!("docker:\n  {registry_host}:\n    lookaside: {url}\n")
+}
 
 /// A lookaside signature store on loopback; stopped when dropped.
 pub struct SignatureStore {
@@ -29,9 +42,7 @@ impl SignatureStore {
     pub fn start(dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let child = Command::new("busybox")
-            .args(["httpd", "-f", "-p", &format!("127.0.0.1:{port}"), "-h"])
-            .arg(dir)
+        let child = server_command(dir, port)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -49,7 +60,7 @@ impl SignatureStore {
     /// A containers-registries.d(5) file that makes c/image read the signatures of the images of
     /// `registry_host` from this store.
     pub fn registries_d_text(&self, registry_host: &str) -> String {
-        format!("docker:\n  {registry_host}:\n    lookaside: {}\n", self.url())
+        lookaside_config(registry_host, &self.url())
     }
 
     /// Where the signatures of `HOST/NAME@sha256:HEX` are (c/image's lookaside layout).
@@ -99,16 +110,18 @@ impl SigningKey {
         self.gpg(&["--armor", "--export", &self.fingerprint])
     }
 
-    /// Signs `image` (`HOST/NAME@sha256:…`, in `registry`) for `identity` (`HOST/NAME:TAG`,
-    /// which then names the image) and stores the signature in `store`.
+    /// Signs `image` (`HOST/NAME@sha256:…`, in a registry `registries_conf` lets skopeo reach)
+    /// for `identity` (`HOST/NAME:TAG`, which then names the image) and writes the signature in
+    /// the signature store directory `signatures`.
     #[context("Signing {image} as {identity}")]
-    pub fn sign(&self, registry: &LocalRegistry, store: &SignatureStore, image: &str, identity: &str) -> Result<()> {
+    pub fn sign(&self, registries_conf: &Path, signatures: &Path, image: &str, identity: &str) -> Result<()> {
+        let host = image.split_once('/').map_or(image, |(host, _)| host);
         let staging = tempfile::Builder::new().prefix("mco-registries-d-").tempdir()?;
-        let text = format!("docker:\n  {}:\n    lookaside-staging: file://{}\n", registry.host(), store.dir.display());
+        let text = format!("docker:\n  {host}:\n    lookaside-staging: file://{}\n", signatures.display());
         std::fs::write(staging.path().join("staging.yaml"), text)?;
         let out = Command::new("skopeo")
             .arg("--registries-conf")
-            .arg(&registry.registries_conf)
+            .arg(registries_conf)
             .arg("--registries.d")
             .arg(staging.path())
             .args(["--insecure-policy", "copy", "--preserve-digests", "--sign-by", &self.fingerprint])
