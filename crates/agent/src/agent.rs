@@ -14,8 +14,8 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client};
 use mco_api::constants::{
     BOOT_IMAGE_ANNOTATION, CONTROL_PLANE_TOPOLOGY_ANNOTATION, CONTROLLER_CONFIG_NAME, DESIRED_DRAIN_ANNOTATION,
-    DRAIN_PREFIX, MACHINE_CONFIGURATION_NAME, MCO_NAMESPACE, POST_CONFIG_ACTION_ANNOTATION, STATE_ANNOTATION,
-    STATE_DONE, STATE_REBOOTING, STATE_WORKING,
+    DRAIN_PREFIX, MACHINE_CONFIGURATION_NAME, MCO_NAMESPACE, POST_CONFIG_ACTION_ANNOTATION, PRESTAGE_ANNOTATION,
+    PRESTAGE_ERROR_ANNOTATION, PRESTAGED_ANNOTATION, STATE_ANNOTATION, STATE_DONE, STATE_REBOOTING, STATE_WORKING,
 };
 use mco_api::{ControllerConfig, MachineConfig, MachineConfiguration};
 use mco_daemon::apply::{self, Applied, ApplyError, Disruption, Node, Recovered};
@@ -110,6 +110,7 @@ pub async fn run(client: Client, node_client: Client, node: Node, settings: Sett
         progress: Recorder::new(client.clone()),
         reported_updated: None,
         failure_reported: false,
+        prestage_failed: None,
         client,
         nodes,
         node: Arc::new(node),
@@ -225,6 +226,8 @@ struct Agent {
     reported_updated: Option<String>,
     /// A failure was reported (NodeDegraded) that no success has cleared yet.
     failure_reported: bool,
+    /// The image a pull ahead last failed for, and when: retried after [`Timing::retry_max`].
+    prestage_failed: Option<(String, Instant)>,
 }
 
 impl Agent {
@@ -303,6 +306,7 @@ impl Agent {
                         self.reported_updated = Some(config.to_string());
                     }
                 }
+                self.prestage(&mut annotations).await?;
                 // Config drift between updates: validate again, as at start (a mismatch degrades
                 // the node and is checked again on every retry until it is put back).
                 if self.validated.is_some_and(|at| at.elapsed() >= self.settings.timing.drift_check) {
@@ -661,6 +665,52 @@ impl Agent {
             Some(mc) => mc.with_pinned_os_image().map_err(|e| Failure::Node(ApplyError::Degraded(e.to_string()))),
             None => Err(Failure::Node(ApplyError::Degraded(format!("could not find MachineConfig {name}")))),
         }
+    }
+
+    /// Pulls the OS image the controller asked this idle node to pull ahead of its update
+    /// (mco's pre-staging), and answers on the Node: the image pulled, or why not (not an update
+    /// failure: the node stays Done, the controller keeps it from its slot). A failed pull is
+    /// retried every [`Timing::retry_max`].
+    async fn prestage(&mut self, annotations: &mut BTreeMap<String, String>) -> Result<(), Failure> {
+        let Some(image) = annotations.get(PRESTAGE_ANNOTATION).cloned() else { return Ok(()) };
+        if annotations.get(PRESTAGED_ANNOTATION) == Some(&image) {
+            return Ok(());
+        }
+        let retry = self.settings.timing.retry_max;
+        if self.prestage_failed.as_ref().is_some_and(|(failed, at)| *failed == image && at.elapsed() < retry) {
+            return Ok(());
+        }
+        tracing::info!(node = self.name(), %image, "pulling the pool's OS image ahead of the update");
+        let started = Instant::now();
+        let pulling = image.clone();
+        let pulled = blocking(&self.node, move |node| match &node.os {
+            Some(os) => os.pull_ahead(&pulling),
+            None => Ok(false),
+        })
+        .await;
+        match pulled {
+            Ok(pulled) => {
+                if pulled {
+                    self.settings.metrics.observe_phase(UpdatePhase::Pull, started.elapsed());
+                }
+                self.prestage_failed = None;
+                self.patch(
+                    annotations,
+                    &[(PRESTAGED_ANNOTATION, Some(image.clone())), (PRESTAGE_ERROR_ANNOTATION, None)],
+                )
+                .await?;
+                self.events.normal("OSImagePrestaged", &format!("Pulled OS image {image} ahead of the update")).await;
+            }
+            Err(e) => {
+                let why = format!("{e:#}");
+                tracing::warn!(node = self.name(), %image, "pulling ahead failed: {why}");
+                self.prestage_failed = Some((image.clone(), Instant::now()));
+                self.patch(annotations, &[(PRESTAGE_ERROR_ANNOTATION, Some(format!("{image}: {why}")))]).await?;
+                let note = format!("Pulling OS image {image} ahead of the update failed: {why}");
+                self.events.warning("OSImagePrestageFailed", &note).await;
+            }
+        }
+        Ok(())
     }
 
     /// Writes `changes` (only those that differ from `annotations`, which then hold the result).

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 
 use mco_api::constants::{
     BOOT_IMAGE_ANNOTATION, CURRENT_CONFIG_ANNOTATION, CURRENT_IMAGE_ANNOTATION, DESIRED_DRAIN_ANNOTATION,
-    DESIRED_IMAGE_ANNOTATION, POST_CONFIG_ACTION_ANNOTATION, REASON_ANNOTATION, STATE_ANNOTATION, STATE_DONE,
-    STATE_REBOOTING,
+    DESIRED_IMAGE_ANNOTATION, POST_CONFIG_ACTION_ANNOTATION, PRESTAGE_ERROR_ANNOTATION, PRESTAGED_ANNOTATION,
+    REASON_ANNOTATION, STATE_ANNOTATION, STATE_DONE, STATE_REBOOTING,
 };
 use serde_json::{Map, Value, json};
 
 /// The annotations the daemon writes. `desiredImage` is only ever removed when empty (SetDone).
-const OWNED: [&str; 8] = [
+const OWNED: [&str; 10] = [
     CURRENT_CONFIG_ANNOTATION,
     STATE_ANNOTATION,
     REASON_ANNOTATION,
@@ -21,6 +21,9 @@ const OWNED: [&str; 8] = [
     CURRENT_IMAGE_ANNOTATION,
     DESIRED_IMAGE_ANNOTATION,
     BOOT_IMAGE_ANNOTATION,
+    // mco's pre-staging answers.
+    PRESTAGED_ANNOTATION,
+    PRESTAGE_ERROR_ANNOTATION,
 ];
 
 /// An annotation value to write; `None` removes the annotation.

@@ -10,8 +10,8 @@ use std::time::Duration;
 use mco_agent::{Settings, Stopped, Timing};
 use mco_api::constants::{
     BOOT_IMAGE_ANNOTATION, CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_DRAIN_ANNOTATION,
-    LAST_APPLIED_DRAIN_ANNOTATION, PINNED_OS_IMAGE_ANNOTATION, POST_CONFIG_ACTION_ANNOTATION, REASON_ANNOTATION,
-    STATE_ANNOTATION,
+    LAST_APPLIED_DRAIN_ANNOTATION, PINNED_OS_IMAGE_ANNOTATION, POST_CONFIG_ACTION_ANNOTATION, PRESTAGE_ANNOTATION,
+    PRESTAGE_ERROR_ANNOTATION, PRESTAGED_ANNOTATION, REASON_ANNOTATION, STATE_ANNOTATION,
 };
 use mco_api::{ControllerConfig, MachineConfig, MachineConfiguration};
 use mco_daemon::Node;
@@ -685,5 +685,81 @@ async fn a_failed_os_image_pull_degrades_the_node_and_counts_as_a_pivot_error() 
     assert!(!metrics.contains("phase=\"pull\""), "a failed pull is no pull duration:\n{metrics}");
     assert!(!metrics.contains("phase=\"deploy\""), "nothing deployed:\n{metrics}");
     assert!(metrics.lines().any(|l| l == "mcd_reboots_failed_total 0"), "{metrics}");
+    agent.abort();
+}
+
+/// Waits until node-1's annotation `key` is `value`; returns its annotations.
+async fn annotated(cluster: &Cluster, key: &str, value: &str) -> BTreeMap<String, String> {
+    eventually(&format!("node-1's {key}: {value}"), || async {
+        let a = cluster.annotations("node-1").await;
+        if a.get(key).map(String::as_str) == Some(value) { Ok(a) } else { Err(a) }
+    })
+    .await
+}
+
+/// An OS that records the images pulled ahead; images of `missing.example` cannot be pulled.
+struct RecordingPulls(Arc<Mutex<Vec<String>>>);
+
+impl OsBackend for RecordingPulls {
+    fn status(&self) -> anyhow::Result<OsStatus> {
+        Ok(OsStatus::default())
+    }
+
+    fn pull_ahead(&self, image: &str) -> anyhow::Result<bool> {
+        if image.starts_with("missing.example/") {
+            anyhow::bail!("reading manifest of {image}: manifest unknown");
+        }
+        self.0.lock().unwrap().push(image.to_string());
+        Ok(true)
+    }
+
+    fn apply(&self, _: &OsChanges) -> anyhow::Result<()> {
+        anyhow::bail!("not reached: no update here")
+    }
+
+    fn discard_staged(&self) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_node_pulls_ahead_what_the_controller_asks_and_answers() {
+    let cluster = Cluster::start().await;
+    cluster.create_done_node("node-1").await;
+    let root = node_root("v1\n", true);
+    let r = root.path();
+    cluster.drain_controller("node-1", r);
+    let pulls = Arc::new(Mutex::new(Vec::new()));
+    let mut registry = Registry::default();
+    let metrics = DaemonMetrics::register(&mut registry);
+    let os: Box<dyn OsBackend> = Box::new(RecordingPulls(pulls.clone()));
+    let agent = cluster.agent_with("node-1", r, TIMEOUT, metrics, Some(os));
+    cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+    let ask = |image: String| {
+        let nodes = cluster.nodes.clone();
+        async move {
+            let patch = json!({"metadata": {"annotations": {PRESTAGE_ANNOTATION: image}}});
+            nodes.patch("node-1", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        }
+    };
+
+    // Pulled ahead and answered; the node stays Done on its config, no drain is asked.
+    let image = format!("registry.example/os@sha256:{}", "3".repeat(64));
+    ask(image.clone()).await;
+    let a = annotated(&cluster, PRESTAGED_ANNOTATION, &image).await;
+    assert_eq!(pulls.lock().unwrap().as_slice(), [image.clone()]);
+    assert_eq!(a[STATE_ANNOTATION], "Done");
+    assert_eq!(a[DESIRED_DRAIN_ANNOTATION], "uncordon-rendered-a", "no drain");
+    assert!(!a.contains_key(PRESTAGE_ERROR_ANNOTATION), "{a:?}");
+    wait_for_metrics(&registry, &["mco_daemon_update_phase_seconds_count{phase=\"pull\"} 1"]).await;
+
+    // A pull that fails is answered with the image and the registry's error: not a failed update.
+    let missing = format!("missing.example/os@sha256:{}", "4".repeat(64));
+    ask(missing.clone()).await;
+    let why = format!("{missing}: reading manifest of {missing}: manifest unknown");
+    let a = annotated(&cluster, PRESTAGE_ERROR_ANNOTATION, &why).await;
+    assert_eq!(a[STATE_ANNOTATION], "Done");
+    assert_eq!(a[PRESTAGED_ANNOTATION], image, "the last image pulled");
+    assert_eq!(pulls.lock().unwrap().len(), 1);
     agent.abort();
 }

@@ -78,6 +78,14 @@ pub const OS_IMAGE_URL_OVERRIDDEN_ANNOTATION: &str = "machineconfiguration.opens
 /// Machine Config Server deploy that digest, so a moving tag cannot split a pool. Removing it
 /// asks the controller to resolve and check the image again.
 pub const PINNED_OS_IMAGE_ANNOTATION: &str = "mco.dev/pinned-os-image";
+/// On a node, written by the node controller: the OS image (by digest) to pull ahead of the
+/// node's update (mco's pre-staging).
+pub const PRESTAGE_ANNOTATION: &str = "mco.dev/prestage-os-image";
+/// On a node, written by its daemon: the OS image it has pulled ahead (or already runs).
+pub const PRESTAGED_ANNOTATION: &str = "mco.dev/prestaged-os-image";
+/// On a node, written by its daemon: `IMAGE: why` when pulling IMAGE ahead failed (removed once a
+/// pull succeeds).
+pub const PRESTAGE_ERROR_ANNOTATION: &str = "mco.dev/prestage-error";
 /// Install-time pre-built layered image.
 pub const PRE_BUILT_IMAGE_ANNOTATION: &str = "machineconfiguration.openshift.io/pre-built-image";
 /// OS image of an on-cluster-layering build carried on a MachineConfig.

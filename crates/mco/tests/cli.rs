@@ -143,6 +143,16 @@ fn bad_input_gets_one_clear_line_naming_object_and_field() {
             mc("10-a", &ign("3.4.0", "    storage:\n      files:\n      - path: /etc/a\n        mode: 2541\n        contents:\n          source: 'data:,x'\n")),
             "MachineConfig 10-a: spec.config: invalid mode 04755 for /etc/a, cannot exceed 0777",
         ),
+        (
+            "containers policy that is no JSON",
+            mc("10-a", &ign("3.4.0", "    storage:\n      files:\n      - path: /etc/containers/policy.json\n        contents:\n          source: 'data:,%7B'\n")),
+            "MachineConfig 10-a: spec.config: /etc/containers/policy.json is not JSON: EOF while parsing an object at line 1 column 1",
+        ),
+        (
+            "containers policy with a relative key path",
+            mc("10-a", &ign("3.4.0", &format!("    storage:\n      files:\n      - path: /etc/containers/policy.json\n        contents:\n          source: 'data:,{}'\n", "%7B%22default%22%3A%5B%7B%22type%22%3A%22signedBy%22%2C%22keyPath%22%3A%22k.gpg%22%7D%5D%7D"))),
+            "MachineConfig 10-a: spec.config: /etc/containers/policy.json: keyPath \"k.gpg\" is not an absolute path",
+        ),
         ("bad kernel type", mc("10-a", "  kernelType: rt\n"), "MachineConfig 10-a: spec.kernelType: kernelType=rt is invalid"),
         ("unknown extension", mc("10-a", &format!("{}  extensions: [wasm]\n", ign("3.2.0", ""))), "MachineConfig 10-a: spec.extensions: invalid extensions found: [wasm]"),
         (

@@ -3,6 +3,7 @@
 
 use mco_api::MachineConfig;
 use mco_api::constants::MACHINE_CONFIG_ROLE_LABEL;
+use mco_api::containers_policy;
 use mco_ignition::v3;
 
 use crate::RenderError;
@@ -69,7 +70,19 @@ pub fn validate_machine_config(mc: &MachineConfig) -> Result<Option<v3::Config>,
     if !invalid.is_empty() {
         return Err(fail("spec.extensions", format!("invalid extensions found: [{}]", invalid.join(" "))));
     }
+    check_signature_policy(&internal).map_err(|message| fail("spec.config", message))?;
     Ok(Some(internal))
+}
+
+/// A containers policy the config writes must be one: nodes would refuse every image pull
+/// (and their container runtime every container) with a broken one (mco's own check).
+fn check_signature_policy(config: &v3::Config) -> Result<(), String> {
+    let Some(file) = config.storage.files.iter().find(|f| f.path == containers_policy::POLICY_PATH) else {
+        return Ok(());
+    };
+    let contents = mco_ignition::dataurl::decode_contents(&file.contents).map_err(|e| e.to_string())?;
+    let text = String::from_utf8(contents).map_err(|_| format!("{} is not UTF-8", containers_policy::POLICY_PATH))?;
+    containers_policy::key_files(&text).map(drop).map_err(|e| e.to_string())
 }
 
 /// Merges validated MachineConfigs (each with its config at spec 3.5, see

@@ -3,7 +3,7 @@
 //! daemon's annotations and the node's conditions), [`layering`] (whether a layered pool's image
 //! build is ready), [`plan`] (maxUnavailable, which nodes to target next, the UpdateInProgress
 //! taint), [`masters`] (control-plane schedulability), [`policy`] (mco's canaries, soak, halt and
-//! maintenance windows), [`arbiter`] (master and arbiter pools
+//! maintenance windows), [`prestage`] (pulling a new OS image ahead of the update slots), [`arbiter`] (master and arbiter pools
 //! updating together), [`status`] (pool counts and conditions, set by upstream's rules in
 //! [`conditions`]), [`drain`] (drain requests, the pods a drain evicts, retries and warnings).
 //! The controller fetches, calls these, and writes what they return.
@@ -17,6 +17,7 @@ pub mod membership;
 pub mod node;
 pub mod plan;
 pub mod policy;
+pub mod prestage;
 pub mod status;
 
 pub use membership::{MembershipError, nodes_for_pool, pools_for_node};

@@ -15,6 +15,7 @@ use mco_api::constants::{
 use crate::layering::{BuildState, Layered};
 use crate::node::{self, Target, annotation};
 use crate::policy::{self, Hold, RolloutPolicy};
+use crate::prestage::{self, Prestage};
 use crate::{masters, membership};
 
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
@@ -76,6 +77,9 @@ pub struct Update {
     pub unavailable: usize,
     /// What mco's rollout policy holds back this sync (the nodes then waiting are in `waiting`).
     pub hold: Option<Hold>,
+    /// For a pool that pre-stages its OS image: the image, who starts pulling it now, and whose
+    /// pull failed (those wait).
+    pub prestage: Option<(String, Prestage)>,
 }
 
 /// Everything one node gets in one sync, so that it is written in one request.
@@ -93,6 +97,8 @@ pub struct NodeChange {
     pub masters_schedulable: Option<bool>,
     /// Mark the node `customPoolLabelsApplied`.
     pub custom_pool_labels_applied: bool,
+    /// Ask the node to pull this OS image ahead ([`crate::prestage`]).
+    pub prestage: Option<String>,
 }
 
 impl Update {
@@ -113,6 +119,11 @@ impl Update {
             let change = others.entry(name).or_default();
             change.labels.extend(labels.clone());
             change.masters_schedulable = self.masters_schedulable;
+        }
+        if let Some((image, prestage)) = &self.prestage {
+            for name in &prestage.start {
+                others.entry(name).or_default().prestage = Some(image.clone());
+            }
         }
         for (name, labels) in &self.custom_pool_labels {
             let change = others.entry(name).or_default();
@@ -175,6 +186,8 @@ pub struct Inputs<'a> {
     pub arbiter_unavailable: bool,
     /// The time mco's rollout policy ([`crate::policy`]) is judged at.
     pub now: Timestamp,
+    /// The OS image (by digest) nodes deploy for the pool's target: what pre-staging pulls.
+    pub os_image: Option<&'a str>,
 }
 
 /// What a pool's nodes move to: its rendered config, and for a layered pool the built image.
@@ -220,9 +233,21 @@ pub fn plan(pool: &MachineConfigPool, nodes: &[&Node], inputs: &Inputs) -> Resul
         // A bad policy holds every node that has not started (it still gets its taint and labels).
         Err(e) => Some(Hold::Invalid(e.to_string())),
     };
+    let (hold, prestage) = match prestage::concurrency(pool) {
+        Ok(concurrency) => (hold, concurrency.zip(inputs.os_image)),
+        Err(e) => (hold.or(Some(Hold::Invalid(e))), None),
+    };
+    let planned =
+        prestage.map(|(concurrency, image)| (image.to_string(), prestage::plan(image, nodes, &target, concurrency)));
     let max = max_unavailable(pool, nodes.len())?;
-    let mut update = Update { target, max_unavailable: max, hold, ..Update::default() };
+    let mut update = Update { target, max_unavailable: max, hold, prestage: planned, ..Update::default() };
     choose_targets(pool, nodes, inputs, &mut update);
+    // Nodes moving to the target now pull in their update: the others pull ahead.
+    if let (Some((concurrency, image)), Some((_, planned))) = (prestage, &mut update.prestage) {
+        let staying: Vec<&Node> =
+            nodes.iter().copied().filter(|n| !update.to_target.iter().any(|t| t == node::name(n))).collect();
+        planned.start = prestage::plan(image, &staying, &update.target, concurrency).start;
+    }
     mark_nodes(nodes, inputs.topology.filter(|t| !t.is_empty()), &mut update);
     if pool.metadata.name.as_deref() == Some(MASTER_POOL) {
         mark_master_roles(nodes, inputs.masters_schedulable, &mut update);
@@ -252,12 +277,15 @@ fn choose_targets(pool: &MachineConfigPool, nodes: &[&Node], inputs: &Inputs, up
     let mut capacity = max - unavailable;
     let mut failing = 0;
     let mut candidates: Vec<&Node> = Vec::new();
+    let pull_failed = |n: &Node| {
+        update.prestage.as_ref().is_some_and(|(_, p)| p.failed.iter().any(|(name, _)| name == node::name(n)))
+    };
     for n in nodes.iter().filter(|n| !stranded(n)) {
         if !node::is_candidate(n, target) {
             if node::mcd_failing(n) {
                 failing += 1;
             }
-        } else if node::is_ready(n) {
+        } else if node::is_ready(n) && !pull_failed(n) {
             candidates.push(n);
         } else {
             update.waiting.push(node::name(n).to_string());
@@ -574,6 +602,43 @@ mod tests {
         let u = update(&bad, &specs[..3], None);
         assert!(u.to_target.is_empty(), "{u:?}");
         assert_eq!(u.add_taint, ["a", "b", "c"]);
+        assert_eq!(u.hold.map(|h| h.reason()), Some("InvalidPolicy"));
+    }
+
+    #[test]
+    fn prestaging_pulls_ahead_and_keeps_failed_pulls_from_their_slot() {
+        const IMAGE: &str = "reg/os@sha256:1111111111111111111111111111111111111111111111111111111111111111";
+        let mut nodes: Vec<Node> = ["a", "b", "c", "d"].iter().map(|n| node(n, "old", "old", "Done", true)).collect();
+        // a could not pull the image: it keeps its slot free and waits.
+        nodes[0].metadata.annotations.as_mut().unwrap().extend([
+            (prestage::PRESTAGE_ANNOTATION.to_string(), IMAGE.to_string()),
+            (prestage::PRESTAGE_ERROR_ANNOTATION.to_string(), format!("{IMAGE}: manifest unknown")),
+        ]);
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let mut prestaging = pool("worker", json!(1), false);
+        prestaging.metadata.annotations =
+            Some([(prestage::PRESTAGE_CONCURRENCY_ANNOTATION.to_string(), "2".to_string())].into());
+        let inputs = Inputs { os_image: Some(IMAGE), ..Inputs::default() };
+        let Ok(Plan::Update(u)) = plan(&prestaging, &refs, &inputs) else { panic!() };
+        assert_eq!(u.to_target, ["b"]);
+        assert_eq!(u.waiting, ["a", "c", "d"]);
+        // b moves now and pulls in its update; c and d pull ahead (two at once).
+        let (image, prestage) = u.prestage.clone().unwrap();
+        assert_eq!((image.as_str(), prestage.start.as_slice()), (IMAGE, ["c".to_string(), "d".to_string()].as_slice()));
+        assert_eq!(prestage.failed, [("a".to_string(), "manifest unknown".to_string())]);
+        let changes = u.node_changes();
+        assert_eq!((changes[0].0.as_str(), changes[0].1.prestage.as_deref()), ("b", None));
+        let asked: Vec<(&str, &str)> =
+            changes.iter().filter_map(|(n, change)| Some((n.as_str(), change.prestage.as_deref()?))).collect();
+        assert_eq!(asked, [("c", IMAGE), ("d", IMAGE)], "written with the node's other changes");
+        // Without the image (unknown yet) or the annotation, nothing is pulled ahead.
+        let Ok(Plan::Update(u)) = plan(&prestaging, &refs, &Inputs::default()) else { panic!() };
+        assert_eq!((u.prestage, u.to_target), (None, vec!["a".to_string()]));
+        // A bad value holds the pool like a bad rollout policy.
+        prestaging.metadata.annotations =
+            Some([(prestage::PRESTAGE_CONCURRENCY_ANNOTATION.to_string(), "0".to_string())].into());
+        let Ok(Plan::Update(u)) = plan(&prestaging, &refs, &inputs) else { panic!() };
+        assert!(u.to_target.is_empty(), "{u:?}");
         assert_eq!(u.hold.map(|h| h.reason()), Some("InvalidPolicy"));
     }
 

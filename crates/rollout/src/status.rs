@@ -16,6 +16,7 @@ use crate::layering::{BuildState, Layered};
 use crate::node::{self, annotation};
 use crate::plan::pool_target;
 use crate::policy::{self, ROLLOUT_HELD};
+use crate::prestage;
 
 /// The status a pool should have (`layered`: its image build, for a layered pool); `now` stamps
 /// conditions whose status changes. Conditions set by others (RenderDegraded) are kept. Equal to
@@ -104,6 +105,14 @@ pub fn calculate_status(
     match degraded_message {
         Some(message) => set(DEGRADED, true, "", &message),
         None => set(DEGRADED, false, "", ""),
+    }
+    let had_prestage = conditions::get(&conditions, prestage::PRESTAGE_FAILED).is_some();
+    if let Some((failed, message)) = prestage::condition(pool, nodes, &full_target, had_prestage) {
+        let reason = if failed { "PullFailed" } else { "" };
+        conditions::set_in(
+            &mut conditions,
+            conditions::condition(prestage::PRESTAGE_FAILED, failed, reason, &message, now),
+        );
     }
     let had_hold = conditions::get(&conditions, ROLLOUT_HELD).is_some();
     if let Some((held, reason, message)) = policy::condition(pool, nodes, &full_target, now.0, had_hold) {

@@ -28,7 +28,7 @@ use mco_api::constants::{
     ARBITER_POOL, CONTROLLER_CONFIG_NAME, CURRENT_MACHINE_OS_BUILD_ANNOTATION, CUSTOM_POOL_LABELS_APPLIED_ANNOTATION,
     FIRST_PIVOT_CONFIG_ANNOTATION, MACHINE_CONFIGURATION_NAME, MASTER_POOL, MCO_NAMESPACE,
 };
-use mco_api::machineconfiguration::MachineConfigPoolStatus;
+use mco_api::machineconfiguration::{MachineConfigPoolStatus, is_by_digest};
 use mco_api::{
     ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
 };
@@ -421,6 +421,7 @@ async fn sync_pool(
     };
     let scheduler = context.schedulers.get(&ObjectRef::new_with(SCHEDULER_NAME, scheduler_resource()));
     let first_configs = first_config_pools(context, &nodes, &snapshot.pools).await;
+    let os_image = prestage_image(context, pool, layered.as_ref()).await?;
     let first_configs: BTreeMap<String, &MachineConfigPool> =
         first_configs.iter().map(|(config, pool)| (config.clone(), &**pool)).collect();
     let inputs = Inputs {
@@ -431,6 +432,7 @@ async fn sync_pool(
         first_config_pools: Some(&first_configs),
         arbiter_unavailable,
         now: Timestamp::now(),
+        os_image: os_image.as_deref(),
     };
     let planned = match plan(pool, &nodes, &inputs) {
         Ok(planned) => planned,
@@ -474,6 +476,32 @@ async fn sync_pool(
     }
     sync_status(context, pool, &nodes, layered.as_ref()).await?;
     Ok(synced)
+}
+
+/// For a pool that pre-stages ([`mco_rollout::prestage`]): the OS image its nodes deploy for its
+/// target, by digest (a layered pool's built image, else the rendered config's pinned image).
+async fn prestage_image(
+    context: &Context,
+    pool: &MachineConfigPool,
+    layered: Option<&Layered>,
+) -> Result<Option<String>, Error> {
+    if !matches!(mco_rollout::prestage::concurrency(pool), Ok(Some(_))) {
+        return Ok(None);
+    }
+    if let Some(layered) = layered {
+        return Ok(Some(layered.image.clone()).filter(|image| !image.is_empty()));
+    }
+    let Some(config) = pool.spec.configuration.as_ref().and_then(|c| c.name.as_deref()) else { return Ok(None) };
+    let rendered = Api::<MachineConfig>::all(context.client.clone())
+        .get_opt(config)
+        .await
+        .map_err(kube_error(format!("reading MachineConfig {config}")))?;
+    // Only registry images by digest are pulled ahead (not `oci:` directories on the node).
+    Ok(rendered
+        .as_ref()
+        .and_then(|mc| mc.deployed_os_image().ok())
+        .filter(|i| is_by_digest(i) && !i.starts_with("oci:"))
+        .map(str::to_string))
 }
 
 /// Merge-patches `pool` with mco's rollout policy records or the halt, on the version the plan

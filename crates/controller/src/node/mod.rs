@@ -15,6 +15,7 @@ use mco_api::constants::{
 };
 use mco_rollout::node::{Target, annotation};
 use mco_rollout::plan::{NodeChange, taints_after};
+use mco_rollout::prestage::PRESTAGE_ANNOTATION;
 use serde_json::{Map, Value, json};
 
 /// The JSON merge patch that makes `node` what `change` asks for, or `None` when it already is.
@@ -38,6 +39,11 @@ pub fn node_patch(node: &Node, change: &NodeChange) -> Option<Value> {
         && annotation(node, CONTROL_PLANE_TOPOLOGY_ANNOTATION) != Some(topology)
     {
         annotations.insert(CONTROL_PLANE_TOPOLOGY_ANNOTATION.into(), json!(topology));
+    }
+    if let Some(image) = &change.prestage
+        && annotation(node, PRESTAGE_ANNOTATION) != Some(image)
+    {
+        annotations.insert(PRESTAGE_ANNOTATION.into(), json!(image));
     }
     if change.custom_pool_labels_applied && annotation(node, CUSTOM_POOL_LABELS_APPLIED_ANNOTATION).is_none() {
         annotations.insert(CUSTOM_POOL_LABELS_APPLIED_ANNOTATION.into(), json!(""));
