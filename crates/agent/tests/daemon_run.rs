@@ -747,7 +747,7 @@ async fn an_idle_node_pulls_ahead_what_the_controller_asks_and_answers() {
     let image = format!("registry.example/os@sha256:{}", "3".repeat(64));
     ask(image.clone()).await;
     let a = annotated(&cluster, PRESTAGED_ANNOTATION, &image).await;
-    assert_eq!(pulls.lock().unwrap().as_slice(), [image.clone()]);
+    assert_eq!(*pulls.lock().unwrap(), vec![image.clone()]);
     assert_eq!(a[STATE_ANNOTATION], "Done");
     assert_eq!(a[DESIRED_DRAIN_ANNOTATION], "uncordon-rendered-a", "no drain");
     assert!(!a.contains_key(PRESTAGE_ERROR_ANNOTATION), "{a:?}");
