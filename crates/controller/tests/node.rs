@@ -18,7 +18,8 @@ use kube::{Api, Client, ResourceExt as _};
 use mco_api::constants::{
     CURRENT_CONFIG_ANNOTATION, CURRENT_IMAGE_ANNOTATION, CURRENT_MACHINE_OS_BUILD_ANNOTATION,
     CUSTOM_POOL_LABELS_APPLIED_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_IMAGE_ANNOTATION,
-    FIRST_PIVOT_CONFIG_ANNOTATION, STATE_ANNOTATION, STATE_DONE, UPDATE_IN_PROGRESS_TAINT_KEY,
+    FIRST_PIVOT_CONFIG_ANNOTATION, PRESTAGE_ANNOTATION, PRESTAGE_ERROR_ANNOTATION, PRESTAGED_ANNOTATION,
+    STATE_ANNOTATION, STATE_DONE, UPDATE_IN_PROGRESS_TAINT_KEY,
 };
 use mco_api::{
     ControllerConfig, MachineConfig, MachineConfigNode, MachineConfigPool, MachineConfiguration, MachineOSBuild,
@@ -779,4 +780,118 @@ async fn rollout_policies_hold_canaries_soak_halt_and_wait_for_windows() {
 
     stop(&controllers);
     daemon_task.abort();
+}
+
+/// Plays the daemons' pre-staging: answers each node asked to pull an image ahead after `delay`,
+/// with the image pulled, or an error for the nodes in `failing`; records the most nodes seen
+/// pulling at once.
+fn prestaging_daemons(
+    client: Client,
+    delay: Duration,
+    failing: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    most_pulling: std::sync::Arc<std::sync::Mutex<usize>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let api = Api::<Node>::all(client.clone());
+        loop {
+            let all = nodes(&client).await;
+            // A failed pull is retried (as the daemon does) once the node no longer fails.
+            let pulling: Vec<(String, String)> = all
+                .iter()
+                .filter_map(|n| {
+                    let asked = annotation(n, PRESTAGE_ANNOTATION)?;
+                    let failed = annotation(n, PRESTAGE_ERROR_ANNOTATION).is_some_and(|e| e.starts_with(asked))
+                        && failing.lock().unwrap().contains(&n.name_any());
+                    let answered = annotation(n, PRESTAGED_ANNOTATION) == Some(asked) || failed;
+                    (!answered).then(|| (n.name_any(), asked.to_string()))
+                })
+                .collect();
+            {
+                let mut most = most_pulling.lock().unwrap();
+                *most = (*most).max(pulling.len());
+            }
+            for (name, image) in pulling {
+                tokio::time::sleep(delay).await;
+                let answer = if failing.lock().unwrap().contains(&name) {
+                    json!({PRESTAGE_ERROR_ANNOTATION: format!("{image}: reading manifest: manifest unknown")})
+                } else {
+                    json!({PRESTAGED_ANNOTATION: image, PRESTAGE_ERROR_ANNOTATION: null})
+                };
+                let patch = json!({"metadata": {"annotations": answer}});
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
+#[tokio::test]
+async fn prestaging_pulls_ahead_a_few_nodes_at_a_time_and_holds_nodes_whose_pull_failed() {
+    let (env, client) = worker_pool(4, json!(1)).await;
+    let daemons = FakeDaemons { step: Duration::from_millis(300), ..Default::default() };
+    let daemon_task = daemons.spawn(client.clone());
+    let failing = std::sync::Arc::new(std::sync::Mutex::new(vec!["worker-3".to_string()]));
+    let most_pulling = std::sync::Arc::new(std::sync::Mutex::new(0));
+    let prestage_task =
+        prestaging_daemons(client.clone(), Duration::from_millis(300), failing.clone(), most_pulling.clone());
+    let controllers = start_controllers(&env).await;
+    // The target's OS image, pinned by digest, is what the nodes pull ahead.
+    let image = format!("registry.example/os@sha256:{}", "5".repeat(64));
+    let target: MachineConfig = serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+        "metadata": {"name": rendered(1)}, "spec": {"osImageURL": image},
+    }))
+    .unwrap();
+    Api::<MachineConfig>::all(client.clone()).create(&PostParams::default(), &target).await.unwrap();
+    set_policy(&client, json!({"mco.dev/prestage-concurrency": "2"})).await;
+    patch_pool(&client, json!({"configuration": {"name": rendered(1)}})).await;
+
+    // worker-3 cannot pull: the pool says so, and it is never given the config.
+    let (_, reason, message) = eventually("PrestageFailed naming worker-3", || async {
+        let failed = condition(&pool(&client).await, "PrestageFailed");
+        satisfying(failed, |c| c.as_ref().is_some_and(|(status, _, _)| status == "True"))
+    })
+    .await
+    .unwrap();
+    assert_eq!(reason, "PullFailed");
+    assert_eq!(
+        message,
+        format!(
+            "pulling OS image {image} ahead failed on 1 node(s), which are not updated until it succeeds: worker-3: \
+             reading manifest: manifest unknown"
+        )
+    );
+    eventually("the other workers on the new config", || async {
+        let all = nodes(&client).await;
+        let on: Vec<String> = all
+            .iter()
+            .filter(|n| annotation(n, CURRENT_CONFIG_ANNOTATION) == Some(&rendered(1)))
+            .map(|n| n.name_any())
+            .collect();
+        satisfying(on, |on| on.len() == 3)
+    })
+    .await;
+    let stuck = Api::<Node>::all(client.clone()).get("worker-3").await.unwrap();
+    assert_eq!(annotation(&stuck, DESIRED_CONFIG_ANNOTATION), Some(rendered(0).as_str()), "worker-3 not targeted");
+    assert!(*most_pulling.lock().unwrap() <= 2, "at most two pulls at once: {}", most_pulling.lock().unwrap());
+    // Every node that was not targeted at once pulled ahead of its slot.
+    let pulled: Vec<String> = nodes(&client)
+        .await
+        .iter()
+        .filter(|n| annotation(n, PRESTAGED_ANNOTATION) == Some(&image))
+        .map(|n| n.name_any())
+        .collect();
+    assert!(pulled.len() >= 2, "{pulled:?}");
+
+    // The registry is fixed: the daemon's retry pulls, the node gets its slot, the condition clears.
+    failing.lock().unwrap().clear();
+    wait_rollout(&client, &rendered(1)).await;
+    eventually("PrestageFailed cleared", || async {
+        let failed = condition(&pool(&client).await, "PrestageFailed");
+        satisfying(failed, |c| c.as_ref().is_some_and(|(status, _, _)| status == "False"))
+    })
+    .await;
+    stop(&controllers);
+    daemon_task.abort();
+    prestage_task.abort();
 }
