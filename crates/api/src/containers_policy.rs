@@ -3,17 +3,21 @@
 //! policy read from somewhere else than `/` (a node's root mounted in the daemon's pod, or the
 //! controller's copy of a rendered config's files), with those paths under that root.
 
-use std::path::Path;
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
 
-use serde_json::Value;
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
 
 /// Where nodes read the policy and the signature storage configuration (containers-registries.d(5)).
 pub const POLICY_PATH: &str = "/etc/containers/policy.json";
 pub const REGISTRIES_D: &str = "/etc/containers/registries.d";
 
-/// Requirement fields that name files: `signedBy`'s `keyPath`/`keyPaths`, `sigstoreSigned`'s
-/// `keyPath`/`keyPaths`, `rekorPublicKeyPath`, and its `fulcio`'s `caPath`.
-const PATH_FIELDS: &[&str] = &["keyPath", "keyPaths", "caPath", "rekorPublicKeyPath"];
+/// Requirement fields that name a file: `signedBy`'s and `sigstoreSigned`'s `keyPath`,
+/// `rekorPublicKeyPath`, and `fulcio`'s `caPath`.
+const PATH_FIELDS: &[&str] = &["keyPath", "caPath", "rekorPublicKeyPath"];
+/// Requirement fields that name a list of files.
+const PATHS_FIELDS: &[&str] = &["keyPaths"];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PolicyError {
@@ -21,17 +25,19 @@ pub enum PolicyError {
     NotJson(String),
     #[error("{POLICY_PATH}: {field} {path:?} is not an absolute path")]
     NotAbsolute { field: String, path: String },
-    #[error("{POLICY_PATH}: {field} must be a path or a list of paths")]
-    NotAPath { field: String },
+    #[error("{POLICY_PATH}: {field} must be {what}")]
+    NotAPath { field: String, what: &'static str },
 }
 
-/// The files `policy` names, in the order they appear, each once.
+/// The files `policy` names, in the order they appear, each once, as clean absolute paths
+/// (`/etc//pki/./k` is `/etc/pki/k`, as the kernel resolves it).
 pub fn key_files(policy: &str) -> Result<Vec<String>, PolicyError> {
     let mut files = Vec::new();
     let mut value = parse(policy)?;
     visit_paths(&mut value, &mut |path| {
-        if !files.contains(path) {
-            files.push(path.clone());
+        let clean = clean(path);
+        if !files.contains(&clean) {
+            files.push(clean);
         }
     })?;
     Ok(files)
@@ -46,8 +52,79 @@ pub fn reroot(policy: &str, root: &Path) -> Result<String, PolicyError> {
     Ok(serde_json::to_string_pretty(&value).expect("a JSON value serializes"))
 }
 
+/// `path` without empty and `.` components (`..` is kept: the caller refuses it).
+fn clean(path: &str) -> String {
+    let clean: PathBuf = Path::new(path).components().filter(|c| !matches!(c, Component::CurDir)).collect();
+    clean.to_string_lossy().into_owned()
+}
+
+/// The policy as JSON. Like c/image, a key given twice in one object is refused: serde_json would
+/// keep the last, and read a policy c/image refuses as one that accepts.
 fn parse(policy: &str) -> Result<Value, PolicyError> {
-    serde_json::from_str(policy).map_err(|e| PolicyError::NotJson(e.to_string()))
+    serde_json::from_str::<Strict>(policy).map(|s| s.0).map_err(|e| PolicyError::NotJson(e.to_string()))
+}
+
+/// A JSON value whose objects have no key twice.
+struct Strict(Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(de::Error::custom(format!("duplicate key {key:?}")));
+            }
+            let Strict(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
 }
 
 /// Calls `f` on every file path in `value`, checking that each is absolute.
@@ -55,16 +132,20 @@ fn visit_paths(value: &mut Value, f: &mut impl FnMut(&mut String)) -> Result<(),
     match value {
         Value::Object(fields) => {
             for (name, field) in fields.iter_mut() {
-                if PATH_FIELDS.contains(&name.as_str()) {
-                    let paths: Vec<&mut Value> = match field {
-                        Value::Array(items) => items.iter_mut().collect(),
-                        single => vec![single],
+                let single = PATH_FIELDS.contains(&name.as_str());
+                if single || PATHS_FIELDS.contains(&name.as_str()) {
+                    let (paths, what): (Vec<&mut Value>, _) = match field {
+                        Value::Array(items) if !single => (items.iter_mut().collect(), "a list of paths"),
+                        one if single => (vec![one], "a path"),
+                        _ => return Err(PolicyError::NotAPath { field: name.clone(), what: "a list of paths" }),
                     };
                     for path in paths {
                         let Value::String(path) = path else {
-                            return Err(PolicyError::NotAPath { field: name.clone() });
+                            return Err(PolicyError::NotAPath { field: name.clone(), what });
                         };
-                        if !path.starts_with('/') {
+                        if !path.starts_with('/')
+                            || Path::new(path.as_str()).components().any(|c| c == Component::ParentDir)
+                        {
                             return Err(PolicyError::NotAbsolute { field: name.clone(), path: path.clone() });
                         }
                         f(path);
@@ -108,6 +189,11 @@ mod tests {
             ["/etc/pki/os.gpg", "/etc/pki/a.gpg", "/etc/pki/cosign.pub", "/etc/pki/rekor.pub", "/etc/pki/fulcio.pem"]
         );
         assert_eq!(key_files(r#"{"default": [{"type": "insecureAcceptAnything"}]}"#).unwrap(), Vec::<String>::new());
+        // As the kernel resolves them.
+        assert_eq!(
+            key_files(r#"{"default": [{"type": "signedBy", "keyPath": "/etc//pki/./k"}]}"#).unwrap(),
+            ["/etc/pki/k"]
+        );
     }
 
     #[test]
@@ -141,7 +227,15 @@ mod tests {
                 r#"{"default": [{"type": "signedBy", "keyPath": "keys/os.gpg"}]}"#,
                 r#"keyPath "keys/os.gpg" is not an absolute path"#,
             ),
-            (r#"{"default": [{"type": "signedBy", "keyPaths": [1]}]}"#, "keyPaths must be a path or a list of paths"),
+            (r#"{"default": [{"type": "signedBy", "keyPaths": [1]}]}"#, "keyPaths must be a list of paths"),
+            (r#"{"default": [{"type": "signedBy", "keyPaths": "/k.gpg"}]}"#, "keyPaths must be a list of paths"),
+            (r#"{"default": [{"type": "signedBy", "keyPath": ["/k.gpg"]}]}"#, "keyPath must be a path"),
+            (r#"{"default": [{"type": "signedBy", "keyPath": "/etc/../k.gpg"}]}"#, "is not an absolute path"),
+            // c/image refuses a key given twice; the last one must not win here.
+            (
+                r#"{"default": [{"type": "reject"}], "transports": {}, "default": [{"type": "insecureAcceptAnything"}]}"#,
+                r#"is not JSON: duplicate key "default""#,
+            ),
         ] {
             let error = key_files(policy).unwrap_err().to_string();
             assert!(error.starts_with(POLICY_PATH) && error.contains(want), "{policy}: {error}");

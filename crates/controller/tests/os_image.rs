@@ -298,7 +298,25 @@ async fn os_images_are_refused_before_any_node_unless_signed_as_the_pool_require
             &format!("{host}/mco/os:signed"),
         )
         .unwrap();
-    push_os_image(tmp.path(), &registry, "2", "unsigned").await;
+    let unsigned = push_os_image(tmp.path(), &registry, "2", "unsigned").await;
+    // A tag pointing at an image signed for another tag (what a registry swapping tags serves):
+    // its signature is of the repository, but not of this tag.
+    let debug = push_os_image(tmp.path(), &registry, "5", "debug").await;
+    trusted
+        .sign(&registry.registries_conf, &store.dir, &format!("{host}/mco/os@{debug}"), &format!("{host}/mco/os:debug"))
+        .unwrap();
+    let crossed = Command::new("skopeo")
+        .arg("--registries-conf")
+        .arg(&registry.registries_conf)
+        .args([
+            "copy",
+            "--preserve-digests",
+            &format!("docker://{host}/mco/os:debug"),
+            &format!("docker://{host}/mco/os:crossed"),
+        ])
+        .output()
+        .unwrap();
+    assert!(crossed.status.success(), "{}", String::from_utf8_lossy(&crossed.stderr));
     let foreign = push_os_image(tmp.path(), &registry, "3", "foreign").await;
     other
         .sign(
@@ -329,15 +347,12 @@ async fn os_images_are_refused_before_any_node_unless_signed_as_the_pool_require
             "signedIdentity": {"type": "matchRepoDigestOrExact"},
         }]}},
     });
+    let public_key = String::from_utf8(trusted.public_key().unwrap()).unwrap();
     let mcs: Api<MachineConfig> = Api::all(client.clone());
     for mc in [
         worker_file("50-worker-registries", "/etc/containers/registries.conf", &registries_conf_text(registry.port)),
         worker_file("50-worker-policy", "/etc/containers/policy.json", &policy.to_string()),
-        worker_file(
-            "50-worker-key",
-            "/etc/pki/containers/mco-lab.gpg",
-            &String::from_utf8(trusted.public_key().unwrap()).unwrap(),
-        ),
+        worker_file("50-worker-key", "/etc/pki/containers/mco-lab.gpg", &public_key),
         worker_file(
             "50-worker-signatures",
             "/etc/containers/registries.d/mco-lab.yaml",
@@ -374,7 +389,8 @@ async fn os_images_are_refused_before_any_node_unless_signed_as_the_pool_require
     for (tag, why) in [
         ("unsigned", "A signature was required, but no signature exists"),
         ("foreign", "Invalid GPG signature"),
-        ("tampered", "does not match"),
+        ("tampered", &format!("Signature for digest {signed} does not match")),
+        ("crossed", &format!("Signature for identity {host}/mco/os:debug is not accepted")),
     ] {
         let image = format!("{host}/mco/os:{tag}");
         set_os_image(&mcs, &image).await;
@@ -407,5 +423,39 @@ async fn os_images_are_refused_before_any_node_unless_signed_as_the_pool_require
         ),
         "{message}"
     );
+
+    // A pool on an unsigned image (by digest) that gets a signature policy: the image is its
+    // own, but the new policy refuses it, so no node gets the config (and no drain).
+    mcs.delete("50-worker-policy", &Default::default()).await.unwrap();
+    let unsigned = format!("{host}/mco/os@{unsigned}");
+    set_os_image(&mcs, &unsigned).await;
+    eventually("the pool on the unsigned image without a policy", || async {
+        let pool = pools.get("worker").await.unwrap();
+        let target = target_of(&pool);
+        let image = match &target {
+            Some(target) => Some(mcs.get(target).await.unwrap().spec.os_image_url),
+            None => None,
+        };
+        let degraded = render_degraded(&pool);
+        satisfying((image, degraded), |(image, degraded)| {
+            image.as_deref() == Some(unsigned.as_str()) && degraded.as_ref().is_some_and(|(s, _)| s == "False")
+        })
+    })
+    .await;
+    let before = target_of(&pools.get("worker").await.unwrap());
+    for mc in [
+        worker_file("50-worker-policy", "/etc/containers/policy.json", &policy.to_string()),
+        worker_file("50-worker-key", "/etc/pki/containers/mco-lab.gpg", &public_key),
+    ] {
+        mcs.create(&PostParams::default(), &mc).await.unwrap();
+    }
+    let (_, message) = eventually("RenderDegraded for the pool's own image under the new policy", || async {
+        let degraded = render_degraded(&pools.get("worker").await.unwrap());
+        satisfying(degraded, |d| d.as_ref().is_some_and(|(status, m)| status == "True" && m.contains(&unsigned)))
+    })
+    .await
+    .unwrap();
+    assert!(message.contains("Source image rejected: A signature was required, but no signature exists"), "{message}");
+    assert_eq!(target_of(&pools.get("worker").await.unwrap()), before, "the target stays");
     controller.abort();
 }

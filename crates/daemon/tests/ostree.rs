@@ -539,7 +539,17 @@ fn the_signature_policy_a_config_writes_is_enforced_on_the_node() {
     assert_eq!(lab.status().deployments[0].image.as_deref(), Some(signed.as_str()));
     lab.reboot();
 
-    // From now on the node's own policy refuses an unsigned image when it is pulled ahead.
-    let refused = node.os.as_ref().unwrap().pull_ahead(&unsigned).unwrap_err();
-    assert!(format!("{refused:#}").contains(why), "{refused:#}");
+    // The key rotates: the next image is signed with a new key only, which the next config's
+    // policy trusts. Pulled ahead of the update (still under the old policy) and staged under the
+    // new one, it goes through.
+    let rotated_key = SigningKey::generate("mco-lab-2026").unwrap();
+    let rotated = lab.image("4");
+    rotated_key.sign(&lab.registry.registries_conf, &store.dir, &rotated, &format!("{host}/mco/os:4")).unwrap();
+    let rotated_public_key = String::from_utf8(rotated_key.public_key().unwrap()).unwrap();
+    let mut rotated_files = files;
+    rotated_files[1].1 = rotated_public_key.as_str();
+    assert!(node.os.as_ref().unwrap().pull_ahead(&rotated).unwrap(), "{rotated} not pulled ahead");
+    let d = mc("rendered-worker-d", &rotated, &[], &rotated_files, json!({}));
+    apply::apply(&node, &c, &d, &cluster(), &Failpoints::default()).unwrap();
+    assert_eq!(lab.status().deployments[0].image.as_deref(), Some(rotated.as_str()));
 }

@@ -70,12 +70,12 @@ impl Layout {
         self.dir.join("registry")
     }
 
-    /// `registries.conf` for the image tools: the lab registry speaks plain HTTP.
     /// The signature store's files: images signed into it with `lookaside-staging: file://DIR`.
     pub fn signatures(&self) -> PathBuf {
         self.dir.join("signatures")
     }
 
+    /// `registries.conf` for the image tools: the lab registry speaks plain HTTP.
     pub fn registries_conf(&self) -> PathBuf {
         self.dir.join("registries.conf")
     }

@@ -1260,8 +1260,10 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
 
     // Signed OS images: MachineConfigs give the workers a containers policy that requires the lab
     // registry's images to be signed with the lab's GPG key, the key, and where the signatures are
-    // (a lookaside store on loopback). The controller's pod checks the signatures before any node
-    // gets an image: the signed tag rolls out, an unsigned image targets no node.
+    // (the lab's signature store). The controller's pod checks the signatures (with gpg in mco's
+    // image) before any node gets an image: the signed tag (the image the workers run, so they
+    // only write the files; the daemon test shows a node's own check) rolls out, an unsigned
+    // image targets no node.
     let lab_status: serde_json::Value =
         serde_json::from_str(&stdout(&lab.mco(&["lab", "status", "-o", "json"]).success())).unwrap();
     let signatures = lab_status["signatures"].as_str().unwrap().to_string();

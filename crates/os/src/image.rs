@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use fn_error_context::context;
@@ -184,38 +185,89 @@ pub fn skopeo_message(stderr: &str) -> String {
 /// right after `IsRunningImageAllowed`, before it reads any layer).
 const POLICY_ACCEPTED: &str = "Getting image source signatures";
 
-/// How long a signature check may take (skopeo's own `--command-timeout`).
-const VERIFY_TIMEOUT: &str = "120s";
+/// How long a signature check may take.
+pub const VERIFY_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Checks `image` (`HOST/NAME@sha256:…`) against the containers policy of `pull` as c/image
-/// checks it when the image is copied: its signatures, from where `pull`'s registries.d says they
-/// are, must meet the policy's requirements for the image's scope. `Ok(Err(why))` with c/image's
-/// words when the policy refuses the image (or it cannot be read). The check is `skopeo copy`'s,
-/// stopped as soon as the policy accepted the image, so no layer is fetched: skopeo 1.9's image
-/// proxy, which ostree-ext pulls through, does not check the policy at all (skopeo 1.13 does).
-#[context("Checking the signatures of {image}")]
-pub fn verify_signatures(image: &str, pull: &PullConfig) -> Result<std::result::Result<(), String>> {
+/// Why [`verify_signatures`] did not accept an image.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unverified {
+    /// The policy refuses it (c/image's words: `Source image rejected: …`).
+    #[error("{0}")]
+    Refused(String),
+    /// It could not be checked (registry, signature store, policy file), with why.
+    #[error("{0}")]
+    Unchecked(String),
+}
+
+/// Checks `image` (`HOST/NAME@sha256:…`, or a tag, whose signatures must then name that tag)
+/// against the containers policy of `pull` as c/image checks it when the image is copied: its
+/// signatures, from where `pull`'s registries.d says they are, must meet the policy's
+/// requirements for the image's scope. For an image index, the image of `arch` (default: this
+/// machine's) is checked. The check is `skopeo copy`'s, stopped as soon as the policy accepted
+/// the image, so no layer is fetched: skopeo 1.9's image proxy, which ostree-ext pulls through,
+/// does not check the policy at all (skopeo 1.13 does).
+pub fn verify_signatures(
+    image: &str,
+    arch: Option<&str>,
+    pull: &PullConfig,
+) -> Result<std::result::Result<(), Unverified>> {
     let scratch = tempfile::Builder::new().prefix("mco-signature-check-").tempdir()?;
+    verify_signatures_in(image, arch, pull, scratch.path())
+}
+
+/// [`verify_signatures`], with `skopeo copy`'s destination in the empty directory `scratch`
+/// (which holds no whole layer afterwards: the copy is stopped before).
+#[context("Checking the signatures of {image}")]
+pub fn verify_signatures_in(
+    image: &str,
+    arch: Option<&str>,
+    pull: &PullConfig,
+    scratch: &Path,
+) -> Result<std::result::Result<(), Unverified>> {
     let mut cmd = pull.skopeo();
-    cmd.args(["--command-timeout", VERIFY_TIMEOUT, "copy"]);
+    if let Some(arch) = arch {
+        cmd.args(["--override-arch", arch, "--override-os", "linux"]);
+    }
+    cmd.arg("copy");
     match &pull.authfile {
         Some(authfile) => cmd.arg("--src-authfile").arg(authfile),
         None => cmd.arg("--src-no-creds"),
     };
-    cmd.arg(format!("docker://{image}")).arg(format!("dir:{}", scratch.path().display()));
+    cmd.arg(format!("docker://{image}")).arg(format!("dir:{}", scratch.display()));
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().context("Running skopeo")?;
-    let stdout = child.stdout.take().expect("piped");
-    let accepted = BufReader::new(stdout).lines().map_while(std::io::Result::ok).any(|line| line == POLICY_ACCEPTED);
-    if accepted {
+    let (stdout, mut stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
+    // Both pipes are read on threads (a full stderr pipe would block skopeo), so that this one
+    // can give up at the deadline.
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
+    let (accepted_tx, accepted_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let accepted = BufReader::new(stdout).lines().map_while(std::io::Result::ok).any(|l| l == POLICY_ACCEPTED);
+        let _ = accepted_tx.send(accepted);
+    });
+    let accepted = accepted_rx.recv_timeout(VERIFY_TIMEOUT);
+    if !matches!(accepted, Ok(false)) {
+        // Accepted (what follows is the copy, not wanted), or out of time.
         let _ = child.kill();
-        child.wait()?;
-        return Ok(Ok(()));
     }
-    let out = child.wait_with_output()?;
-    if out.status.success() {
-        return Ok(Ok(()));
-    }
-    Ok(Err(skopeo_message(&String::from_utf8_lossy(&out.stderr))))
+    let status = child.wait()?;
+    let errors = errors.join().unwrap_or_default();
+    Ok(match accepted {
+        Ok(true) => Ok(()),
+        _ if status.success() => Ok(()),
+        Err(_) => Err(Unverified::Unchecked(format!("no answer within {VERIFY_TIMEOUT:?}"))),
+        Ok(false) => {
+            let message = skopeo_message(&errors);
+            if message.starts_with("Source image rejected: ") {
+                Err(Unverified::Refused(message))
+            } else {
+                Err(Unverified::Unchecked(message))
+            }
+        }
+    })
 }
 
 /// `skopeo copy` preserving digests, optionally writing the pushed digest to `digestfile`.
@@ -360,8 +412,12 @@ pub async fn import_with(
     // The image proxy of skopeo 1.9 does not check the policy itself (see `verify_signatures`).
     if pull.policy.is_some() && imgref.imgref.transport == Transport::Registry {
         let name = &imgref.imgref.name;
-        verify_signatures(name, pull)?
-            .map_err(|why| anyhow::anyhow!("{name} is refused by the containers signature policy: {why}"))?;
+        verify_signatures(name, None, pull)?.map_err(|why| match why {
+            Unverified::Refused(why) => anyhow::anyhow!("{name} is refused by the containers signature policy: {why}"),
+            Unverified::Unchecked(why) => {
+                anyhow::anyhow!("{name} could not be checked against the containers signature policy: {why}")
+            }
+        })?;
     }
     let mut importer = ImageImporter::new(repo, imgref, pull.proxy_config()).await?;
     if bootable {
@@ -487,7 +543,9 @@ impl PullConfig {
             registries_conf: existing("etc/containers/registries.conf"),
             authfile: existing("var/lib/kubelet/config.json"),
             policy: existing("etc/containers/policy.json"),
-            registries_d: Some(root.join("etc/containers/registries.d")).filter(|p| p.is_dir()),
+            // The node's, even when it has none (c/image reads a missing directory as empty), not
+            // that of whoever reads the node's root.
+            registries_d: Some(root.join("etc/containers/registries.d")),
         }
     }
 

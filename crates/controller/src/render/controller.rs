@@ -1,6 +1,7 @@
 //! The IO half of the render controller: watches pools, MachineConfigs and the ControllerConfig,
 //! reads the inputs of [`super::plan`], and writes what it decided.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,11 +17,12 @@ use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use mco_api::constants::{CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME, PINNED_OS_IMAGE_ANNOTATION};
 use mco_api::containers_policy::{self, POLICY_PATH, REGISTRIES_D};
+use mco_api::machineconfiguration::is_by_digest;
 use mco_api::{
     ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfiguration,
 };
 use mco_metrics::controller::{ControllerMetrics, SubControllerSync};
-use mco_os::image::PullConfig;
+use mco_os::image::{PullConfig, Unverified, verify_signatures};
 use mco_render::{ControllerVersion, StorageOverrides};
 use serde_json::json;
 
@@ -204,19 +206,30 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
             let current =
                 current.and_then(|c| machine_configs.iter().find(|mc| mc.metadata.name.as_deref() == Some(c)));
             let base = controller_config.as_ref().and_then(|cc| cc.spec.base_os_container_image.as_deref());
-            let pin = match os_image::gate(existing.unwrap_or(&target.rendered), current, base) {
+            let checked = match os_image::gate(existing.unwrap_or(&target.rendered), current, base) {
                 Gate::Check(image) => match check_os_image(&context, &pool, &target.rendered, &image).await? {
-                    Ok(pinned) => Some((image, pinned)),
-                    Err(why) => {
-                        let message = os_image::refusal(&image, &rendered_name, &why);
-                        if render_degraded_message(&pool) != Some(&message) {
-                            publish(&context, &pool, EventType::Warning, "OSImageRefused", message.clone()).await;
-                        }
-                        write_render_degraded(&context, &pool, Some(&message)).await?;
-                        return Err(Error::OsImage { pool: name, message });
-                    }
+                    Ok(pinned) => Ok(Some((image, pinned))),
+                    Err(why) => Err((image, why)),
                 },
-                Gate::Clear | Gate::Pinned(_) => None,
+                Gate::Clear => {
+                    let rendered = existing.unwrap_or(&target.rendered);
+                    match check_new_policy(&context, &pool, rendered, current).await? {
+                        Ok(()) => Ok(None),
+                        Err(why) => Err((rendered.spec.os_image_url.clone(), why)),
+                    }
+                }
+                Gate::Pinned(_) => Ok(None),
+            };
+            let pin = match checked {
+                Ok(pin) => pin,
+                Err((image, why)) => {
+                    let message = os_image::refusal(&image, &rendered_name, &why);
+                    if render_degraded_message(&pool) != Some(&message) {
+                        publish(&context, &pool, EventType::Warning, "OSImageRefused", message.clone()).await;
+                    }
+                    write_render_degraded(&context, &pool, Some(&message)).await?;
+                    return Err(Error::OsImage { pool: name, message });
+                }
             };
             ensure_rendered(&context, &pool, &target, existing, pin.as_ref().map(|(_, pinned)| pinned.as_str()))
                 .await?;
@@ -321,19 +334,90 @@ async fn check_os_image(
         Ok(pinned) => pinned,
         Err(why) => return Ok(Err(why)),
     };
+    // A tag's signatures must name the tag, as c/image requires of a pull by tag (nodes pull by
+    // digest, for which a signature of any tag of the repository does).
+    let mut references = vec![pinned.clone()];
+    if !is_by_digest(image) {
+        references.insert(0, image.to_string());
+    }
+    let archs: Vec<Option<String>> = inspected.into_iter().map(|(arch, _)| arch).collect();
+    Ok(check_signatures(&pull_files, &references, &archs).await?.map(|()| pinned))
+}
+
+/// Checks each of `references` for each of `archs` against the signature policy in `pull_files`
+/// (the rendered config's), if it has one.
+async fn check_signatures(
+    pull_files: &tempfile::TempDir,
+    references: &[String],
+    archs: &[Option<String>],
+) -> Result<Result<(), String>, Error> {
     // The files are where nodes have them, so the directory reads as a node root.
     let pull = PullConfig::of_node_root(pull_files.path());
     if pull.policy.is_none() {
-        return Ok(Ok(pinned));
+        return Ok(Ok(()));
     }
-    let image = pinned.clone();
-    let verified = tokio::task::spawn_blocking(move || mco_os::image::verify_signatures(&image, &pull))
-        .await
-        .map_err(|e| Error::Skopeo(e.to_string()))?
-        .map_err(|e| Error::Skopeo(format!("{e:#}")))?;
-    Ok(verified
-        .map(|()| pinned)
-        .map_err(|why| format!("it does not satisfy the pool's signature policy ({POLICY_PATH}): {why}")))
+    for reference in references {
+        for arch in archs {
+            let (reference, arch, pull) = (reference.clone(), arch.clone(), pull.clone());
+            let verified = tokio::task::spawn_blocking(move || verify_signatures(&reference, arch.as_deref(), &pull))
+                .await
+                .map_err(|e| Error::Skopeo(e.to_string()))?
+                .map_err(|e| Error::Skopeo(format!("{e:#}")))?;
+            match verified {
+                Ok(()) => {}
+                Err(Unverified::Refused(why)) => {
+                    return Ok(Err(format!("it does not satisfy the pool's signature policy ({POLICY_PATH}): {why}")));
+                }
+                Err(Unverified::Unchecked(why)) => {
+                    return Ok(Err(format!(
+                        "its signatures could not be checked against the pool's signature policy ({POLICY_PATH}): \
+                         {why}"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// For a rendered config whose OS image needs no check of its own (the pool's or the cluster's,
+/// by digest) but whose signature policy is not the one the pool has now: the image checked
+/// against the new policy, before nodes that would refuse it after their drain (or new machines
+/// at their first boot) get it. `Ok(Ok(()))` when there is nothing to check.
+async fn check_new_policy(
+    context: &Context,
+    pool: &MachineConfigPool,
+    rendered: &MachineConfig,
+    current: Option<&MachineConfig>,
+) -> Result<Result<(), String>, Error> {
+    let image = rendered.deployed_os_image().unwrap_or_default();
+    if !is_by_digest(image) || image.starts_with("oci:") {
+        return Ok(Ok(()));
+    }
+    let signature_files = |mc: &MachineConfig| -> BTreeMap<String, String> {
+        let Ok(config) = mco_render::merge::validate_machine_config(mc) else { return BTreeMap::new() };
+        let files = config.iter().flat_map(|c| &c.storage.files);
+        let policy = files.clone().find(|f| f.path == POLICY_PATH);
+        let text = policy.and_then(|f| mco_ignition::dataurl::decode_contents(&f.contents).ok());
+        let keys = text.and_then(|t| containers_policy::key_files(&String::from_utf8_lossy(&t)).ok());
+        let keys = keys.unwrap_or_default();
+        files
+            .filter(|f| {
+                f.path == POLICY_PATH || f.path.starts_with(&format!("{REGISTRIES_D}/")) || keys.contains(&f.path)
+            })
+            .map(|f| (f.path.clone(), f.contents.source.clone().unwrap_or_default()))
+            .collect()
+    };
+    let new = signature_files(rendered);
+    if !new.contains_key(POLICY_PATH) || current.is_some_and(|c| signature_files(c) == new) {
+        return Ok(Ok(()));
+    }
+    let pull_files = match pull_files(rendered) {
+        Ok(dir) => dir,
+        Err(why) => return Ok(Err(why)),
+    };
+    let archs = node_architectures(context, pool).await?;
+    check_signatures(&pull_files, &[image.to_string()], &archs).await
 }
 
 /// A directory holding, at their paths, the files `rendered` gives its nodes to pull with: the

@@ -161,23 +161,24 @@ fn check_completed(cc: &ControllerConfig) -> Result<(), NotReady> {
 }
 
 /// The pools a MachineConfig event concerns: its controlling pool if it has one (a rendered
-/// config), else every pool whose non-empty selector matches its labels. Without labels it
-/// concerns none (upstream logs an error).
+/// config), else every pool whose non-empty selector matches its labels, as upstream's
+/// `resolveControllerRef` falls through (a generated config is controlled by its KubeletConfig or
+/// ContainerRuntimeConfig). Without labels it concerns none (upstream logs an error).
 pub fn pools_for_machine_config(
     pools: &[impl Borrow<MachineConfigPool>],
     mc: &MachineConfig,
 ) -> Vec<ObjectRef<MachineConfigPool>> {
     let pools = pools.iter().map(Borrow::borrow);
     let controller = mc.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true));
-    if let Some(owner) = controller {
-        return pools
-            .filter(|p| {
-                owner.kind == "MachineConfigPool"
-                    && p.metadata.name.as_deref() == Some(&owner.name)
-                    && p.metadata.uid.as_deref() == Some(&owner.uid)
-            })
-            .map(ObjectRef::from_obj)
-            .collect();
+    let owning_pool = controller.and_then(|owner| {
+        pools.clone().find(|p| {
+            owner.kind == "MachineConfigPool"
+                && p.metadata.name.as_deref() == Some(&owner.name)
+                && p.metadata.uid.as_deref() == Some(&owner.uid)
+        })
+    });
+    if let Some(pool) = owning_pool {
+        return vec![ObjectRef::from_obj(pool)];
     }
     let Some(labels) = mc.metadata.labels.as_ref() else {
         return Vec::new();

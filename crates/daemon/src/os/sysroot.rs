@@ -112,7 +112,12 @@ impl OsBackend for OstreeSysroot {
         if status.booted().is_some_and(|booted| booted.image.as_deref() == Some(image)) {
             return Ok(false);
         }
-        sysroot::pull(&self.sysroot, image, &self.pull.settings()?.config)?;
+        // Not checked against the node's signature policy: this runs before the update writes the
+        // new config's files, so the policy may be the old one (another key, no policy). Staging
+        // the image (`apply`) checks it, with the new policy, before anything is deployed.
+        let mut config = self.pull.settings()?.config;
+        config.policy = None;
+        sysroot::pull(&self.sysroot, image, &config)?;
         Ok(true)
     }
 
