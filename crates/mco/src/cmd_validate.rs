@@ -46,6 +46,7 @@ pub fn problems(manifests: &Manifests) -> Vec<String> {
                 // mco's rollout policy annotations (those that need the pool's nodes are checked
                 // by the controller).
                 found.extend(mco_rollout::policy::RolloutPolicy::from_pool(pool).err().map(|e| e.to_string()));
+                found.extend(mco_rollout::prestage::concurrency(pool).err());
                 found
             }
             Object::MachineConfiguration(m) => {

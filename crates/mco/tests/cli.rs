@@ -215,7 +215,8 @@ fn bad_input_gets_one_clear_line_naming_object_and_field() {
 fn validate_names_a_bad_rollout_policy() {
     let dir = tempfile::tempdir().unwrap();
     let pool = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: worker\n  \
-                annotations:\n    mco.dev/maintenance-windows: Sat 02:00-06:00\n    mco.dev/maintenance-time-zone: Mars/Olympus\n\
+                annotations:\n    mco.dev/maintenance-windows: Sat 02:00-06:00\n    mco.dev/maintenance-time-zone: Mars/Olympus\n    \
+                mco.dev/prestage-concurrency: \"0\"\n\
                 spec:\n  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: worker\n";
     fs::write(dir.path().join("00-pool.yaml"), pool).unwrap();
     let mc = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 00-base\n  labels:\n    \
@@ -225,7 +226,8 @@ fn validate_names_a_bad_rollout_policy() {
     assert_eq!(
         String::from_utf8(out).unwrap(),
         format!(
-            "{} (document 1): MachineConfigPool worker: annotation mco.dev/maintenance-time-zone: unknown time zone \"Mars/Olympus\"\n",
+            "{0} (document 1): MachineConfigPool worker: annotation mco.dev/maintenance-time-zone: unknown time zone \"Mars/Olympus\"\n\
+             {0} (document 1): MachineConfigPool worker: annotation mco.dev/prestage-concurrency: \"0\" is not a number of nodes (1 or more)\n",
             dir.path().join("00-pool.yaml").display()
         )
     );
