@@ -459,3 +459,66 @@ async fn os_images_are_refused_before_any_node_unless_signed_as_the_pool_require
     assert_eq!(target_of(&pools.get("worker").await.unwrap()), before, "the target stays");
     controller.abort();
 }
+
+#[tokio::test]
+async fn registries_behind_a_private_ca_are_checked_with_the_ca_the_nodes_get() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = LocalRegistry::start(&tmp.path().join("plain")).unwrap();
+    let digest = push_os_image(tmp.path(), &plain, "1", "1").await;
+    let (registry, ca) = LocalRegistry::start_tls(&tmp.path().join("registry")).unwrap();
+    let host = registry.host();
+    let certs = tmp.path().join("push-certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    std::fs::write(certs.join("ca.crt"), &ca).unwrap();
+    for tag in ["1", "2"] {
+        run_ok(
+            Command::new("skopeo")
+                .arg("--registries-conf")
+                .arg(&plain.registries_conf)
+                .args(["--insecure-policy", "copy", "--preserve-digests", "--dest-cert-dir"])
+                .arg(&certs)
+                .arg(format!("docker://{}/mco/os:1", plain.host()))
+                .arg(format!("docker://{host}/mco/os:{tag}")),
+        );
+    }
+
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    env.create_manifests(&examples_dir()).await.unwrap();
+    env.mark_controller_config_completed().await.unwrap();
+    let mcs: Api<MachineConfig> = Api::all(client.clone());
+    let ca_file = format!("/etc/containers/certs.d/{host}/ca.crt");
+    mcs.create(&PostParams::default(), &worker_file("50-worker-registry-ca", &ca_file, &ca)).await.unwrap();
+    let options = Options {
+        render_delay: Duration::from_millis(500),
+        retry_delay: Duration::from_millis(500),
+        os_image_retry_delay: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let controller = tokio::spawn(run(client.clone(), version(), options));
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+
+    // The CA the nodes get (containers-certs.d in the rendered config) lets the check through.
+    set_os_image(&mcs, &format!("{host}/mco/os:1")).await;
+    eventually("the pool on the image of the private-CA registry", || async {
+        let target = target_of(&pools.get("worker").await.unwrap());
+        let pinned = match &target {
+            Some(target) => pinned_of(&mcs.get(target).await.unwrap()),
+            None => None,
+        };
+        satisfying(pinned, |p| p.as_deref() == Some(&format!("{host}/mco/os@{digest}")))
+    })
+    .await;
+
+    // Without it the registry's certificate is refused, as the nodes would refuse it.
+    mcs.delete("50-worker-registry-ca", &Default::default()).await.unwrap();
+    set_os_image(&mcs, &format!("{host}/mco/os:2")).await;
+    let (_, message) = eventually("RenderDegraded without the registry's CA", || async {
+        let degraded = render_degraded(&pools.get("worker").await.unwrap());
+        satisfying(degraded, |d| d.as_ref().is_some_and(|(status, m)| status == "True" && m.contains("mco/os:2")))
+    })
+    .await
+    .unwrap();
+    assert!(message.contains("x509: certificate signed by unknown authority"), "{message}");
+    controller.abort();
+}

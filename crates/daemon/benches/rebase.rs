@@ -116,7 +116,8 @@ fn main() {
         let target = tree::open_or_create_repo(&dir.join(format!("import-ostree-ext-{i}"))).unwrap();
         ostree_ext_import.push(timed(|| {
             mco_os::block_on(async {
-                let mut importer = ImageImporter::new(&target, &imgref, pull.proxy_config()).await.unwrap();
+                let mut importer =
+                    ImageImporter::new(&target, &imgref, pull.proxy_config(&imgref.imgref.name)).await.unwrap();
                 let PrepareResult::Ready(prep) = importer.prepare().await.unwrap() else { panic!("already imported") };
                 importer.import(prep).await.unwrap();
             })

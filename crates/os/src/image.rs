@@ -233,6 +233,9 @@ pub fn verify_signatures_in(
         Some(authfile) => cmd.arg("--src-authfile").arg(authfile),
         None => cmd.arg("--src-no-creds"),
     };
+    if let Some(certs) = pull.cert_dir(image) {
+        cmd.arg("--src-cert-dir").arg(certs);
+    }
     cmd.arg(format!("docker://{image}")).arg(format!("dir:{}", scratch.display()));
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().context("Running skopeo")?;
     let (stdout, mut stderr) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
@@ -419,7 +422,7 @@ pub async fn import_with(
             }
         })?;
     }
-    let mut importer = ImageImporter::new(repo, imgref, pull.proxy_config()).await?;
+    let mut importer = ImageImporter::new(repo, imgref, pull.proxy_config(&imgref.imgref.name)).await?;
     if bootable {
         importer.require_bootable();
     }
@@ -529,6 +532,9 @@ pub struct PullConfig {
     /// A containers-registries.d(5) directory (where signatures are stored); without one, the
     /// system's.
     pub registries_d: Option<PathBuf>,
+    /// A root whose containers-certs.d(5) (`etc/containers/certs.d/HOST[:PORT]/`, else
+    /// `etc/docker/certs.d/…`) holds the CA certificates of registries; without one, the system's.
+    pub certs_root: Option<PathBuf>,
 }
 
 impl PullConfig {
@@ -546,7 +552,16 @@ impl PullConfig {
             // The node's, even when it has none (c/image reads a missing directory as empty), not
             // that of whoever reads the node's root.
             registries_d: Some(root.join("etc/containers/registries.d")),
+            certs_root: Some(root.to_path_buf()),
         }
+    }
+
+    /// The directory of CA certificates for the registry of `image` (`HOST[:PORT]/NAME…`) under
+    /// [`PullConfig::certs_root`], if there is one.
+    pub fn cert_dir(&self, image: &str) -> Option<PathBuf> {
+        let root = self.certs_root.as_ref()?;
+        let (host, _) = image.split_once('/')?;
+        ["etc/containers/certs.d", "etc/docker/certs.d"].iter().map(|d| root.join(d).join(host)).find(|p| p.is_dir())
     }
 
     fn skopeo(&self) -> Command {
@@ -567,9 +582,15 @@ impl PullConfig {
         cmd
     }
 
-    /// The settings of ostree-ext's image proxy (skopeo) for these registries and credentials.
-    pub fn proxy_config(&self) -> ImageProxyConfig {
-        ImageProxyConfig { skopeo_cmd: Some(self.skopeo()), authfile: self.authfile.clone(), ..Default::default() }
+    /// The settings of ostree-ext's image proxy (skopeo) to pull `image` with these registries,
+    /// credentials and CA certificates.
+    pub fn proxy_config(&self, image: &str) -> ImageProxyConfig {
+        ImageProxyConfig {
+            skopeo_cmd: Some(self.skopeo()),
+            authfile: self.authfile.clone(),
+            certificate_directory: self.cert_dir(image),
+            ..Default::default()
+        }
     }
 }
 

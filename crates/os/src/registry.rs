@@ -20,16 +20,33 @@ pub struct LocalRegistry {
     pub registries_conf: PathBuf,
 }
 
+/// Who may use a registry and how it is reached.
+#[derive(Clone, Copy)]
+enum Access<'a> {
+    /// Plain HTTP, open to all.
+    Open,
+    /// Plain HTTP, only for the users of this htpasswd file.
+    Users(&'a Path),
+    /// HTTPS with this certificate and key (PEM files), open to all.
+    Tls { cert: &'a Path, key: &'a Path },
+}
+
 /// The docker-registry configuration of a registry on 127.0.0.1:`port` storing blobs in `data`,
-/// open to all, or only to the users of the `htpasswd` file when given (pure).
-fn config_text(data: &Path, port: u16, htpasswd: Option<&Path>) -> String {
+/// reached as `access` says (pure).
+fn config_text(data: &Path, port: u16, access: Access) -> String {
     let mut text = format!(
         "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\n\
          http:\n  addr: 127.0.0.1:{port}\n",
         data.display()
     );
-    if let Some(htpasswd) = htpasswd {
-        text += &format!("auth:\n  htpasswd:\n    realm: mco-test\n    path: {}\n", htpasswd.display());
+    match access {
+        Access::Open => {}
+        Access::Users(htpasswd) => {
+            text += &format!("auth:\n  htpasswd:\n    realm: mco-test\n    path: {}\n", htpasswd.display());
+        }
+        Access::Tls { cert, key } => {
+            text += &format!("  tls:\n    certificate: {}\n    key: {}\n", cert.display(), key.display());
+        }
     }
     text
 }
@@ -37,12 +54,12 @@ fn config_text(data: &Path, port: u16, htpasswd: Option<&Path>) -> String {
 /// Writes `DIR/config.yml` for an open docker-registry on 127.0.0.1:`port` storing blobs in
 /// `DIR/data`; returns its path.
 pub fn write_config(dir: &Path, port: u16) -> Result<PathBuf> {
-    write_config_with(dir, port, None)
+    write_config_with(dir, port, Access::Open)
 }
 
-fn write_config_with(dir: &Path, port: u16, htpasswd: Option<&Path>) -> Result<PathBuf> {
+fn write_config_with(dir: &Path, port: u16, access: Access) -> Result<PathBuf> {
     let config = dir.join("config.yml");
-    fs::write(&config, config_text(&dir.join("data"), port, htpasswd))
+    fs::write(&config, config_text(&dir.join("data"), port, access))
         .with_context(|| format!("Writing {}", config.display()))?;
     Ok(config)
 }
@@ -56,27 +73,51 @@ impl LocalRegistry {
     /// Starts an open registry storing in `dir` (its config, data and registries.conf go there)
     /// and waits until it answers.
     pub fn start(dir: &Path) -> Result<Self> {
-        Self::start_with(dir, None)
+        Self::start_with(dir, Access::Open)
     }
 
     /// Starts a registry like [`LocalRegistry::start`] that answers only the users of `htpasswd`,
     /// the text of an htpasswd file (`USER:HASH` lines; docker-registry accepts bcrypt hashes
     /// only), for pulls and pushes alike.
     pub fn start_authenticated(dir: &Path, htpasswd: &str) -> Result<Self> {
-        Self::start_with(dir, Some(htpasswd))
+        let file = dir.join("htpasswd");
+        fs::create_dir_all(dir)?;
+        fs::write(&file, htpasswd).with_context(|| format!("Writing {}", file.display()))?;
+        Self::start_with(dir, Access::Users(&file))
+    }
+
+    /// Starts a registry like [`LocalRegistry::start`] that speaks HTTPS, with a certificate for
+    /// 127.0.0.1 from a CA of its own, whose certificate (PEM) is returned: its registries.conf
+    /// does not mark it insecure, so clients must trust that CA (containers-certs.d(5)).
+    #[context("Starting a docker-registry with TLS in {}", dir.display())]
+    pub fn start_tls(dir: &Path) -> Result<(Self, String)> {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, SanType};
+        fs::create_dir_all(dir)?;
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params.subject_alt_names = vec![SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into())];
+        let key = KeyPair::generate()?;
+        let cert = params.signed_by(&key, &ca)?;
+        let (cert_file, key_file) = (dir.join("tls.crt"), dir.join("tls.key"));
+        fs::write(&cert_file, cert.pem())?;
+        fs::write(&key_file, key.serialize_pem())?;
+        let registry = Self::start_with(dir, Access::Tls { cert: &cert_file, key: &key_file })?;
+        Ok((registry, ca.pem()))
     }
 
     #[context("Starting docker-registry in {}", dir.display())]
-    fn start_with(dir: &Path, htpasswd: Option<&str>) -> Result<Self> {
+    fn start_with(dir: &Path, access: Access) -> Result<Self> {
         fs::create_dir_all(dir)?;
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let htpasswd_file = dir.join("htpasswd");
-        if let Some(text) = htpasswd {
-            fs::write(&htpasswd_file, text).with_context(|| format!("Writing {}", htpasswd_file.display()))?;
-        }
-        let config = write_config_with(dir, port, htpasswd.map(|_| htpasswd_file.as_path()))?;
+        let config = write_config_with(dir, port, access)?;
         let registries_conf = dir.join("registries.conf");
-        fs::write(&registries_conf, registries_conf_text(port))?;
+        let conf = match access {
+            Access::Tls { .. } => String::new(),
+            Access::Open | Access::Users(_) => registries_conf_text(port),
+        };
+        fs::write(&registries_conf, conf)?;
         let child = Command::new("docker-registry")
             .arg("serve")
             .arg(&config)
@@ -123,13 +164,16 @@ mod tests {
 
     #[test]
     fn config_with_and_without_authentication() {
-        let open = config_text(Path::new("/r/data"), 5000, None);
+        let open = config_text(Path::new("/r/data"), 5000, Access::Open);
         assert!(open.contains("rootdirectory: /r/data\n") && open.contains("addr: 127.0.0.1:5000\n"), "{open}");
         assert!(!open.contains("auth:"), "{open}");
-        let authenticated = config_text(Path::new("/r/data"), 5000, Some(Path::new("/r/htpasswd")));
+        let authenticated = config_text(Path::new("/r/data"), 5000, Access::Users(Path::new("/r/htpasswd")));
         assert_eq!(
             authenticated.strip_prefix(open.as_str()),
             Some("auth:\n  htpasswd:\n    realm: mco-test\n    path: /r/htpasswd\n")
         );
+        let tls =
+            config_text(Path::new("/r/data"), 5000, Access::Tls { cert: Path::new("/r/c"), key: Path::new("/r/k") });
+        assert_eq!(tls.strip_prefix(open.as_str()), Some("  tls:\n    certificate: /r/c\n    key: /r/k\n"));
     }
 }

@@ -67,3 +67,55 @@ fn a_signature_check_fetches_no_layer() {
         Err(Unverified::Refused("Source image rejected: A signature was required, but no signature exists".into()))
     );
 }
+
+/// A registry whose certificate is from a private CA: an image is pulled from it with the CA of
+/// the node's containers-certs.d (`ROOT/etc/containers/certs.d/HOST:PORT/`), and checked against
+/// a policy the same way; without it, TLS refuses the registry.
+#[tokio::test]
+async fn a_registry_behind_a_private_ca_is_reached_with_the_nodes_certs_d() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree_dir = tmp.path().join("tree");
+    tree::write_tree(&tree_dir, &TreeSpec { kernel_version: "6.1.0-mco".into(), version_id: "1".into() }).unwrap();
+    let repo = tmp.path().join("repo");
+    tree::commit(&repo, "mco/os", &tree_dir, "1", &Default::default()).unwrap();
+    let oci = format!("oci:{}:1", tmp.path().join("oci").display());
+    let digest = image::encapsulate(&repo, "mco/os", &oci).await.unwrap();
+    let (registry, ca) = LocalRegistry::start_tls(&tmp.path().join("registry")).unwrap();
+    let host = registry.host();
+    let push_certs = tmp.path().join("push-certs");
+    std::fs::create_dir_all(&push_certs).unwrap();
+    std::fs::write(push_certs.join("ca.crt"), &ca).unwrap();
+    let pushed = std::process::Command::new("skopeo")
+        .args(["--insecure-policy", "copy", "--preserve-digests", "--dest-cert-dir"])
+        .arg(&push_certs)
+        .arg(&oci)
+        .arg(format!("docker://{host}/mco/os:1"))
+        .output()
+        .unwrap();
+    assert!(pushed.status.success(), "{}", String::from_utf8_lossy(&pushed.stderr));
+    let image = format!("{host}/mco/os@{digest}");
+    let imgref =
+        ostree_ext::container::OstreeImageReference::try_from(format!("ostree-unverified-registry:{image}").as_str())
+            .unwrap();
+
+    // A node root without the CA: the registry's certificate is refused.
+    let root = tmp.path().join("root");
+    std::fs::create_dir_all(root.join("etc/containers")).unwrap();
+    let pull = PullConfig::of_node_root(&root);
+    let target = tree::open_or_create_repo(&tmp.path().join("node-repo")).unwrap();
+    let refused = image::import_with(&target, &imgref, &pull, false).await.unwrap_err();
+    assert!(format!("{refused:#}").contains("x509: certificate signed by unknown authority"), "{refused:#}");
+
+    // With the CA where containers-certs.d(5) says: pulled, and signatures are checked through it.
+    let certs = root.join(format!("etc/containers/certs.d/{host}"));
+    std::fs::create_dir_all(&certs).unwrap();
+    std::fs::write(certs.join("ca.crt"), &ca).unwrap();
+    let pull = PullConfig::of_node_root(&root);
+    assert_eq!(pull.cert_dir(&image), Some(certs));
+    let state = image::import_with(&target, &imgref, &pull, false).await.unwrap();
+    assert_eq!(state.manifest_digest.to_string(), digest);
+    let policy = root.join("etc/containers/policy.json");
+    std::fs::write(&policy, r#"{"default": [{"type": "insecureAcceptAnything"}]}"#).unwrap();
+    let pull = PullConfig::of_node_root(&root);
+    assert_eq!(image::verify_signatures(&image, None, &pull).unwrap(), Ok(()));
+}

@@ -421,8 +421,9 @@ async fn check_new_policy(
 }
 
 /// A directory holding, at their paths, the files `rendered` gives its nodes to pull with: the
-/// registries configuration, the pull secret, the signature policy with the key files it names
-/// (named there under the directory) and the signature storage configuration.
+/// registries configuration, the pull secret, the registries' CA certificates, the signature
+/// policy with the key files it names (named there under the directory) and the signature
+/// storage configuration.
 fn pull_files(rendered: &MachineConfig) -> Result<tempfile::TempDir, String> {
     let dir = tempfile::Builder::new()
         .prefix("mco-os-image-check-")
@@ -442,7 +443,10 @@ fn pull_files(rendered: &MachineConfig) -> Result<tempfile::TempDir, String> {
     };
     let signature_storage =
         files.iter().map(|f| f.path.as_str()).filter(|p| p.starts_with(&format!("{REGISTRIES_D}/")));
-    for path in [os_image::NODE_REGISTRIES_CONF, os_image::NODE_PULL_SECRET].into_iter().chain(signature_storage) {
+    let certificates =
+        files.iter().map(|f| f.path.as_str()).filter(|p| os_image::NODE_CERTS_DIRS.iter().any(|d| p.starts_with(d)));
+    let node_files = [os_image::NODE_REGISTRIES_CONF, os_image::NODE_PULL_SECRET].into_iter();
+    for path in node_files.chain(signature_storage).chain(certificates) {
         if let Some(found) = contents(path)? {
             write(path, &found)?;
         }

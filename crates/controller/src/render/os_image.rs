@@ -112,6 +112,8 @@ pub fn architectures<'a>(nodes: impl IntoIterator<Item = &'a str>) -> Vec<Option
 /// Paths of the files nodes pull OS images with (as `PullConfig::of_node_root` reads them).
 pub const NODE_REGISTRIES_CONF: &str = "/etc/containers/registries.conf";
 pub const NODE_PULL_SECRET: &str = "/var/lib/kubelet/config.json";
+/// Where nodes find registries' CA certificates (containers-certs.d(5)).
+pub const NODE_CERTS_DIRS: [&str; 2] = ["/etc/containers/certs.d/", "/etc/docker/certs.d/"];
 
 /// How long one `skopeo inspect` may take.
 const INSPECT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -137,6 +139,10 @@ pub async fn inspect(image: &str, arch: Option<&str>, dir: &Path) -> std::io::Re
     } else {
         // Not the controller's own credentials: only what nodes would have.
         skopeo.arg("--no-creds");
+    }
+    // The registry's CA as the nodes trust it (the rendered config's certs.d).
+    if let Some(certs) = mco_os::image::PullConfig::of_node_root(dir).cert_dir(image) {
+        skopeo.arg("--cert-dir").arg(certs);
     }
     // skopeo takes no tag beside a digest.
     let reference = match image.split_once("@sha256:") {
