@@ -7,6 +7,7 @@
 #
 #   MCO=target/debug/mco bash hack/bench-prestage.sh [N]
 set -euo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 MCO=${MCO:-target/release/mco}
 N=${1:-5}
@@ -52,7 +53,11 @@ EOF
   start=$(date +%s.%N)
   $MCO lab apply --state-dir "$lab" -f "$work/os.yaml" >/dev/null
   # The pool first takes the new config (rendered, its image checked); then every node moves.
-  while [[ $(target) == "$before" ]]; do sleep 0.5; done
+  local deadline=$((SECONDS + 300))
+  while [[ $(target) == "$before" ]]; do
+    ((SECONDS < deadline)) || { echo "the pool did not take the new config" >&2; exit 1; }
+    sleep 0.5
+  done
   $MCO status -w --until-updated --kubeconfig "$lab/kubeconfig" --timeout 1800 >/dev/null
   seconds_since "$start"
 }

@@ -14,8 +14,9 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client};
 use mco_api::constants::{
     BOOT_IMAGE_ANNOTATION, CONTROL_PLANE_TOPOLOGY_ANNOTATION, CONTROLLER_CONFIG_NAME, DESIRED_DRAIN_ANNOTATION,
-    DRAIN_PREFIX, MACHINE_CONFIGURATION_NAME, MCO_NAMESPACE, POST_CONFIG_ACTION_ANNOTATION, PRESTAGE_ANNOTATION,
-    PRESTAGE_ERROR_ANNOTATION, PRESTAGED_ANNOTATION, STATE_ANNOTATION, STATE_DONE, STATE_REBOOTING, STATE_WORKING,
+    DRAIN_PREFIX, MACHINE_CONFIGURATION_NAME, MAX_REASON_LEN, MCO_NAMESPACE, POST_CONFIG_ACTION_ANNOTATION,
+    PRESTAGE_ANNOTATION, PRESTAGE_ERROR_ANNOTATION, PRESTAGED_ANNOTATION, STATE_ANNOTATION, STATE_DONE,
+    STATE_REBOOTING, STATE_WORKING,
 };
 use mco_api::{ControllerConfig, MachineConfig, MachineConfiguration};
 use mco_daemon::apply::{self, Applied, ApplyError, Disruption, Node, Recovered};
@@ -681,18 +682,15 @@ impl Agent {
             return Ok(());
         }
         tracing::info!(node = self.name(), %image, "pulling the pool's OS image ahead of the update");
-        let started = Instant::now();
         let pulling = image.clone();
+        // Not an update phase: the update's own pull then finds the image (its timing is the update's).
         let pulled = blocking(&self.node, move |node| match &node.os {
-            Some(os) => os.pull_ahead(&pulling),
+            Some(os) => os.prestage(&pulling),
             None => Ok(false),
         })
         .await;
         match pulled {
-            Ok(pulled) => {
-                if pulled {
-                    self.settings.metrics.observe_phase(UpdatePhase::Pull, started.elapsed());
-                }
+            Ok(_) => {
                 self.prestage_failed = None;
                 self.patch(
                     annotations,
@@ -702,7 +700,8 @@ impl Agent {
                 self.events.normal("OSImagePrestaged", &format!("Pulled OS image {image} ahead of the update")).await;
             }
             Err(e) => {
-                let why = format!("{e:#}");
+                // As long as a failed update's reason may be.
+                let why: String = format!("{e:#}").chars().take(MAX_REASON_LEN).collect();
                 tracing::warn!(node = self.name(), %image, "pulling ahead failed: {why}");
                 self.prestage_failed = Some((image.clone(), Instant::now()));
                 self.patch(annotations, &[(PRESTAGE_ERROR_ANNOTATION, Some(format!("{image}: {why}")))]).await?;

@@ -44,6 +44,10 @@ impl OsBackend for CountedOs {
         self.counted(self.inner.pull_ahead(image))
     }
 
+    fn prestage(&self, image: &str) -> anyhow::Result<bool> {
+        self.inner.prestage(image)
+    }
+
     fn apply(&self, changes: &OsChanges) -> anyhow::Result<()> {
         self.counted(self.inner.apply(changes))
     }

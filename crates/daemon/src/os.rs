@@ -43,6 +43,11 @@ pub trait OsBackend: Send + Sync {
     fn pull_ahead(&self, _image: &str) -> anyhow::Result<bool> {
         Ok(false)
     }
+    /// [`OsBackend::pull_ahead`] long before an update (mco's pre-staging): a failure is no
+    /// failed update (not counted as a pivot error).
+    fn prestage(&self, image: &str) -> anyhow::Result<bool> {
+        self.pull_ahead(image)
+    }
     /// Stages a deployment with `changes` for the next boot.
     fn apply(&self, changes: &OsChanges) -> anyhow::Result<()>;
     /// Drops a staged deployment (rollback); nothing staged is fine.

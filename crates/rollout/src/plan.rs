@@ -80,6 +80,8 @@ pub struct Update {
     /// For a pool that pre-stages its OS image: the image, who starts pulling it now, and whose
     /// pull failed (those wait).
     pub prestage: Option<(String, Prestage)>,
+    /// Nodes whose request to pull ahead is withdrawn ([`prestage::withdrawn`]).
+    pub prestage_withdrawn: Vec<String>,
 }
 
 /// Everything one node gets in one sync, so that it is written in one request.
@@ -97,8 +99,9 @@ pub struct NodeChange {
     pub masters_schedulable: Option<bool>,
     /// Mark the node `customPoolLabelsApplied`.
     pub custom_pool_labels_applied: bool,
-    /// Ask the node to pull this OS image ahead ([`crate::prestage`]).
-    pub prestage: Option<String>,
+    /// Ask the node to pull this OS image ahead (`Some(image)`), or withdraw the request
+    /// (`None`) ([`crate::prestage`]).
+    pub prestage: Option<Option<String>>,
 }
 
 impl Update {
@@ -122,8 +125,11 @@ impl Update {
         }
         if let Some((image, prestage)) = &self.prestage {
             for name in &prestage.start {
-                others.entry(name).or_default().prestage = Some(image.clone());
+                others.entry(name).or_default().prestage = Some(Some(image.clone()));
             }
+        }
+        for name in &self.prestage_withdrawn {
+            others.entry(name).or_default().prestage = Some(None);
         }
         for (name, labels) in &self.custom_pool_labels {
             let change = others.entry(name).or_default();
@@ -248,6 +254,9 @@ pub fn plan(pool: &MachineConfigPool, nodes: &[&Node], inputs: &Inputs) -> Resul
             nodes.iter().copied().filter(|n| !update.to_target.iter().any(|t| t == node::name(n))).collect();
         planned.start = prestage::plan(image, &staying, &update.target, concurrency).start;
     }
+    let asked_now = update.prestage.as_ref().map(|(_, p)| p.start.clone()).unwrap_or_default();
+    let image = update.prestage.as_ref().map(|(image, _)| image.as_str());
+    update.prestage_withdrawn = prestage::withdrawn(nodes, &update.target, image, &asked_now);
     mark_nodes(nodes, inputs.topology.filter(|t| !t.is_empty()), &mut update);
     if pool.metadata.name.as_deref() == Some(MASTER_POOL) {
         mark_master_roles(nodes, inputs.masters_schedulable, &mut update);
@@ -329,7 +338,14 @@ fn choose_targets(pool: &MachineConfigPool, nodes: &[&Node], inputs: &Inputs, up
         });
     }
     if capacity < candidates.len() {
-        candidates.sort_by_key(|n| zone_order(n));
+        // Nodes that pulled the image ahead go first: their slot is the shortest.
+        let pulled = |n: &Node| {
+            update
+                .prestage
+                .as_ref()
+                .is_some_and(|(image, _)| annotation(n, prestage::PRESTAGED_ANNOTATION) == Some(image))
+        };
+        candidates.sort_by_key(|n| (!pulled(n), zone_order(n)));
         update.waiting.extend(candidates.split_off(capacity).iter().map(|n| node::name(n).to_string()));
     }
     update.to_target.extend(candidates.iter().map(|n| node::name(n).to_string()));
@@ -617,29 +633,43 @@ mod tests {
         let refs: Vec<&Node> = nodes.iter().collect();
         let mut prestaging = pool("worker", json!(1), false);
         prestaging.metadata.annotations =
-            Some([(prestage::PRESTAGE_CONCURRENCY_ANNOTATION.to_string(), "2".to_string())].into());
+            Some([(prestage::PRESTAGE_CONCURRENCY_ANNOTATION.to_string(), "3".to_string())].into());
         let inputs = Inputs { os_image: Some(IMAGE), ..Inputs::default() };
         let Ok(Plan::Update(u)) = plan(&prestaging, &refs, &inputs) else { panic!() };
         assert_eq!(u.to_target, ["b"]);
         assert_eq!(u.waiting, ["a", "c", "d"]);
-        // b moves now and pulls in its update; c and d pull ahead (two at once).
+        // b moves now and pulls in its update; c and d pull ahead (three at once, a's failed pull
+        // holding one place).
         let (image, prestage) = u.prestage.clone().unwrap();
         assert_eq!((image.as_str(), prestage.start.as_slice()), (IMAGE, ["c".to_string(), "d".to_string()].as_slice()));
         assert_eq!(prestage.failed, [("a".to_string(), "manifest unknown".to_string())]);
         let changes = u.node_changes();
-        assert_eq!((changes[0].0.as_str(), changes[0].1.prestage.as_deref()), ("b", None));
-        let asked: Vec<(&str, &str)> =
-            changes.iter().filter_map(|(n, change)| Some((n.as_str(), change.prestage.as_deref()?))).collect();
-        assert_eq!(asked, [("c", IMAGE), ("d", IMAGE)], "written with the node's other changes");
-        // Without the image (unknown yet) or the annotation, nothing is pulled ahead.
+        assert_eq!((changes[0].0.as_str(), &changes[0].1.prestage), ("b", &None));
+        let asked: Vec<(&str, String)> =
+            changes.iter().filter_map(|(n, change)| Some((n.as_str(), change.prestage.clone()??))).collect();
+        assert_eq!(
+            asked,
+            [("c", IMAGE.to_string()), ("d", IMAGE.to_string())],
+            "written with the node's other changes"
+        );
+        // Without the image (unknown yet) or the annotation, nothing is pulled ahead, and the
+        // requests made are withdrawn.
         let Ok(Plan::Update(u)) = plan(&prestaging, &refs, &Inputs::default()) else { panic!() };
         assert_eq!((u.prestage, u.to_target), (None, vec!["a".to_string()]));
+        assert_eq!(u.prestage_withdrawn, ["a"]);
         // A bad value holds the pool like a bad rollout policy.
         prestaging.metadata.annotations =
             Some([(prestage::PRESTAGE_CONCURRENCY_ANNOTATION.to_string(), "0".to_string())].into());
         let Ok(Plan::Update(u)) = plan(&prestaging, &refs, &inputs) else { panic!() };
         assert!(u.to_target.is_empty(), "{u:?}");
         assert_eq!(u.hold.map(|h| h.reason()), Some("InvalidPolicy"));
+        // A node that pulled ahead takes the next slot before the others.
+        prestaging.metadata.annotations =
+            Some([(prestage::PRESTAGE_CONCURRENCY_ANNOTATION.to_string(), "3".to_string())].into());
+        nodes[3].metadata.annotations.as_mut().unwrap().insert(prestage::PRESTAGED_ANNOTATION.into(), IMAGE.into());
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let Ok(Plan::Update(u)) = plan(&prestaging, &refs, &inputs) else { panic!() };
+        assert_eq!(u.to_target, ["d"]);
     }
 
     #[test]

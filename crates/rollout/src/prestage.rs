@@ -14,6 +14,7 @@ use crate::node::{self, Target, annotation};
 /// nodes pull when their update starts, as upstream's do.
 pub const PRESTAGE_CONCURRENCY_ANNOTATION: &str = "mco.dev/prestage-concurrency";
 pub use mco_api::constants::{PRESTAGE_ANNOTATION, PRESTAGE_ERROR_ANNOTATION, PRESTAGED_ANNOTATION};
+use mco_api::constants::{STATE_ANNOTATION, STATE_DONE};
 
 /// The pool's pre-staging concurrency: `None` when it does not pre-stage.
 pub fn concurrency(pool: &MachineConfigPool) -> Result<Option<usize>, String> {
@@ -73,10 +74,20 @@ pub struct Prestage {
     pub failed: Vec<(String, String)>,
 }
 
+/// Whether a node's daemon pulls ahead now: it is Ready, settled (Done) and not failing, as a
+/// daemon is that pulls only while idle.
+fn can_pull(n: &Node) -> bool {
+    node::is_ready(n)
+        && !node::mcd_failing(n)
+        && !node::unavailable_for_update(n)
+        && annotation(n, STATE_ANNOTATION) == Some(STATE_DONE)
+}
+
 /// Which of `nodes` start pulling `image` (the target's OS image, by digest) now: nodes not yet
-/// moving to `target` that have not pulled it, the first by name, so that at most `concurrency`
-/// pull at once. A node asked before that has not answered is pulling; one whose pull failed is
-/// reported (its daemon retries, and answers again).
+/// moving to `target` that have not pulled it and can pull, the first by name, so that at most
+/// `concurrency` are pulling or have failed at once (a failing node's daemon retries, and holds
+/// its place: a registry that fails every pull holds `concurrency` nodes, not the pool). A node
+/// asked before that has not answered is pulling, as long as it can.
 pub fn plan(image: &str, nodes: &[&Node], target: &Target, concurrency: usize) -> Prestage {
     let mut prestage = Prestage::default();
     let mut pulling = 0;
@@ -87,6 +98,8 @@ pub fn plan(image: &str, nodes: &[&Node], target: &Target, concurrency: usize) -
         }
         if let Some(why) = failure(n, image) {
             prestage.failed.push((node::name(n).to_string(), why.to_string()));
+        } else if !can_pull(n) {
+            continue;
         } else if annotation(n, PRESTAGE_ANNOTATION) == Some(image) {
             pulling += 1;
         } else {
@@ -94,8 +107,28 @@ pub fn plan(image: &str, nodes: &[&Node], target: &Target, concurrency: usize) -
         }
     }
     waiting.sort();
-    prestage.start = waiting.into_iter().take(concurrency.saturating_sub(pulling)).collect();
+    let free = concurrency.saturating_sub(pulling + prestage.failed.len());
+    prestage.start = waiting.into_iter().take(free).collect();
     prestage
+}
+
+/// Nodes whose request to pull ahead is withdrawn (their daemons would pull or retry it for
+/// nothing): every node that has one when the pool does not pre-stage (`image` is `None`), else
+/// those moving to or on `target` already and those asked for another image (asked again for
+/// this one when their turn comes), except the nodes in `asked_now`.
+pub fn withdrawn(nodes: &[&Node], target: &Target, image: Option<&str>, asked_now: &[String]) -> Vec<String> {
+    nodes
+        .iter()
+        .filter(|n| {
+            let Some(asked) = annotation(n, PRESTAGE_ANNOTATION) else { return false };
+            let stale = match image {
+                None => true,
+                Some(image) => !node::is_candidate(n, target) || asked != image,
+            };
+            stale && !asked_now.iter().any(|a| a == node::name(n))
+        })
+        .map(|n| node::name(n).to_string())
+        .collect()
 }
 
 /// The message of the pool's `PrestageFailed` condition for `failed` nodes pulling `image`.
@@ -160,14 +193,30 @@ mod tests {
         let (e, f) = (old("e"), old("f"));
         // Moving to the target already: its update pulls.
         let updating = test_node("g", "rendered-worker-old", "rendered-worker-new", "Working", true);
-        let nodes = [&f, &e, &updating, &stale, &failed, &pulling, &pulled];
-        for (concurrency, start) in [(1, vec![]), (2, vec!["d"]), (3, vec!["d", "e"]), (9, vec!["d", "e", "f"])] {
+        // Asked, but down since (its daemon pulls only while settled): it holds no place.
+        let down = with(
+            test_node("h", "rendered-worker-old", "rendered-worker-old", "Done", false),
+            &[(PRESTAGE_ANNOTATION, IMAGE)],
+        );
+        let nodes = [&f, &e, &updating, &stale, &failed, &pulling, &pulled, &down];
+        // b pulling and c failed take two places.
+        for (concurrency, start) in
+            [(1, vec![]), (2, vec![]), (3, vec!["d"]), (4, vec!["d", "e"]), (9, vec!["d", "e", "f"])]
+        {
             let planned = plan(IMAGE, &nodes, &target, concurrency);
             assert_eq!(planned.start, start, "concurrency {concurrency}");
             assert_eq!(planned.failed, vec![("c".to_string(), "401".to_string())]);
         }
         // Every node pulled: nothing to do.
         assert_eq!(plan(IMAGE, &[&pulled], &target, 1), Prestage::default());
+
+        // Withdrawn: the ask of a node moving to the target, and one for another image (unless
+        // asked again now); every ask when the pool stops pre-staging.
+        let moving = with(updating.clone(), &[(PRESTAGE_ANNOTATION, IMAGE)]);
+        let nodes = [&moving, &stale, &pulling, &e];
+        assert_eq!(withdrawn(&nodes, &target, Some(IMAGE), &[]), ["g", "d"]);
+        assert_eq!(withdrawn(&nodes, &target, Some(IMAGE), &["d".to_string()]), ["g"]);
+        assert_eq!(withdrawn(&nodes, &target, None, &[]), ["g", "d", "b"]);
     }
 
     #[test]

@@ -41,9 +41,9 @@ pub fn node_patch(node: &Node, change: &NodeChange) -> Option<Value> {
         annotations.insert(CONTROL_PLANE_TOPOLOGY_ANNOTATION.into(), json!(topology));
     }
     if let Some(image) = &change.prestage
-        && annotation(node, PRESTAGE_ANNOTATION) != Some(image)
+        && annotation(node, PRESTAGE_ANNOTATION) != image.as_deref()
     {
-        annotations.insert(PRESTAGE_ANNOTATION.into(), json!(image));
+        annotations.insert(PRESTAGE_ANNOTATION.into(), image.as_ref().map_or(Value::Null, |i| json!(i)));
     }
     if change.custom_pool_labels_applied && annotation(node, CUSTOM_POOL_LABELS_APPLIED_ANNOTATION).is_none() {
         annotations.insert(CUSTOM_POOL_LABELS_APPLIED_ANNOTATION.into(), json!(""));
