@@ -58,7 +58,16 @@ EOF
     ((SECONDS < deadline)) || { echo "the pool did not take the new config" >&2; exit 1; }
     sleep 0.5
   done
-  $MCO status -w --until-updated --kubeconfig "$lab/kubeconfig" --timeout 1800 >/dev/null
+  # Until every worker is on it (`mco status --until-updated` would stop at a node reporting
+  # Degraded for a moment, which lab nodes may while their machine reboots).
+  local config updated
+  config=$(target)
+  deadline=$((SECONDS + 1800))
+  until updated=$($KUBECTL --kubeconfig "$lab/kubeconfig" get mcp worker \
+    -o jsonpath='{.status.configuration.name} {.status.updatedMachineCount}') && [[ $updated == "$config $N" ]]; do
+    ((SECONDS < deadline)) || { echo "the rollout did not finish: $updated" >&2; exit 1; }
+    sleep 0.5
+  done
   seconds_since "$start"
 }
 
