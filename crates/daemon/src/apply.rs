@@ -201,15 +201,16 @@ pub fn recover(node: &Node) -> anyhow::Result<Recovered> {
         return Ok(Recovered::Nothing);
     };
     if let Some(seal) = journal::sealed(&node.root)? {
-        let recovered = if seal.boot_id == journal::boot_id(&node.root)? {
+        if seal.boot_id == journal::boot_id(&node.root)? {
+            // The journal stays until the reboot happened: a daemon restarted again before it
+            // (its pod, while the machine goes down) asks again instead of taking the old
+            // deployment, still booted, for drift from the new config.
             tracing::warn!(to = %journal.to, "an update completed without its reboot; requesting it");
             node.reboot.reboot(&seal.rationale)?;
-            Recovered::RebootRequested
-        } else {
-            Recovered::Completed
-        };
+            return Ok(Recovered::RebootRequested);
+        }
         journal::finish(&node.root)?;
-        return Ok(recovered);
+        return Ok(Recovered::Completed);
     }
     tracing::warn!(from = %journal.from, to = %journal.to, "rolling back an interrupted update");
     journal::rollback(fs, &journal, node.systemd.as_ref(), node.os.as_deref())?;
@@ -413,7 +414,15 @@ mod tests {
             assert_eq!(std::fs::read_to_string(root.join("etc/new.conf")).unwrap(), "new\n", "not rolled back");
             let requested = std::fs::read_to_string(host_path(&root, REBOOT_REQUEST)).ok();
             assert_eq!(requested.as_deref(), same_boot.then_some("Node will reboot into config b\n"));
-            assert!(journal::load(&root).unwrap().is_none(), "journal removed");
+            // Kept until the reboot: every start before it asks for the reboot again.
+            assert_eq!(journal::load(&root).unwrap().is_none(), !same_boot, "journal removed once rebooted");
+            if same_boot {
+                std::fs::remove_file(host_path(&root, REBOOT_REQUEST)).unwrap();
+                assert_eq!(recover(&node).unwrap(), Recovered::RebootRequested, "asked again");
+                std::fs::write(&boot_id, "boot-2\n").unwrap();
+                assert_eq!(recover(&node).unwrap(), Recovered::Completed);
+                assert!(journal::load(&root).unwrap().is_none(), "journal removed once rebooted");
+            }
         }
     }
 }
