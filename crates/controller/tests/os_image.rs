@@ -84,6 +84,28 @@ fn render_degraded(pool: &MachineConfigPool) -> Option<(String, String)> {
     Some((c.status.clone(), c.message.clone().unwrap_or_default()))
 }
 
+/// The render controller with test timings; aborted with the returned handle.
+fn start_render_controller(client: &kube::Client) -> tokio::task::JoinHandle<()> {
+    let options = Options {
+        render_delay: Duration::from_millis(500),
+        retry_delay: Duration::from_millis(500),
+        os_image_retry_delay: Duration::from_secs(1),
+        ..Default::default()
+    };
+    tokio::spawn(run(client.clone(), version(), options))
+}
+
+/// Waits until the worker pool is RenderDegraded with a message containing `needle`; returns it.
+async fn render_degraded_with(pools: &Api<MachineConfigPool>, what: &str, needle: &str) -> String {
+    let (_, message) = eventually(what, || async {
+        let degraded = render_degraded(&pools.get("worker").await.unwrap());
+        satisfying(degraded, |d| d.as_ref().is_some_and(|(status, m)| status == "True" && m.contains(needle)))
+    })
+    .await
+    .unwrap();
+    message
+}
+
 fn target_of(pool: &MachineConfigPool) -> Option<String> {
     pool.spec.configuration.as_ref()?.name.clone()
 }
@@ -141,13 +163,7 @@ async fn new_os_images_are_checked_and_pinned_before_the_pool_targets_them() {
     let mcs: Api<MachineConfig> = Api::all(client.clone());
     mcs.create(&PostParams::default(), &serde_json::from_value(registries).unwrap()).await.unwrap();
 
-    let options = Options {
-        render_delay: Duration::from_millis(500),
-        retry_delay: Duration::from_millis(500),
-        os_image_retry_delay: Duration::from_secs(1),
-        ..Default::default()
-    };
-    let controller = tokio::spawn(run(client.clone(), version(), options));
+    let controller = start_render_controller(&client);
     let pools: Api<MachineConfigPool> = Api::all(client.clone());
     let pool_target = |what: String| {
         let pools = pools.clone();
@@ -230,12 +246,7 @@ async fn new_os_images_are_checked_and_pinned_before_the_pool_targets_them() {
         ),
     ] {
         set_os_image(&mcs, &image).await;
-        let (_, message) = eventually(&format!("RenderDegraded for {image}"), || async {
-            let degraded = render_degraded(&pools.get("worker").await.unwrap());
-            satisfying(degraded, |d| d.as_ref().is_some_and(|(status, m)| status == "True" && m.contains(&image)))
-        })
-        .await
-        .unwrap();
+        let message = render_degraded_with(&pools, &format!("RenderDegraded for {image}"), &image).await;
         let prefix = format!("Failed to render configuration for pool worker: OS image {image} of rendered-worker-");
         assert!(message.starts_with(&prefix), "{message}");
         assert!(message.contains(&format!(" refused before any node gets it: {why}")), "{message}");
@@ -361,13 +372,7 @@ async fn os_images_are_refused_before_any_node_unless_signed_as_the_pool_require
     ] {
         mcs.create(&PostParams::default(), &mc).await.unwrap();
     }
-    let options = Options {
-        render_delay: Duration::from_millis(500),
-        retry_delay: Duration::from_millis(500),
-        os_image_retry_delay: Duration::from_secs(1),
-        ..Default::default()
-    };
-    let controller = tokio::spawn(run(client.clone(), version(), options));
+    let controller = start_render_controller(&client);
     let pools: Api<MachineConfigPool> = Api::all(client.clone());
 
     // Signed with the trusted key: the pool targets it.
@@ -394,12 +399,7 @@ async fn os_images_are_refused_before_any_node_unless_signed_as_the_pool_require
     ] {
         let image = format!("{host}/mco/os:{tag}");
         set_os_image(&mcs, &image).await;
-        let (_, message) = eventually(&format!("RenderDegraded for {image}"), || async {
-            let degraded = render_degraded(&pools.get("worker").await.unwrap());
-            satisfying(degraded, |d| d.as_ref().is_some_and(|(status, m)| status == "True" && m.contains(&image)))
-        })
-        .await
-        .unwrap();
+        let message = render_degraded_with(&pools, &format!("RenderDegraded for {image}"), &image).await;
         let policy = " refused before any node gets it: it does not satisfy the pool's signature policy \
                       (/etc/containers/policy.json): Source image rejected: ";
         assert!(message.contains(policy) && message.contains(why), "{tag}: {message}");
@@ -410,12 +410,7 @@ async fn os_images_are_refused_before_any_node_unless_signed_as_the_pool_require
     // A policy whose key the rendered config does not carry cannot be checked: refused too.
     mcs.delete("50-worker-key", &Default::default()).await.unwrap();
     set_os_image(&mcs, &format!("{host}/mco/os:signed")).await;
-    let (_, message) = eventually("RenderDegraded for a policy without its key", || async {
-        let degraded = render_degraded(&pools.get("worker").await.unwrap());
-        satisfying(degraded, |d| d.as_ref().is_some_and(|(status, m)| status == "True" && m.contains("key file")))
-    })
-    .await
-    .unwrap();
+    let message = render_degraded_with(&pools, "RenderDegraded for a policy without its key", "key file").await;
     assert!(
         message.contains(
             "/etc/containers/policy.json names the key file /etc/pki/containers/mco-lab.gpg, which the rendered \
@@ -449,12 +444,8 @@ async fn os_images_are_refused_before_any_node_unless_signed_as_the_pool_require
     ] {
         mcs.create(&PostParams::default(), &mc).await.unwrap();
     }
-    let (_, message) = eventually("RenderDegraded for the pool's own image under the new policy", || async {
-        let degraded = render_degraded(&pools.get("worker").await.unwrap());
-        satisfying(degraded, |d| d.as_ref().is_some_and(|(status, m)| status == "True" && m.contains(&unsigned)))
-    })
-    .await
-    .unwrap();
+    let message =
+        render_degraded_with(&pools, "RenderDegraded for the pool's own image under the new policy", &unsigned).await;
     assert!(message.contains("Source image rejected: A signature was required, but no signature exists"), "{message}");
     assert_eq!(target_of(&pools.get("worker").await.unwrap()), before, "the target stays");
     controller.abort();
@@ -489,13 +480,7 @@ async fn registries_behind_a_private_ca_are_checked_with_the_ca_the_nodes_get() 
     let mcs: Api<MachineConfig> = Api::all(client.clone());
     let ca_file = format!("/etc/containers/certs.d/{host}/ca.crt");
     mcs.create(&PostParams::default(), &worker_file("50-worker-registry-ca", &ca_file, &ca)).await.unwrap();
-    let options = Options {
-        render_delay: Duration::from_millis(500),
-        retry_delay: Duration::from_millis(500),
-        os_image_retry_delay: Duration::from_secs(1),
-        ..Default::default()
-    };
-    let controller = tokio::spawn(run(client.clone(), version(), options));
+    let controller = start_render_controller(&client);
     let pools: Api<MachineConfigPool> = Api::all(client.clone());
 
     // The CA the nodes get (containers-certs.d in the rendered config) lets the check through.
@@ -513,12 +498,7 @@ async fn registries_behind_a_private_ca_are_checked_with_the_ca_the_nodes_get() 
     // Without it the registry's certificate is refused, as the nodes would refuse it.
     mcs.delete("50-worker-registry-ca", &Default::default()).await.unwrap();
     set_os_image(&mcs, &format!("{host}/mco/os:2")).await;
-    let (_, message) = eventually("RenderDegraded without the registry's CA", || async {
-        let degraded = render_degraded(&pools.get("worker").await.unwrap());
-        satisfying(degraded, |d| d.as_ref().is_some_and(|(status, m)| status == "True" && m.contains("mco/os:2")))
-    })
-    .await
-    .unwrap();
+    let message = render_degraded_with(&pools, "RenderDegraded without the registry's CA", "mco/os:2").await;
     assert!(message.contains("x509: certificate signed by unknown authority"), "{message}");
     controller.abort();
 }
