@@ -38,10 +38,50 @@ pub fn pod_subnet(index: usize) -> String {
     format!("10.244.{}.0/24", index + 1)
 }
 
+/// The lowest port the lab's namespace hands out for port 0: above every fixed port the lab's
+/// components listen on (kubelet 10248-10250, the Machine Config Server's 22623/22624).
+const LOWEST_EPHEMERAL_PORT: u16 = 24000;
+/// The fewest ports the lab's namespace may hand out for port 0.
+const MIN_EPHEMERAL_PORTS: u32 = 4096;
+
+/// The ephemeral port range of the lab's namespace: disjoint from the host's, so the ports bound
+/// in the host's namespace and forwarded to the same number inside are never what a component
+/// of the lab gets for port 0 (the Machine Config Server once failed to listen on its forwarded
+/// port because kube-controller-manager had been given it). The larger gap beside the host's
+/// range, or `None` when neither holds [`MIN_EPHEMERAL_PORTS`].
+fn lab_ephemeral_ports(host: (u16, u16)) -> Option<(u16, u16)> {
+    let (low, high) = host;
+    let gaps = [(LOWEST_EPHEMERAL_PORT, low.saturating_sub(1)), (high.saturating_add(1), u16::MAX)];
+    let size = |&(from, to): &(u16, u16)| (u32::from(to) + 1).saturating_sub(u32::from(from));
+    gaps.into_iter().filter(|gap| size(gap) >= MIN_EPHEMERAL_PORTS).max_by_key(size)
+}
+
+/// Parses `/proc/sys/net/ipv4/ip_local_port_range` ("32768\t60999").
+fn parse_port_range(text: &str) -> anyhow::Result<(u16, u16)> {
+    let mut words = text.split_whitespace().map(str::parse::<u16>);
+    match (words.next(), words.next(), words.next()) {
+        (Some(Ok(low)), Some(Ok(high)), None) if low <= high => Ok((low, high)),
+        _ => anyhow::bail!("not a port range: {text:?}"),
+    }
+}
+
+const PORT_RANGE: &str = "/proc/sys/net/ipv4/ip_local_port_range";
+
 /// Binds `N` free loopback ports in the host's network namespace, then moves this process into a
-/// new network namespace. Must be called before the process starts any other thread: only the
-/// calling thread moves, and the threads it starts afterwards follow it.
+/// new network namespace whose ephemeral ports are disjoint from the host's. Must be called before
+/// the process starts any other thread: only the calling thread moves, and the threads it starts
+/// afterwards follow it.
 pub fn enter_lab_namespace<const N: usize>() -> anyhow::Result<[TcpListener; N]> {
+    let host_range = std::fs::read_to_string(PORT_RANGE).with_context(|| format!("reading {PORT_RANGE}"))?;
+    let host_range = parse_port_range(&host_range).with_context(|| format!("reading {PORT_RANGE}"))?;
+    let (low, high) = lab_ephemeral_ports(host_range).with_context(|| {
+        format!(
+            "the host's ephemeral ports ({}-{}) leave no {MIN_EPHEMERAL_PORTS} ports between {LOWEST_EPHEMERAL_PORT} and {} for the lab's namespace",
+            host_range.0,
+            host_range.1,
+            u16::MAX
+        )
+    })?;
     let mut listeners = Vec::with_capacity(N);
     for _ in 0..N {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding a loopback port")?;
@@ -51,6 +91,9 @@ pub fn enter_lab_namespace<const N: usize>() -> anyhow::Result<[TcpListener; N]>
     // SAFETY: only NEWNET, which leaves file descriptors shared; no other thread exists yet.
     unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWNET) }
         .context("creating the lab's network namespace (needs root)")?;
+    // /proc/sys/net is the namespace of the thread that opens it: the new one.
+    std::fs::write(PORT_RANGE, format!("{low} {high}"))
+        .with_context(|| format!("setting the lab namespace's ephemeral ports to {low}-{high}"))?;
     Ok(listeners.try_into().unwrap_or_else(|_| unreachable!("N listeners were bound")))
 }
 
@@ -130,5 +173,34 @@ mod tests {
         assert_eq!(pod_subnet(0), "10.244.1.0/24");
         assert_eq!(pod_subnet(2), "10.244.3.0/24");
         assert!((0..MAX_NODES).all(|i| node_address(i) != APISERVER_ADDRESS));
+    }
+
+    #[test]
+    fn the_lab_namespace_hands_out_ports_the_host_never_does() {
+        for (host, lab) in [
+            // Linux's default: the gap below is the larger.
+            ((32768, 60999), Some((24000, 32767))),
+            // A host range starting low leaves the gap above.
+            ((1024, 50000), Some((50001, 65535))),
+            ((24000, 60000), Some((60001, 65535))),
+            // Both gaps too small.
+            ((26000, 63000), None),
+            ((1024, 65535), None),
+        ] {
+            assert_eq!(lab_ephemeral_ports(host), lab, "host range {host:?}");
+            if let Some((low, high)) = lab {
+                assert!(high < host.0 || low > host.1, "{lab:?} overlaps {host:?}");
+                assert!(low >= LOWEST_EPHEMERAL_PORT);
+            }
+        }
+    }
+
+    #[test]
+    fn port_ranges_are_read_as_the_kernel_writes_them() {
+        assert_eq!(parse_port_range("32768\t60999\n").unwrap(), (32768, 60999));
+        for bad in ["", "32768", "60999 32768", "1 2 3", "a b", "70000 80000"] {
+            let error = parse_port_range(bad).unwrap_err().to_string();
+            assert!(error.contains("not a port range"), "{bad:?}: {error}");
+        }
     }
 }
