@@ -673,7 +673,9 @@ impl Agent {
     /// failure: the node stays Done, the controller keeps it from its slot). A failed pull is
     /// retried every [`Timing::retry_max`].
     async fn prestage(&mut self, annotations: &mut BTreeMap<String, String>) -> Result<(), Failure> {
-        let Some(image) = annotations.get(PRESTAGE_ANNOTATION).cloned() else { return Ok(()) };
+        let Some(image) = annotations.get(PRESTAGE_ANNOTATION).cloned() else {
+            return self.drop_withdrawn(annotations).await;
+        };
         if annotations.get(PRESTAGED_ANNOTATION) == Some(&image) {
             return Ok(());
         }
@@ -710,6 +712,30 @@ impl Agent {
             }
         }
         Ok(())
+    }
+
+    /// Removes what was pulled ahead for a request the controller withdrew (the update it was for
+    /// was superseded, or the pool stopped pre-staging) and no deployment uses, and the answers
+    /// to that request. An image the node has since deployed stays.
+    async fn drop_withdrawn(&mut self, annotations: &mut BTreeMap<String, String>) -> Result<(), Failure> {
+        if !annotations.contains_key(PRESTAGED_ANNOTATION) && !annotations.contains_key(PRESTAGE_ERROR_ANNOTATION) {
+            return Ok(());
+        }
+        self.prestage_failed = None;
+        let dropped = blocking(&self.node, |node| match &node.os {
+            Some(os) => os.drop_pulled(),
+            None => Ok(Vec::new()),
+        })
+        .await;
+        match dropped {
+            Ok(images) if !images.is_empty() => {
+                tracing::info!(node = self.name(), ?images, "removed OS images pulled ahead for a withdrawn update");
+            }
+            Ok(_) => {}
+            // Left for the next pull or update, which remove them too.
+            Err(e) => tracing::warn!(node = self.name(), "removing OS images pulled ahead: {e:#}"),
+        }
+        self.patch(annotations, &[(PRESTAGED_ANNOTATION, None), (PRESTAGE_ERROR_ANNOTATION, None)]).await
     }
 
     /// Writes `changes` (only those that differ from `annotations`, which then hold the result).

@@ -48,6 +48,10 @@ impl OsBackend for CountedOs {
         self.inner.prestage(image)
     }
 
+    fn drop_pulled(&self) -> anyhow::Result<Vec<String>> {
+        self.inner.drop_pulled()
+    }
+
     fn apply(&self, changes: &OsChanges) -> anyhow::Result<()> {
         self.counted(self.inner.apply(changes))
     }

@@ -697,7 +697,9 @@ async fn annotated(cluster: &Cluster, key: &str, value: &str) -> BTreeMap<String
     .await
 }
 
-/// An OS that records the images pulled ahead; images of `missing.example` cannot be pulled.
+/// A stand-in OS (the daemon's part is tested here; the real sysroot's pulls and removals are in
+/// mco-daemon's ostree tests) that records the images pulled ahead and not yet removed; images
+/// of `missing.example` cannot be pulled.
 struct RecordingPulls(Arc<Mutex<Vec<String>>>);
 
 impl OsBackend for RecordingPulls {
@@ -711,6 +713,10 @@ impl OsBackend for RecordingPulls {
         }
         self.0.lock().unwrap().push(image.to_string());
         Ok(true)
+    }
+
+    fn drop_pulled(&self) -> anyhow::Result<Vec<String>> {
+        Ok(std::mem::take(&mut *self.0.lock().unwrap()))
     }
 
     fn apply(&self, _: &OsChanges) -> anyhow::Result<()> {
@@ -764,5 +770,18 @@ async fn an_idle_node_pulls_ahead_what_the_controller_asks_and_answers() {
     let metrics = mco_metrics::render(&registry);
     assert!(!metrics.contains("phase=\"pull\""), "{metrics}");
     assert!(metrics.lines().any(|l| l == "mcd_pivot_errors_total 0"), "{metrics}");
+
+    // The request withdrawn (its update superseded): what was pulled for it is removed, and the
+    // answers with it.
+    let withdraw = json!({"metadata": {"annotations": {PRESTAGE_ANNOTATION: null}}});
+    cluster.nodes.patch("node-1", &PatchParams::default(), &Patch::Merge(&withdraw)).await.unwrap();
+    let a = eventually("node-1's answers to the withdrawn request removed", || async {
+        let a = cluster.annotations("node-1").await;
+        let answered = a.contains_key(PRESTAGED_ANNOTATION) || a.contains_key(PRESTAGE_ERROR_ANNOTATION);
+        if answered { Err(a) } else { Ok(a) }
+    })
+    .await;
+    assert!(pulls.lock().unwrap().is_empty(), "the pulled image removed: {:?}", pulls.lock().unwrap());
+    assert_eq!(a[STATE_ANNOTATION], "Done");
     agent.abort();
 }

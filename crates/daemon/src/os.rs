@@ -48,6 +48,11 @@ pub trait OsBackend: Send + Sync {
     fn prestage(&self, image: &str) -> anyhow::Result<bool> {
         self.pull_ahead(image)
     }
+    /// Removes the OS images pulled ahead that no deployment uses (the update they were pulled
+    /// for was superseded or withdrawn); returns their names. Hosts pull nothing ahead.
+    fn drop_pulled(&self) -> anyhow::Result<Vec<String>> {
+        Ok(Vec::new())
+    }
     /// Stages a deployment with `changes` for the next boot.
     fn apply(&self, changes: &OsChanges) -> anyhow::Result<()>;
     /// Drops a staged deployment (rollback); nothing staged is fine.

@@ -553,3 +553,59 @@ fn the_signature_policy_a_config_writes_is_enforced_on_the_node() {
     apply::apply(&node, &c, &d, &cluster(), &Failpoints::default()).unwrap();
     assert_eq!(lab.status().deployments[0].image.as_deref(), Some(rotated.as_str()));
 }
+
+/// The number of objects in the sysroot's repository.
+fn repo_objects(sysroot: &Path) -> usize {
+    let objects = sysroot.join("ostree/repo/objects");
+    fs::read_dir(objects).unwrap().map(|dir| fs::read_dir(dir.unwrap().path()).unwrap().count()).sum()
+}
+
+#[test]
+fn images_pulled_ahead_for_a_superseded_update_are_removed() {
+    let lab = Lab::new();
+    let (boot_image, first, second, third) = (lab.image("1"), lab.image("2"), lab.image("3"), lab.image("4"));
+    lab.install(&boot_image);
+    let node = lab.node();
+    let os = node.os.as_ref().unwrap();
+    let images = || {
+        let mut names = sysroot::images(&lab.sysroot).unwrap();
+        names.sort();
+        names
+    };
+    let sorted = |names: &[&String]| {
+        let mut names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(images(), std::slice::from_ref(&boot_image));
+    let installed_objects = repo_objects(&lab.sysroot);
+
+    // Pulled ahead for an update that another one superseded: the next pull removes it.
+    assert!(os.pull_ahead(&first).unwrap(), "{first} not pulled");
+    assert_eq!(images(), sorted(&[&boot_image, &first]));
+    assert!(repo_objects(&lab.sysroot) > installed_objects);
+    assert!(os.pull_ahead(&second).unwrap(), "{second} not pulled");
+    assert_eq!(images(), sorted(&[&boot_image, &second]));
+
+    // The request withdrawn: what no deployment uses goes, with its objects; the booted image stays.
+    assert_eq!(os.drop_pulled().unwrap(), std::slice::from_ref(&second));
+    assert_eq!(images(), std::slice::from_ref(&boot_image));
+    assert_eq!(repo_objects(&lab.sysroot), installed_objects, "the pulled image's objects are gone");
+    assert!(os.drop_pulled().unwrap().is_empty(), "nothing left to remove");
+
+    // Pulled again, then the update comes with another image: deploying it removes the pull.
+    assert!(os.pull_ahead(&second).unwrap());
+    let a = mc("rendered-worker-a", &boot_image, &[], &[], json!({}));
+    let c = mc("rendered-worker-c", &third, &[], &[], json!({}));
+    apply::apply(&node, &a, &c, &cluster(), &Failpoints::default()).unwrap();
+    assert_eq!(images(), sorted(&[&boot_image, &third]));
+    lab.reboot();
+    let booted = lab.status();
+    assert_eq!(booted.booted().unwrap().image.as_deref(), Some(third.as_str()));
+    let os_release = fs::read_to_string(lab.sysroot.join(&booted.deployments[0].path).join("usr/lib/os-release"));
+    assert!(os_release.unwrap().contains("VERSION_ID=4\n"));
+    // The repository is whole: every object of every remaining commit is there.
+    let repo = format!("--repo={}", lab.sysroot.join("ostree/repo").display());
+    let fsck = Command::new("ostree").args(["fsck", &repo]).output().unwrap();
+    assert!(fsck.status.success(), "{}", String::from_utf8_lossy(&fsck.stderr));
+}

@@ -186,12 +186,14 @@ impl Drop for Locked<'_> {
     }
 }
 
+/// The OS image a deployment was made from, if it was made from one.
+fn deployed_image(d: &ostree::Deployment) -> Option<OstreeImageReference> {
+    let origin = d.origin()?.string("origin", ORIGIN_CONTAINER).ok()?;
+    OstreeImageReference::try_from(origin.as_str()).ok()
+}
+
 fn describe(sysroot: &ostree::Sysroot, index: usize, d: &ostree::Deployment) -> Deployment {
-    let image = d
-        .origin()
-        .and_then(|o| o.string("origin", ORIGIN_CONTAINER).ok())
-        .and_then(|r| OstreeImageReference::try_from(r.as_str()).ok())
-        .map(|r| os_image_url(&r));
+    let image = deployed_image(d).map(|r| os_image_url(&r));
     let options = d.bootconfig().and_then(|b| b.get("options")).map(|o| o.to_string()).unwrap_or_default();
     Deployment {
         index,
@@ -408,20 +410,77 @@ pub fn deploy(
             None => (booted.csum().to_string(), booted.origin().unwrap_or_default()),
         };
         write_deployment(&sysroot, &booted.osname(), &commit, &origin, Some(booted_index), kargs)?;
+        prune_images(&sysroot, None)?;
         let written = sysroot.deployments();
         Ok(describe(&sysroot, 0, written.first().context("no deployment after writing one")?))
     })
 }
 
 /// Imports `image` into the sysroot's repository without deploying it (what [`deploy`] then
-/// finds there), under the sysroot's lock.
+/// finds there), under the sysroot's lock. Images pulled before it that no deployment uses
+/// (pulled for an update that was superseded) are removed.
 #[context("Pulling {image} into {}", path.display())]
 pub fn pull(path: &Path, image: &str, pull: &PullConfig) -> Result<()> {
     let imgref = os_image_ref(image)?;
     on_own_thread(|| {
         let sysroot = open(path)?;
         let _lock = Locked::new(&sysroot)?;
-        import(&sysroot, &imgref, pull).map(drop)
+        import(&sysroot, &imgref, pull)?;
+        prune_images(&sysroot, Some(&imgref.imgref)).map(drop)
+    })
+}
+
+/// The images `unused` keeps out of `images`: those no deployment uses, but `keep` (pure).
+fn unused<'a>(
+    images: &'a [ImageReference],
+    deployed: &[ImageReference],
+    keep: Option<&ImageReference>,
+) -> Vec<&'a ImageReference> {
+    images.iter().filter(|image| !deployed.contains(image) && Some(*image) != keep).collect()
+}
+
+/// Removes the OS images of the repository that no deployment uses, but `keep`, with the layers
+/// and objects only they held (what bootc prunes after a deployment); returns their names.
+fn prune_images(sysroot: &ostree::Sysroot, keep: Option<&ImageReference>) -> Result<Vec<String>> {
+    let repo = sysroot.repo();
+    let deployed: Vec<ImageReference> =
+        sysroot.deployments().iter().filter_map(deployed_image).map(|r| r.imgref).collect();
+    let images = ostree_ext::container::store::list_images(&repo)?
+        .iter()
+        .map(|name| ImageReference::try_from(name.as_str()))
+        .collect::<Result<Vec<_>>>()?;
+    let removed = unused(&images, &deployed, keep);
+    if removed.is_empty() {
+        return Ok(Vec::new());
+    }
+    for image in &removed {
+        ostree_ext::container::store::remove_image(&repo, image)?;
+    }
+    ostree_ext::container::store::gc_image_layers(&repo)?;
+    let (_, objects, bytes) = repo.prune(ostree::RepoPruneFlags::REFS_ONLY, 0, gio::Cancellable::NONE)?;
+    let removed: Vec<String> = removed.iter().map(|image| image.name.clone()).collect();
+    tracing::info!(?removed, objects, bytes, "removed OS images no deployment uses");
+    Ok(removed)
+}
+
+/// Removes the OS images no deployment uses (pulled ahead for an update that did not come);
+/// returns their names.
+#[context("Removing unused OS images from {}", path.display())]
+pub fn prune(path: &Path) -> Result<Vec<String>> {
+    on_own_thread(|| {
+        let sysroot = open(path)?;
+        let _lock = Locked::new(&sysroot)?;
+        prune_images(&sysroot, None)
+    })
+}
+
+/// The names of the OS images in the sysroot's repository (`ostree container image list`).
+#[context("Listing the OS images of {}", path.display())]
+pub fn images(path: &Path) -> Result<Vec<String>> {
+    on_own_thread(|| {
+        let sysroot = open(path)?;
+        let names = ostree_ext::container::store::list_images(&sysroot.repo())?;
+        names.iter().map(|name| Ok(ImageReference::try_from(name.as_str())?.name)).collect()
     })
 }
 
@@ -487,6 +546,22 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn images_no_deployment_uses_are_unused_but_the_one_kept() {
+        let image = |name: &str| ImageReference { transport: Transport::Registry, name: name.into() };
+        let images = [image("r/os@sha256:a"), image("r/os@sha256:b"), image("r/os@sha256:c")];
+        let unused_names = |deployed: &[ImageReference], keep: Option<&ImageReference>| {
+            unused(&images, deployed, keep).into_iter().map(|i| i.name.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(unused_names(&[], None), s(&["r/os@sha256:a", "r/os@sha256:b", "r/os@sha256:c"]));
+        assert_eq!(unused_names(&[image("r/os@sha256:a")], None), s(&["r/os@sha256:b", "r/os@sha256:c"]));
+        assert_eq!(unused_names(&[image("r/os@sha256:a")], Some(&image("r/os@sha256:c"))), s(&["r/os@sha256:b"]));
+        assert!(unused_names(&images, None).is_empty());
+        // Another transport is another image.
+        let oci = ImageReference { transport: Transport::OciDir, name: "r/os@sha256:a".into() };
+        assert_eq!(unused_names(&[oci], None).len(), 3);
     }
 
     #[test]

@@ -121,6 +121,10 @@ impl OsBackend for OstreeSysroot {
         Ok(true)
     }
 
+    fn drop_pulled(&self) -> anyhow::Result<Vec<String>> {
+        sysroot::prune(&self.sysroot)
+    }
+
     #[context("Staging OS changes in the OSTree sysroot {}", self.sysroot.display())]
     fn apply(&self, changes: &OsChanges) -> anyhow::Result<()> {
         check_supported(changes)?;
