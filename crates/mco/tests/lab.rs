@@ -19,8 +19,8 @@ use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use mco_api::constants::{
-    CURRENT_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, MCO_NAMESPACE, PINNED_OS_IMAGE_ANNOTATION, REASON_ANNOTATION,
-    STATE_ANNOTATION,
+    CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, MCO_NAMESPACE,
+    PINNED_OS_IMAGE_ANNOTATION, REASON_ANNOTATION, STATE_ANNOTATION,
 };
 use mco_api::operator::BootImageSkewEnforcementStatus;
 use mco_api::{MachineConfigNode, MachineConfigPool, MachineConfiguration};
@@ -117,16 +117,17 @@ async fn pods_capacity(client: &Client, pods: &str) {
 /// PRETTY_NAME of [`os_update`]'s image: what the kubelet reports as the node's OS image.
 const UPDATED_OS: &str = "MCO Test OS (lab update)";
 
-/// Builds an OS update, `FROM` the pools' image with a new os-release written by a `RUN` step (the
-/// lab's OS images have a Debian userland), into the lab registry; returns it pinned by digest.
-fn os_update(lab: &Lab, from: &str) -> String {
-    let context = lab.dir.path().join("os-update");
+/// Builds an OS update named `pretty_name`, `FROM` the pools' image with a new os-release written
+/// by a `RUN` step (the lab's OS images have a Debian userland), into the lab registry as
+/// `mco/node:TAG`; returns it pinned by digest.
+fn os_update(lab: &Lab, from: &str, tag: &str, pretty_name: &str) -> String {
+    let context = lab.dir.path().join(format!("os-update-{tag}"));
     std::fs::create_dir_all(&context).unwrap();
     let containerfile = context.join("Containerfile");
     std::fs::write(
         &containerfile,
         format!(
-            "FROM {from}\nRUN printf 'NAME=\"MCO Test OS\"\\nID=mco-test\\nPRETTY_NAME=\"{UPDATED_OS}\"\\n' \
+            "FROM {from}\nRUN printf 'NAME=\"MCO Test OS\"\\nID=mco-test\\nPRETTY_NAME=\"{pretty_name}\"\\n' \
              > /usr/lib/os-release && test -s /var/lib/dpkg/status\n"
         ),
     )
@@ -136,7 +137,7 @@ fn os_update(lab: &Lab, from: &str) -> String {
         .args(["image", "build", "-f"])
         .arg(&containerfile)
         .arg("--to")
-        .arg(format!("docker://{registry}/mco/node:update"))
+        .arg(format!("docker://{registry}/mco/node:{tag}"))
         .arg(&context)
         .env("CONTAINERS_REGISTRIES_CONF", lab.state_dir().join("registries.conf"))
         .assert();
@@ -201,6 +202,38 @@ async fn pool(client: &Client) -> MachineConfigPool {
 
 fn target(pool: &MachineConfigPool) -> String {
     pool.spec.configuration.as_ref().and_then(|c| c.name.clone()).unwrap_or_default()
+}
+
+/// Sets (a value) or removes (`null`) annotations of the worker pool: its rollout policy.
+async fn annotate_pool(client: &Client, annotations: serde_json::Value) {
+    Api::<MachineConfigPool>::all(client.clone())
+        .patch("worker", &PatchParams::default(), &Patch::Merge(json!({ "metadata": {"annotations": annotations} })))
+        .await
+        .unwrap();
+}
+
+/// Waits until the worker pool's `RolloutHeld` condition is True for `reason`; returns its message.
+async fn wait_held(client: &Client, reason: &str) -> String {
+    eventually(&format!("RolloutHeld=True ({reason}) on the worker pool"), || async {
+        let conditions = pool(client).await.status.and_then(|s| s.conditions).unwrap_or_default();
+        let held = conditions.iter().find(|c| c.type_ == "RolloutHeld" && c.status == "True");
+        match held {
+            Some(c) if c.reason.as_deref() == Some(reason) => Ok(c.message.clone().unwrap_or_default()),
+            _ => Err(conditions),
+        }
+    })
+    .await
+}
+
+/// The workers' `(name, Done on config, OS the kubelet reports)`.
+async fn workers_os(nodes: &Api<Node>, config: &str) -> Vec<(String, bool, String)> {
+    let all = nodes.list(&workers()).await.unwrap().items;
+    all.iter()
+        .map(|n| {
+            let os = n.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.os_image.clone());
+            (n.name_any(), done_on(n, config), os.unwrap_or_default())
+        })
+        .collect()
 }
 
 async fn set_pool(client: &Client, spec: serde_json::Value) {
@@ -825,7 +858,7 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     // An OS update is booted by a real reboot: each node's machine is powered off (its kubelet
     // and containers die), boots the new deployment, whose kubelet brings the Node back, which
     // now reports the new OS image.
-    let update = os_update(&lab, lab_status["osImage"].as_str().unwrap());
+    let update = os_update(&lab, lab_status["osImage"].as_str().unwrap(), "update", UPDATED_OS);
     lab.apply("99-worker-os-update", &os_image_mc("99-worker-os-update", &update));
     current = rolled_out(&client, &current).await;
     eventually("every Node Ready on the updated OS", || async {
@@ -1327,17 +1360,112 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     wait_condition(&client, "RenderDegraded", false).await;
     workers_done_on(before.clone(), " without the signature policy").await;
 
-    // A change that fails on the node after its drain (a file where the node has a directory)
-    // strands the first worker it reaches (cordoned, Degraded); deleting the MachineConfig heals
-    // it with no one touching its annotations: the controller retargets it to the pool's config.
-    lab.apply("99-worker-bad-file", &file_mc("99-worker-bad-file", "/etc/containers", "not a directory\n"));
-    eventually("a worker Degraded on the file", || async {
-        let all = nodes.list(&workers()).await.unwrap().items;
-        let degraded = all.iter().find(|n| mco_rollout::node::annotation(n, STATE_ANNOTATION) == Some("Degraded"));
-        degraded.map(summary).ok_or_else(|| all.iter().map(summary).collect::<Vec<_>>())
+    // A canary and a soak: the first worker (by name) takes a new OS image first, then the pool
+    // waits, as `mco status` says. The image is a tag, and the tag moves while the canary soaks:
+    // the other worker still gets the digest the tag had when the config was rendered, so both
+    // run the same OS.
+    let kubeconfig = lab.state_dir().join("kubeconfig");
+    annotate_pool(&client, json!({"mco.dev/canary": "1", "mco.dev/canary-soak": "1h"})).await;
+    let moving = format!("{registry}/mco/node:moving");
+    let first_image = os_update(&lab, &pool_image, "moving", "MCO Test OS (moving 1)");
+    lab.apply("99-worker-tag", &os_image_mc("99-worker-tag", &moving));
+    let canaried = eventually("the worker pool to target the moving tag's config", || async {
+        satisfying(target(&pool(&client).await), |t| *t != before)
     })
     .await;
+    let rendered = configs.get(&canaried).await.unwrap();
+    assert_eq!(rendered.annotations().get(PINNED_OS_IMAGE_ANNOTATION), Some(&first_image), "the tag's digest");
+    let soaking = wait_held(&client, "CanarySoak").await;
+    assert!(soaking.starts_with(&format!("canaries are on {canaried}: soaking")), "{soaking}");
+    status_showing(&kubeconfig, &format!("canaries are on {canaried}: soaking")).await;
+    let seen = eventually("the canary's kubelet reporting the new OS", || async {
+        satisfying(workers_os(&nodes, &canaried).await, |seen| seen[0].2 == "MCO Test OS (moving 1)")
+    })
+    .await;
+    let done: Vec<(&str, bool)> = seen.iter().map(|(name, done, _)| (name.as_str(), *done)).collect();
+    assert_eq!(done, [("worker-0", true), ("worker-1", false)], "only the canary updated: {seen:?}");
+    let second_image = os_update(&lab, &pool_image, "moving", "MCO Test OS (moving 2)");
+    assert_ne!(second_image, first_image, "the tag moved");
+    // The admin cuts the soak short; the rest of the pool follows, on the first digest.
+    annotate_pool(&client, json!({"mco.dev/canary-soak": "1s"})).await;
+    workers_done_on(canaried.clone(), " after the soak").await;
+    eventually("every worker's kubelet reporting the canary's OS", || async {
+        let seen = workers_os(&nodes, &canaried).await;
+        satisfying(seen, |seen| seen.iter().all(|(_, done, os)| *done && os == "MCO Test OS (moving 1)"))
+    })
+    .await;
+    assert_eq!(target(&pool(&client).await), canaried, "the same rendered config all along");
+    let rendered = configs.get(&canaried).await.unwrap();
+    assert_eq!(rendered.annotations().get(PINNED_OS_IMAGE_ANNOTATION), Some(&first_image), "resolved once");
+
+    // A maintenance window: outside it no node starts an update, and `mco status` says when it
+    // opens (a daily window six hours from now, in a named time zone); without it the pool goes on.
+    let utc_hour = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() / 3600 % 24;
+    // Pacific/Kiritimati is UTC+14 all year.
+    let opens = (utc_hour + 14 + 6) % 24;
+    let window = format!("Mon-Sun {opens:02}:00-{:02}:00", (opens + 1) % 24);
+    annotate_pool(
+        &client,
+        json!({
+            "mco.dev/canary": null, "mco.dev/canary-soak": null,
+            "mco.dev/maintenance-windows": window, "mco.dev/maintenance-time-zone": "Pacific/Kiritimati",
+        }),
+    )
+    .await;
+    configs.delete("99-worker-tag", &Default::default()).await.unwrap();
+    let waiting = wait_held(&client, "MaintenanceWindow").await;
+    assert!(
+        waiting.starts_with("waiting for maintenance window (opens at ") && waiting.ends_with("[Pacific/Kiritimati])"),
+        "{waiting}"
+    );
+    status_showing(&kubeconfig, "waiting for maintenance window (opens at ").await;
+    assert_eq!(target(&pool(&client).await), before, "the pool targets the reverted config");
+    let all = nodes.list(&workers()).await.unwrap().items;
+    let started: Vec<String> = all
+        .iter()
+        .filter(|n| mco_rollout::node::annotation(n, DESIRED_CONFIG_ANNOTATION) != Some(canaried.as_str()))
+        .map(summary)
+        .collect();
+    assert!(started.is_empty(), "nodes started outside the window: {started:?}");
+    annotate_pool(&client, json!({"mco.dev/maintenance-windows": null, "mco.dev/maintenance-time-zone": null})).await;
+    workers_done_on(before.clone(), " once no window holds the pool").await;
+
+    // A change that fails on the node after its drain (a file where the node has a directory)
+    // strands the first worker it reaches (cordoned, Degraded) and, with a halt after one failed
+    // node, pauses the pool: no other worker is touched, and `mco status` says why and how to go
+    // on. Deleting the MachineConfig and resuming heals the worker with no one touching its
+    // annotations: the controller retargets it to the pool's config.
+    annotate_pool(&client, json!({"mco.dev/halt-after-failures": "1"})).await;
+    lab.apply("99-worker-bad-file", &file_mc("99-worker-bad-file", "/etc/containers", "not a directory\n"));
+    let stranded = eventually("a worker Degraded on the file", || async {
+        let all = nodes.list(&workers()).await.unwrap().items;
+        let degraded = all.iter().find(|n| mco_rollout::node::annotation(n, STATE_ANNOTATION) == Some("Degraded"));
+        degraded.map(|n| n.name_any()).ok_or_else(|| all.iter().map(summary).collect::<Vec<_>>())
+    })
+    .await;
+    let bad = target(&pool(&client).await);
+    let halted = wait_held(&client, "Halted").await;
+    assert_eq!(
+        halted,
+        format!(
+            "halted: {stranded} failed updating to {bad}; fix or revert the change, then resume the pool \
+             (spec.paused: false)"
+        )
+    );
+    assert_eq!(pool(&client).await.spec.paused, Some(true));
+    status_showing(&kubeconfig, &halted).await;
+    let all = nodes.list(&workers()).await.unwrap().items;
+    let touched: Vec<String> = all
+        .iter()
+        .filter(|n| {
+            n.name_any() != stranded && mco_rollout::node::annotation(n, DESIRED_CONFIG_ANNOTATION) == Some(&bad)
+        })
+        .map(summary)
+        .collect();
+    assert!(touched.is_empty(), "nodes given the config after the halt: {touched:?}");
     configs.delete("99-worker-bad-file", &Default::default()).await.unwrap();
+    annotate_pool(&client, json!({"mco.dev/halt-after-failures": null})).await;
+    set_pool(&client, json!({ "paused": false })).await;
     workers_done_on(before.clone(), " (the stranded worker healed)").await;
 
     // An OS update without a kubelet takes the first worker that reboots into it down for good, as
