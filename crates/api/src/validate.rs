@@ -11,8 +11,8 @@ use std::sync::LazyLock;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use regex::Regex;
 
-use crate::constants::MACHINE_CONFIGURATION_NAME;
-use crate::machineconfiguration::{ContainerfileArch, MachineConfigPool, MachineOSConfig};
+use crate::constants::{MACHINE_CONFIGURATION_NAME, OS_IMAGE_STREAM_NAME};
+use crate::machineconfiguration::{ContainerfileArch, MachineConfigPool, MachineOSConfig, OSImageStream};
 use crate::operator::{
     BootImageSkewEnforcementConfig, BootImageSkewEnforcementConfigMode, BootImageSkewEnforcementModeStatus,
     ClusterBootImageManual, ClusterBootImageManualMode, MachineConfiguration, MachineManager, MachineManagerResource,
@@ -379,6 +379,57 @@ pub fn machine_config_pool(pool: &MachineConfigPool) -> Vec<FieldError> {
             errors.add(field, Some(s), "must be an integer or a percentage (e.g. \"10%\")")
         }
         _ => {}
+    }
+    errors.errors
+}
+
+/// Checks an OSImageStream as its CRD's rules do: the singleton's name, the default stream (of
+/// the spec and of the status) among the available ones, and unique stream names.
+pub fn os_image_stream(stream: &OSImageStream) -> Vec<FieldError> {
+    let mut errors = Errors::new("OSImageStream", stream.metadata.name.as_ref());
+    if errors.name != OS_IMAGE_STREAM_NAME {
+        errors.add(
+            "metadata.name",
+            Some(&errors.name.clone()),
+            "osimagestream is a singleton, .metadata.name must be 'cluster'",
+        );
+    }
+    let Some(status) = &stream.status else { return errors.errors };
+    let names: Vec<&str> = status.available_streams.iter().map(|s| s.name.as_str()).collect();
+    for (index, name) in names.iter().enumerate() {
+        if names[..index].contains(name) {
+            errors.add(format!("status.availableStreams[{index}]"), Some(name), "Duplicate value");
+        }
+    }
+    if !names.contains(&status.default_stream.as_str()) {
+        errors.add(
+            "status.defaultStream",
+            Some(&status.default_stream),
+            "defaultStream must reference a stream name from availableStreams",
+        );
+    }
+    if !names.contains(&stream.spec.default_stream.as_str()) {
+        errors.add(
+            "spec.defaultStream",
+            Some(&stream.spec.default_stream),
+            "spec.defaultStream must reference an existing stream name from status.availableStreams",
+        );
+    }
+    errors.errors
+}
+
+/// Checks a pool's `spec.osImageStream.name` against the cluster's OSImageStream (upstream's
+/// admission policy `machineconfigpool-osimagestream-reference-validation`).
+pub fn pool_os_image_stream(pool: &MachineConfigPool, stream: &OSImageStream) -> Vec<FieldError> {
+    let mut errors = Errors::new("MachineConfigPool", pool.metadata.name.as_ref());
+    let Some(reference) = &pool.spec.os_image_stream else { return errors.errors };
+    let available = stream.status.as_ref().map(|s| s.available_streams.as_slice()).unwrap_or_default();
+    if !available.iter().any(|s| s.name == reference.name) {
+        errors.add(
+            "spec.osImageStream.name",
+            Some(&reference.name),
+            "The specified osImageStream name must reference a valid stream from the cluster OSImageStream resource",
+        );
     }
     errors.errors
 }

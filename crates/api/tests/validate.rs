@@ -494,3 +494,70 @@ fn fixtures_are_valid() {
         assert!(errors.is_empty(), "{errors:#?}");
     }
 }
+
+fn os_image_stream(name: &str, spec_default: &str, status: Value) -> mco_api::OSImageStream {
+    let rest = json!({"spec": {"defaultStream": spec_default}, "status": status});
+    object("machineconfiguration.openshift.io/v1", "OSImageStream", name, rest)
+}
+
+fn stream_set(name: &str) -> Value {
+    let digest = "0".repeat(64);
+    json!({"name": name, "osImage": format!("quay.io/os@sha256:{digest}"),
+        "osExtensionsImage": format!("quay.io/ext@sha256:{digest}")})
+}
+
+#[test]
+fn os_image_streams_are_a_singleton_whose_defaults_are_available_streams() {
+    let available =
+        json!({"availableStreams": [stream_set("rhel-9"), stream_set("rhel-10")], "defaultStream": "rhel-9"});
+    assert_eq!(validate::os_image_stream(&os_image_stream("cluster", "rhel-10", available.clone())), []);
+    let shown = |errors: Vec<FieldError>| errors.iter().map(ToString::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        shown(validate::os_image_stream(&os_image_stream("other", "rhel-9", available))),
+        [
+            "OSImageStream other: metadata.name \"other\": osimagestream is a singleton, .metadata.name must be 'cluster'"
+        ]
+    );
+    let bad = json!({"availableStreams": [stream_set("rhel-9"), stream_set("rhel-9")], "defaultStream": "rhel-8"});
+    assert_eq!(
+        shown(validate::os_image_stream(&os_image_stream("cluster", "centos-10", bad))),
+        [
+            "OSImageStream cluster: status.availableStreams[1] \"rhel-9\": Duplicate value",
+            "OSImageStream cluster: status.defaultStream \"rhel-8\": defaultStream must reference a stream name from availableStreams",
+            "OSImageStream cluster: spec.defaultStream \"centos-10\": spec.defaultStream must reference an existing stream name from status.availableStreams",
+        ]
+    );
+    // Before the operator has filled in the status, any default is accepted.
+    let unfilled: mco_api::OSImageStream = object(
+        "machineconfiguration.openshift.io/v1",
+        "OSImageStream",
+        "cluster",
+        json!({"spec": {"defaultStream": "rhel-10"}}),
+    );
+    assert_eq!(validate::os_image_stream(&unfilled), []);
+}
+
+#[test]
+fn a_pool_names_a_stream_the_cluster_offers() {
+    let stream = os_image_stream(
+        "cluster",
+        "rhel-9",
+        json!({"availableStreams": [stream_set("rhel-9")], "defaultStream": "rhel-9"}),
+    );
+    let pool = |stream_name: Option<&str>| -> MachineConfigPool {
+        let spec = match stream_name {
+            Some(name) => json!({"osImageStream": {"name": name}}),
+            None => json!({}),
+        };
+        object("machineconfiguration.openshift.io/v1", "MachineConfigPool", "infra", json!({"spec": spec}))
+    };
+    assert_eq!(validate::pool_os_image_stream(&pool(None), &stream), []);
+    assert_eq!(validate::pool_os_image_stream(&pool(Some("rhel-9")), &stream), []);
+    let errors = validate::pool_os_image_stream(&pool(Some("rhel-10")), &stream);
+    assert_eq!(
+        errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [
+            "MachineConfigPool infra: spec.osImageStream.name \"rhel-10\": The specified osImageStream name must reference a valid stream from the cluster OSImageStream resource"
+        ]
+    );
+}

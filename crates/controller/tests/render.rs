@@ -52,6 +52,7 @@ fn offline_render(pool_file: &str) -> MachineConfig {
         version: &version(),
         current: None,
         storage_overrides: StorageOverrides::default(),
+        streams: Default::default(),
     })
     .unwrap()
     .machine_config

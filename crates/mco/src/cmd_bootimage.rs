@@ -132,6 +132,7 @@ fn kind_of(object: &Object) -> &str {
         Object::MachineSet(_) => "MachineSet",
         Object::KubeletConfig(_) => "KubeletConfig",
         Object::ContainerRuntimeConfig(_) => "ContainerRuntimeConfig",
+        Object::OSImageStream(_) => "OSImageStream",
         Object::ClusterConfig { kind, .. } => kind,
     }
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use mco_api::constants::{CONTROLLER_CONFIG_NAME, GENERATED_BY_VERSION_ANNOTATION};
+use mco_api::constants::{CONTROLLER_CONFIG_NAME, GENERATED_BY_VERSION_ANNOTATION, WORKER_POOL};
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
 use mco_kubeletconfig::{ClusterSettings, Generated, Offline};
 use mco_render::{ControllerVersion, Inputs, StorageOverrides};
@@ -109,6 +109,10 @@ fn render_machine_configs(
         version,
         current,
         storage_overrides: StorageOverrides::default(),
+        streams: mco_render::Streams {
+            os_image_stream: manifests.os_image_stream(),
+            worker_pool: pools.iter().find(|p| p.metadata.name.as_deref() == Some(WORKER_POOL)),
+        },
     })
     .map_err(|e| format!("MachineConfigPool {pool_name}: {e}"))?;
     let mut rendered = rendered;

@@ -47,6 +47,10 @@ pub fn problems(manifests: &Manifests) -> Vec<String> {
                 // by the controller).
                 found.extend(mco_rollout::policy::RolloutPolicy::from_pool(pool).err().map(|e| e.to_string()));
                 found.extend(mco_rollout::prestage::concurrency(pool).err());
+                if let Some(stream) = manifests.os_image_stream() {
+                    let unknown = mco_api::validate::pool_os_image_stream(pool, stream);
+                    found.extend(unknown.iter().map(ToString::to_string));
+                }
                 found
             }
             Object::MachineConfiguration(m) => {
@@ -54,6 +58,9 @@ pub fn problems(manifests: &Manifests) -> Vec<String> {
             }
             Object::MachineOSConfig(m) => {
                 mco_api::validate::machine_os_config(m).iter().map(ToString::to_string).collect()
+            }
+            Object::OSImageStream(stream) => {
+                mco_api::validate::os_image_stream(stream).iter().map(ToString::to_string).collect()
             }
             Object::KubeletConfig(kc) => refused("KubeletConfig", &kc.metadata.name),
             Object::ContainerRuntimeConfig(crc) => refused("ContainerRuntimeConfig", &crc.metadata.name),

@@ -4,9 +4,10 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use mco_api::constants::OS_IMAGE_STREAM_NAME;
 use mco_api::{
     ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfiguration,
-    MachineOSBuild, MachineOSConfig, MachineSet,
+    MachineOSBuild, MachineOSConfig, MachineSet, OSImageStream,
 };
 use serde_json::Value;
 
@@ -22,6 +23,7 @@ pub enum Object {
     MachineSet(Box<MachineSet>),
     KubeletConfig(Box<KubeletConfig>),
     ContainerRuntimeConfig(Box<ContainerRuntimeConfig>),
+    OSImageStream(Box<OSImageStream>),
     /// A `config.openshift.io/v1` object the kubelet config controller reads (FeatureGate,
     /// APIServer, Node), kept as it is: only a few of its fields matter here.
     ClusterConfig {
@@ -101,6 +103,14 @@ impl Manifests {
 
     pub fn container_runtime_configs(&self) -> Vec<ContainerRuntimeConfig> {
         self.all(|o| if let Object::ContainerRuntimeConfig(c) = o { Some(&**c) } else { None })
+    }
+
+    /// The OSImageStream `cluster`, if given.
+    pub fn os_image_stream(&self) -> Option<&OSImageStream> {
+        self.objects.iter().find_map(|(_, o)| match o {
+            Object::OSImageStream(s) if s.metadata.name.as_deref() == Some(OS_IMAGE_STREAM_NAME) => Some(&**s),
+            _ => None,
+        })
     }
 
     /// The `config.openshift.io/v1` object of `kind` named `cluster`, if given.
@@ -203,6 +213,7 @@ fn read_object(origin: Origin, value: Value, manifests: &mut Manifests) {
         ("machineconfiguration.openshift.io/v1", "ContainerRuntimeConfig") => {
             typed(value).map(Object::ContainerRuntimeConfig)
         }
+        ("machineconfiguration.openshift.io/v1", "OSImageStream") => typed(value).map(Object::OSImageStream),
         ("config.openshift.io/v1", "FeatureGate" | "APIServer" | "Node") => {
             Ok(Object::ClusterConfig { kind: kind.clone(), object: Box::new(value) })
         }

@@ -127,6 +127,7 @@ fn main() {
         version: &version,
         current: None,
         storage_overrides: StorageOverrides::default(),
+        streams: Default::default(),
     };
 
     let baseline = CURRENT.load(Ordering::Relaxed);

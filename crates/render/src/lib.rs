@@ -10,6 +10,7 @@ pub mod name;
 pub mod parallel;
 pub mod reconcile;
 pub mod select;
+pub mod streams;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +28,7 @@ use serde::Serialize;
 pub use merge::{BaseImages, Merged};
 pub use reconcile::StorageOverrides;
 pub use select::Selection;
+pub use streams::Streams;
 
 /// The version a controller identifies itself with (Go's `version.Raw` and `version.Hash`).
 /// ControllerConfigs and generated MachineConfigs from another version are refused.
@@ -57,6 +59,8 @@ pub struct Inputs<'a> {
     /// The rendered config the pool currently targets, for the reconcilability check.
     pub current: Option<&'a MachineConfig>,
     pub storage_overrides: StorageOverrides,
+    /// The OS image streams; the pool's replaces the ControllerConfig's images as the base.
+    pub streams: Streams<'a>,
 }
 
 /// A rendered config and how it came about.
@@ -71,6 +75,9 @@ pub struct Rendered {
     pub object_json: String,
     /// Things an administrator should know that do not stop the render.
     pub warnings: Vec<String>,
+    /// The base OS image the config was rendered from (the pool's stream's, or the
+    /// ControllerConfig's), which MachineConfigs may override.
+    pub base_os_image: String,
 }
 
 /// Why a pool cannot be rendered. Messages match the original controller's where it has one.
@@ -92,6 +99,9 @@ pub enum RenderError {
     TooLarge { name: String, size: usize },
     #[error("{0}")]
     Unreconcilable(String),
+    /// The pool's OS image stream cannot be used (upstream's words).
+    #[error("{0}")]
+    Stream(String),
 }
 
 /// Renders one pool, or says why the controller would refuse to.
@@ -112,9 +122,16 @@ pub fn render(inputs: Inputs<'_>) -> Result<Rendered, RenderError> {
         .into_iter()
         .collect::<Result<Vec<_>, RenderError>>()?;
     let spec = &inputs.controller_config.spec;
-    let base = BaseImages {
-        os_image: spec.base_os_container_image.clone().unwrap_or_default(),
-        extensions_image: spec.base_os_extensions_container_image.clone().unwrap_or_default(),
+    let base = match streams::stream_for_pool(inputs.pool, inputs.streams, &inputs.version.hash)
+        .map_err(RenderError::Stream)?
+    {
+        Some(stream) => {
+            BaseImages { os_image: stream.os_image.clone(), extensions_image: stream.os_extensions_image.clone() }
+        }
+        None => BaseImages {
+            os_image: spec.base_os_container_image.clone().unwrap_or_default(),
+            extensions_image: spec.base_os_extensions_container_image.clone().unwrap_or_default(),
+        },
     };
     let merged = merge::merge_machine_configs(validated, &base)?;
     // The spec's JSON and its hash input are written from the merged config side by side. The
@@ -149,6 +166,9 @@ pub fn render(inputs: Inputs<'_>) -> Result<Rendered, RenderError> {
                 "osImageURL {} is overridden by a tag, not a digest: nodes may end up on different images",
                 merged.os_image_url
             ));
+        }
+        if streams::named_stream(inputs.pool).is_some() {
+            return Err(RenderError::Generate(streams::OVERRIDE_WITH_STREAM.to_string()));
         }
     }
     let owner = OwnerReference {
@@ -195,7 +215,14 @@ pub fn render(inputs: Inputs<'_>) -> Result<Rendered, RenderError> {
     machine_config.metadata.labels = None;
     machine_config.metadata.annotations = Some(annotations);
     machine_config.metadata.owner_references = Some(vec![owner]);
-    Ok(Rendered { machine_config, merge_order: merged.order, serialized, object_json, warnings })
+    Ok(Rendered {
+        machine_config,
+        merge_order: merged.order,
+        serialized,
+        object_json,
+        warnings,
+        base_os_image: base.os_image,
+    })
 }
 
 /// The guards that stop an old controller and a new one from rendering each other's inputs.

@@ -52,6 +52,7 @@ fn render_case(
         version: &golden_version(),
         current: None,
         storage_overrides: StorageOverrides::default(),
+        streams: Default::default(),
     })
 }
 

@@ -13,17 +13,20 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt as _, watcher};
+use kube::runtime::{Controller, WatchStreamExt as _, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use mco_api::constants::{CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME, PINNED_OS_IMAGE_ANNOTATION};
+use mco_api::constants::{
+    CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME, OS_IMAGE_STREAM_NAME, PINNED_OS_IMAGE_ANNOTATION, WORKER_POOL,
+};
 use mco_api::containers_policy::{self, POLICY_PATH, REGISTRIES_D};
 use mco_api::machineconfiguration::is_by_digest;
 use mco_api::{
     ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfiguration,
+    OSImageStream,
 };
 use mco_metrics::controller::{ControllerMetrics, SubControllerSync};
 use mco_os::image::{PullConfig, Unverified, verify_signatures};
-use mco_render::{ControllerVersion, StorageOverrides};
+use mco_render::{ControllerVersion, StorageOverrides, Streams};
 use serde_json::json;
 
 use super::os_image::{self, Gate};
@@ -111,6 +114,7 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
         .with_config(Config::default().debounce(options.render_delay));
     let pools = controller.store();
     let (for_controller_config, for_configuration) = (every_pool(pools.clone()), every_pool(pools.clone()));
+    let (for_streams, for_worker) = (every_pool(pools.clone()), every_pool(pools.clone()));
     let recorder = Recorder::new(client.clone(), Reporter { controller: CONTROLLER_NAME.to_string(), instance: None });
     let context = Arc::new(Context { client: client.clone(), version, options, recorder });
     controller
@@ -122,7 +126,14 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
             events("ControllerConfigs", Api::<ControllerConfig>::all(client.clone())),
             for_controller_config,
         )
-        .watches_stream(events("the MachineConfiguration", Api::<MachineConfiguration>::all(client)), for_configuration)
+        .watches_stream(
+            events("the MachineConfiguration", Api::<MachineConfiguration>::all(client.clone())),
+            for_configuration,
+        )
+        // Every pool renders from its stream's images.
+        .watches_stream(events("OSImageStreams", Api::<OSImageStream>::all(client.clone())), for_streams)
+        // Custom pools inherit the worker pool's stream: its spec changes concern every pool.
+        .watches_stream(worker_pool_specs(Api::<MachineConfigPool>::all(client)), for_worker)
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
             match result {
@@ -131,6 +142,15 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
             }
         })
         .await;
+}
+
+/// Every new generation (spec) of the worker pool.
+fn worker_pool_specs(
+    api: Api<MachineConfigPool>,
+) -> impl Stream<Item = Result<MachineConfigPool, watcher::Error>> + Send {
+    let config = watcher::Config::default().fields(&format!("metadata.name={WORKER_POOL}"));
+    let specs = watcher(api, config).default_backoff().touched_objects();
+    logging_errors("the worker pool", specs.predicate_filter(predicates::generation, Default::default()))
 }
 
 /// A mapper sending an event of any object to every pool.
@@ -175,9 +195,25 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
         .map_err(kube_error("listing KubeletConfigs"))?
         .items;
     let config_objects = ConfigObjects { runtime_configs: &runtime_configs, kubelet_configs: &kubelet_configs };
+    let os_image_stream = Api::<OSImageStream>::all(client.clone())
+        .get_opt(OS_IMAGE_STREAM_NAME)
+        .await
+        .map_err(kube_error(format!("reading OSImageStream {OS_IMAGE_STREAM_NAME}")))?;
+    let worker_pool = Api::<MachineConfigPool>::all(client.clone())
+        .get_opt(WORKER_POOL)
+        .await
+        .map_err(kube_error(format!("reading MachineConfigPool {WORKER_POOL}")))?;
+    let streams = Streams { os_image_stream: os_image_stream.as_ref(), worker_pool: worker_pool.as_ref() };
     let started = Instant::now();
-    let decision =
-        plan(&pool, &machine_configs, controller_config.as_ref(), config_objects, &context.version, overrides)?;
+    let decision = plan(
+        &pool,
+        &machine_configs,
+        controller_config.as_ref(),
+        config_objects,
+        &context.version,
+        overrides,
+        streams,
+    )?;
     let metrics = &context.options.metrics;
     if matches!(decision, Plan::Target(_) | Plan::Degraded(_)) {
         metrics.observe_render(&name, started.elapsed().as_secs_f64());
@@ -205,7 +241,7 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
             let current = pool.spec.configuration.as_ref().and_then(|c| c.name.as_deref());
             let current =
                 current.and_then(|c| machine_configs.iter().find(|mc| mc.metadata.name.as_deref() == Some(c)));
-            let base = controller_config.as_ref().and_then(|cc| cc.spec.base_os_container_image.as_deref());
+            let base = Some(target.base_os_image.as_str());
             let checked = match os_image::gate(existing.unwrap_or(&target.rendered), current, base) {
                 Gate::Check(image) => match check_os_image(&context, &pool, &target.rendered, &image).await? {
                     Ok(pinned) => Ok(Some((image, pinned))),

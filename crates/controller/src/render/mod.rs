@@ -15,7 +15,7 @@ use mco_api::machineconfiguration::{
     ControllerConfigStatusCondition, MachineConfigPoolStatusConfiguration, controller_config_condition,
 };
 use mco_api::{ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool};
-use mco_render::{ControllerVersion, Inputs, RenderError, Selection, StorageOverrides};
+use mco_render::{ControllerVersion, Inputs, RenderError, Selection, StorageOverrides, Streams};
 
 /// What one pool needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,9 +37,11 @@ pub struct Target {
     pub configuration: Option<MachineConfigPoolStatusConfiguration>,
     /// Release and controller version, for the `RenderedConfigGenerated` event.
     pub release_version: String,
-    /// The rendered OS image is not the ControllerConfig's (a MachineConfig sets `osImageURL`):
-    /// upstream's `os_image_url_override`.
+    /// The rendered OS image is not the base (the pool's stream's, or the ControllerConfig's): a
+    /// MachineConfig sets `osImageURL` (upstream's `os_image_url_override`).
     pub os_image_url_overridden: bool,
+    /// The base OS image the config was rendered from, trusted as the release's.
+    pub base_os_image: String,
     pub warnings: Vec<String>,
 }
 
@@ -75,6 +77,7 @@ pub fn plan(
     config_objects: ConfigObjects,
     version: &ControllerVersion,
     storage_overrides: StorageOverrides,
+    streams: Streams,
 ) -> Result<Plan, NotReady> {
     // Upstream checks the selector before the ControllerConfig.
     if Selection::new(pool.spec.machine_config_selector.as_ref()).is_ok_and(|s| s == Selection::Everything) {
@@ -99,6 +102,7 @@ pub fn plan(
         version,
         current,
         storage_overrides,
+        streams,
     }) {
         Ok(rendered) => rendered,
         Err(RenderError::SelectingAll) => return Ok(Plan::SelectingAll),
@@ -131,11 +135,11 @@ pub fn plan(
         .and_then(|a| a.get(mco_api::constants::RELEASE_IMAGE_VERSION_ANNOTATION))
         .cloned()
         .unwrap_or_default();
-    let os_image_url_overridden =
-        Some(&rendered.machine_config.spec.os_image_url) != controller_config.spec.base_os_container_image.as_ref();
+    let os_image_url_overridden = rendered.machine_config.spec.os_image_url != rendered.base_os_image;
     Ok(Plan::Target(Box::new(Target {
         rendered: rendered.machine_config,
         os_image_url_overridden,
+        base_os_image: rendered.base_os_image,
         configuration: (configuration != before).then_some(configuration),
         release_version,
         warnings: rendered.warnings,

@@ -49,7 +49,7 @@ fn completed_cc() -> ControllerConfig {
 }
 
 fn plan_for(pool: &MachineConfigPool, mcs: &[MachineConfig], cc: Option<&ControllerConfig>) -> Result<Plan, NotReady> {
-    plan(pool, mcs, cc, ConfigObjects::default(), &version(), StorageOverrides::default())
+    plan(pool, mcs, cc, ConfigObjects::default(), &version(), StorageOverrides::default(), Default::default())
 }
 
 fn target(plan: Result<Plan, NotReady>) -> Target {
@@ -231,7 +231,8 @@ fn a_pool_waits_for_the_config_objects_selecting_it() {
     };
     let with = |kcs: &[KubeletConfig]| {
         let objects = ConfigObjects { runtime_configs: &[], kubelet_configs: kcs };
-        plan(&pool, &mcs, Some(&completed_cc()), objects, &version(), StorageOverrides::default()).map(|_| ())
+        plan(&pool, &mcs, Some(&completed_cc()), objects, &version(), StorageOverrides::default(), Default::default())
+            .map(|_| ())
     };
     assert_eq!(
         with(&[kc(1)]),

@@ -1,0 +1,195 @@
+//! OS image streams (upstream's OSImageStream, `OSStreams` feature): which base OS image a pool
+//! renders from. A pool names its stream (`spec.osImageStream.name`), a custom pool without one
+//! takes the worker pool's, and the others the cluster's default; the stream's images replace
+//! the ControllerConfig's as the base a MachineConfig's `osImageURL` may override.
+//!
+//! Without an OSImageStream object the ControllerConfig's images are the base, as upstream's
+//! are with the feature off (mco's controllers create the object only when the cluster offers
+//! streams); a pool that names a stream then cannot be rendered.
+
+use mco_api::constants::{
+    ARBITER_POOL, MASTER_POOL, OS_IMAGE_STREAM_NAME, RELEASE_IMAGE_VERSION_ANNOTATION, WORKER_POOL,
+};
+use mco_api::machineconfiguration::OSImageStreamSet;
+use mco_api::{MachineConfigPool, OSImageStream};
+
+/// The streams as the render controller sees them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Streams<'a> {
+    /// The OSImageStream `cluster`, if the cluster has one.
+    pub os_image_stream: Option<&'a OSImageStream>,
+    /// The `worker` pool, whose stream custom pools inherit.
+    pub worker_pool: Option<&'a MachineConfigPool>,
+}
+
+/// The stream `pool` names itself (`spec.osImageStream.name`), if any.
+pub fn named_stream(pool: &MachineConfigPool) -> Option<&str> {
+    pool.spec.os_image_stream.as_ref().map(|r| r.name.as_str()).filter(|name| !name.is_empty())
+}
+
+/// The stream `pool` renders from (upstream `GetEffectiveOSImageStreamName`): its own, else for a
+/// custom pool the worker pool's; `None`: the default stream.
+pub fn effective_stream_name<'a>(
+    pool: &'a MachineConfigPool,
+    worker: Option<&'a MachineConfigPool>,
+) -> Option<&'a str> {
+    if let Some(name) = named_stream(pool) {
+        return Some(name);
+    }
+    let name = pool.metadata.name.as_deref().unwrap_or_default();
+    if [MASTER_POOL, WORKER_POOL, ARBITER_POOL].contains(&name) {
+        return None;
+    }
+    worker.and_then(named_stream)
+}
+
+/// The stream set `pool` renders from, `None` for the ControllerConfig's images (no
+/// OSImageStream and no stream named); an error (upstream's words) when it cannot be rendered.
+/// `version` is the controller's: an OSImageStream written by another version is not used
+/// (upstream's guard during an upgrade).
+pub fn stream_for_pool<'a>(
+    pool: &MachineConfigPool,
+    streams: Streams<'a>,
+    version: &str,
+) -> Result<Option<&'a OSImageStreamSet>, String> {
+    let pool_name = pool.metadata.name.as_deref().unwrap_or_default();
+    let wanted = effective_stream_name(pool, streams.worker_pool);
+    let Some(stream) = streams.os_image_stream else {
+        return match wanted {
+            None => Ok(None),
+            Some(_) => Err(format!(
+                "could not get OSImageStream for pool {pool_name}: osimagestream.machineconfiguration.openshift.io \
+                 \"{OS_IMAGE_STREAM_NAME}\" not found"
+            )),
+        };
+    };
+    match stream.metadata.annotations.as_ref().and_then(|a| a.get(RELEASE_IMAGE_VERSION_ANNOTATION)) {
+        None => {
+            return Err(format!(
+                "ignoring OSImageStream without {RELEASE_IMAGE_VERSION_ANNOTATION} annotation (my version: {version})"
+            ));
+        }
+        Some(theirs) if theirs != version => {
+            return Err(format!("ignoring OSImageStream with version {theirs} (my version: {version})"));
+        }
+        Some(_) => {}
+    }
+    let status = stream.status.clone().unwrap_or_default();
+    let name = wanted.unwrap_or(&status.default_stream).to_string();
+    let found = stream.status.as_ref().and_then(|s| s.available_streams.iter().find(|set| set.name == name));
+    found.map(Some).ok_or_else(|| {
+        format!(
+            "could not get OSImageStreamSet for pool {pool_name}: osimagestreams.machineconfiguration.openshift.io \
+             \"{name}\" not found"
+        )
+    })
+}
+
+/// Upstream's refusal of an `osImageURL` override in a pool that names its stream.
+pub const OVERRIDE_WITH_STREAM: &str =
+    "cannot override MachineConfig osImageURL and set MachineConfigPool spec.osImageStream.name simultaneously";
+
+#[cfg(test)]
+mod tests {
+    use mco_api::machineconfiguration::{MachineConfigPoolSpec, OSImageStreamSpec};
+    use mco_api::machineconfiguration::{NameReference, OSImageStreamStatus};
+    use serde_json::json;
+
+    use super::*;
+
+    const MINE: &str = "mco-hash";
+
+    fn pool(name: &str, stream: Option<&str>) -> MachineConfigPool {
+        let mut pool = MachineConfigPool::new(name, MachineConfigPoolSpec::default());
+        pool.spec.os_image_stream = stream.map(|s| NameReference { name: s.to_string() });
+        pool
+    }
+
+    fn set(name: &str) -> OSImageStreamSet {
+        OSImageStreamSet {
+            name: name.to_string(),
+            os_image: format!("quay.io/os@sha256:{name}"),
+            os_extensions_image: format!("quay.io/ext@sha256:{name}"),
+        }
+    }
+
+    fn streams(version: Option<&str>) -> OSImageStream {
+        let mut stream =
+            OSImageStream::new(OS_IMAGE_STREAM_NAME, OSImageStreamSpec { default_stream: "rhel-9".into() });
+        stream.metadata.annotations =
+            version.map(|v| [(RELEASE_IMAGE_VERSION_ANNOTATION.to_string(), v.to_string())].into());
+        stream.status = Some(OSImageStreamStatus {
+            available_streams: vec![set("rhel-9"), set("rhel-10")],
+            default_stream: "rhel-9".into(),
+        });
+        stream
+    }
+
+    #[test]
+    fn custom_pools_inherit_the_workers_stream_and_the_others_the_default() {
+        let worker = pool(WORKER_POOL, Some("rhel-10"));
+        for (pool, worker, want) in [
+            (pool("infra", Some("rhel-9")), Some(&worker), Some("rhel-9")),
+            (pool("infra", None), Some(&worker), Some("rhel-10")),
+            (pool("infra", None), None, None),
+            (pool("infra", Some("")), Some(&pool(WORKER_POOL, None)), None),
+            (pool(MASTER_POOL, None), Some(&worker), None),
+            (pool(ARBITER_POOL, None), Some(&worker), None),
+            (pool(WORKER_POOL, Some("rhel-10")), Some(&worker), Some("rhel-10")),
+        ] {
+            assert_eq!(effective_stream_name(&pool, worker), want, "{:?}", pool.metadata.name);
+        }
+    }
+
+    #[test]
+    fn pools_render_from_their_stream_or_say_why_not() {
+        let (current, old, unversioned) = (&streams(Some(MINE)), &streams(Some("old-hash")), &streams(None));
+        let worker10 = pool(WORKER_POOL, Some("rhel-10"));
+        fn with(stream: Option<&OSImageStream>) -> Streams<'_> {
+            Streams { os_image_stream: stream, worker_pool: None }
+        }
+        type Case<'a> = (MachineConfigPool, Streams<'a>, Result<Option<&'a str>, String>);
+        let cases: Vec<Case> =
+            vec![
+            // No OSImageStream: the ControllerConfig's images, unless a stream is named.
+            (pool(WORKER_POOL, None), with(None), Ok(None)),
+            (
+                pool(WORKER_POOL, Some("rhel-10")),
+                with(None),
+                Err("could not get OSImageStream for pool worker: osimagestream.machineconfiguration.openshift.io \
+                     \"cluster\" not found"
+                    .into()),
+            ),
+            (pool(WORKER_POOL, None), with(Some(current)), Ok(Some("rhel-9"))),
+            (pool(WORKER_POOL, Some("rhel-10")), with(Some(current)), Ok(Some("rhel-10"))),
+            (
+                pool("infra", None),
+                Streams { os_image_stream: Some(current), worker_pool: Some(&worker10) },
+                Ok(Some("rhel-10")),
+            ),
+            (
+                pool(WORKER_POOL, Some("rhel-11")),
+                with(Some(current)),
+                Err("could not get OSImageStreamSet for pool worker: osimagestreams.machineconfiguration.openshift.io \
+                     \"rhel-11\" not found"
+                    .into()),
+            ),
+            (
+                pool(WORKER_POOL, None),
+                with(Some(old)),
+                Err("ignoring OSImageStream with version old-hash (my version: mco-hash)".into()),
+            ),
+            (
+                pool(WORKER_POOL, None),
+                with(Some(unversioned)),
+                Err("ignoring OSImageStream without machineconfiguration.openshift.io/release-image-version \
+                     annotation (my version: mco-hash)"
+                    .into()),
+            ),
+        ];
+        for (pool, streams, want) in cases {
+            let got = stream_for_pool(&pool, streams, MINE).map(|set| set.map(|s| s.name.as_str()));
+            assert_eq!(got, want, "{:?} {}", pool.metadata.name, json!(pool.spec.os_image_stream));
+        }
+    }
+}
