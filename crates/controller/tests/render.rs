@@ -243,3 +243,112 @@ async fn render_controller_against_a_real_apiserver() {
 
     controller.abort();
 }
+
+fn stream_image(name: &str, digit: char) -> String {
+    format!("quay.io/openshift/{name}@sha256:{}", digit.to_string().repeat(64))
+}
+
+/// Waits until `pool` targets a rendered config whose OS image is `image`.
+async fn targeting_image(pools: &Api<MachineConfigPool>, mcs: &Api<MachineConfig>, pool: &str, image: &str) {
+    eventually(&format!("pool {pool} to target a config of {image}"), || async {
+        let target = target_of(&pools.get(pool).await.unwrap());
+        let rendered = match &target {
+            Some(name) => mcs.get_opt(name).await.unwrap(),
+            None => None,
+        };
+        let rendered_image = rendered.map(|mc| mc.spec.os_image_url);
+        if rendered_image.as_deref() == Some(image) { Ok(()) } else { Err((target, rendered_image)) }
+    })
+    .await;
+}
+
+/// Waits until `pool` is RenderDegraded with `message`.
+async fn degraded_with(pools: &Api<MachineConfigPool>, pool: &str, message: &str) {
+    eventually(&format!("pool {pool} RenderDegraded=True: {message}"), || async {
+        let degraded = render_degraded(&pools.get(pool).await.unwrap());
+        satisfying(degraded, |d| d.as_ref().is_some_and(|(status, said)| status == "True" && said == message))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn pools_render_from_their_os_image_stream_against_a_real_apiserver() {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    env.create_manifests(&examples_dir()).await.unwrap();
+    env.mark_controller_config_completed().await.unwrap();
+    let streams: Api<mco_api::OSImageStream> = Api::all(client.clone());
+    let stream: mco_api::OSImageStream = serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "OSImageStream",
+        "metadata": {"name": "cluster", "annotations": {
+            "machineconfiguration.openshift.io/release-image-version": version().hash,
+        }},
+        "spec": {"defaultStream": "rhel-9"},
+    }))
+    .unwrap();
+    streams.create(&PostParams::default(), &stream).await.unwrap();
+    let status = json!({"status": {"defaultStream": "rhel-9", "availableStreams": [
+        {"name": "rhel-9", "osImage": stream_image("os-9", '9'), "osExtensionsImage": stream_image("ext-9", '9')},
+        {"name": "rhel-10", "osImage": stream_image("os-10", 'a'), "osExtensionsImage": stream_image("ext-10", 'a')},
+    ]}});
+    streams.patch_status("cluster", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let options = Options {
+        render_delay: Duration::from_millis(500),
+        retry_delay: Duration::from_millis(500),
+        ..Default::default()
+    };
+    let controller = tokio::spawn(run(client.clone(), version(), options));
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+    let mcs: Api<MachineConfig> = Api::all(client.clone());
+
+    // Every pool renders from the default stream's images.
+    for pool in ["master", "worker", "infra"] {
+        targeting_image(&pools, &mcs, pool, &stream_image("os-9", '9')).await;
+    }
+    let rendered = mcs.get(&target_of(&pools.get("worker").await.unwrap()).unwrap()).await.unwrap();
+    assert_eq!(rendered.spec.base_os_extensions_container_image, stream_image("ext-9", '9'));
+    assert!(!rendered.annotations().contains_key("machineconfiguration.openshift.io/os-image-url-overridden"));
+
+    // The worker pool names the other stream; the infra pool (custom, naming none) follows it.
+    let named = |name: &str| json!({"spec": {"osImageStream": {"name": name}}});
+    pools.patch("worker", &PatchParams::default(), &Patch::Merge(&named("rhel-10"))).await.unwrap();
+    for pool in ["worker", "infra"] {
+        targeting_image(&pools, &mcs, pool, &stream_image("os-10", 'a')).await;
+    }
+    let master = mcs.get(&target_of(&pools.get("master").await.unwrap()).unwrap()).await.unwrap();
+    assert_eq!(master.spec.os_image_url, stream_image("os-9", '9'), "master stays on the default");
+
+    // An osImageURL override in a pool that names its stream: upstream's refusal, target kept.
+    let target = target_of(&pools.get("worker").await.unwrap());
+    let mut override_mc: MachineConfig = example("99-worker-ssh.yaml");
+    override_mc.metadata.name = Some("99-worker-os-image".into());
+    override_mc.spec.config = None;
+    override_mc.spec.os_image_url = stream_image("custom", 'c');
+    mcs.create(&PostParams::default(), &override_mc).await.unwrap();
+    let refused = "Failed to render configuration for pool worker: could not generate rendered MachineConfig: \
+                   cannot override MachineConfig osImageURL and set MachineConfigPool spec.osImageStream.name \
+                   simultaneously";
+    degraded_with(&pools, "worker", refused).await;
+    assert_eq!(target_of(&pools.get("worker").await.unwrap()), target);
+    mcs.delete("99-worker-os-image", &Default::default()).await.unwrap();
+
+    // A stream the cluster does not offer.
+    pools.patch("worker", &PatchParams::default(), &Patch::Merge(&named("rhel-11"))).await.unwrap();
+    let unknown = "Failed to render configuration for pool worker: could not get OSImageStreamSet for pool worker: \
+                   osimagestreams.machineconfiguration.openshift.io \"rhel-11\" not found";
+    degraded_with(&pools, "worker", unknown).await;
+    pools.patch("worker", &PatchParams::default(), &Patch::Merge(&named("rhel-10"))).await.unwrap();
+    eventually("worker RenderDegraded=False again", || async {
+        let degraded = render_degraded(&pools.get("worker").await.unwrap());
+        satisfying(degraded, |d| d.as_ref().is_some_and(|(status, _)| status == "False"))
+    })
+    .await;
+    assert_eq!(target_of(&pools.get("worker").await.unwrap()), target);
+
+    // The default stream changes: the pools that name none move.
+    let default_10 = json!({"spec": {"defaultStream": "rhel-10"}, "status": {"defaultStream": "rhel-10"}});
+    streams.patch("cluster", &PatchParams::default(), &Patch::Merge(&default_10)).await.unwrap();
+    streams.patch_status("cluster", &PatchParams::default(), &Patch::Merge(&default_10)).await.unwrap();
+    targeting_image(&pools, &mcs, "master", &stream_image("os-10", 'a')).await;
+    controller.abort();
+}

@@ -10,8 +10,8 @@
 use mco_api::constants::{
     ARBITER_POOL, MASTER_POOL, OS_IMAGE_STREAM_NAME, RELEASE_IMAGE_VERSION_ANNOTATION, WORKER_POOL,
 };
-use mco_api::machineconfiguration::OSImageStreamSet;
-use mco_api::{MachineConfigPool, OSImageStream};
+use mco_api::machineconfiguration::{NameReference, OSImageStreamSet};
+use mco_api::{MachineConfig, MachineConfigPool, OSImageStream};
 
 /// The streams as the render controller sees them.
 #[derive(Debug, Clone, Copy, Default)]
@@ -89,10 +89,28 @@ pub fn stream_for_pool<'a>(
 pub const OVERRIDE_WITH_STREAM: &str =
     "cannot override MachineConfig osImageURL and set MachineConfigPool spec.osImageStream.name simultaneously";
 
+/// A pool's `status.osImageStream` (upstream `getOSImageStream`): the stream whose OS image its
+/// rendered config runs, once the pool is updated and not degraded (`settled`), unless one of its
+/// MachineConfigs sets `osImageURL` (`overridden`: the image is the admin's, whatever it equals).
+pub fn pool_status(
+    settled: bool,
+    rendered: Option<&MachineConfig>,
+    overridden: bool,
+    stream: Option<&OSImageStream>,
+) -> Option<NameReference> {
+    if !settled || overridden {
+        return None;
+    }
+    let image = rendered.map(|mc| mc.spec.os_image_url.as_str()).filter(|image| !image.is_empty())?;
+    let available = &stream?.status.as_ref()?.available_streams;
+    let set = available.iter().find(|set| set.os_image == image)?;
+    Some(NameReference { name: set.name.clone() })
+}
+
 #[cfg(test)]
 mod tests {
     use mco_api::machineconfiguration::{MachineConfigPoolSpec, OSImageStreamSpec};
-    use mco_api::machineconfiguration::{NameReference, OSImageStreamStatus};
+    use mco_api::machineconfiguration::{MachineConfigSpec, OSImageStreamStatus};
     use serde_json::json;
 
     use super::*;
@@ -191,5 +209,27 @@ mod tests {
             let got = stream_for_pool(&pool, streams, MINE).map(|set| set.map(|s| s.name.as_str()));
             assert_eq!(got, want, "{:?} {}", pool.metadata.name, json!(pool.spec.os_image_stream));
         }
+    }
+
+    #[test]
+    fn a_settled_pool_reports_the_stream_its_image_is_from() {
+        let stream = streams(Some(MINE));
+        let rendered = |image: &str| {
+            MachineConfig::new(
+                "rendered-worker-1",
+                MachineConfigSpec { os_image_url: image.to_string(), ..Default::default() },
+            )
+        };
+        let ten = rendered(&set("rhel-10").os_image);
+        let reported = |settled, rendered: Option<&MachineConfig>, overridden, stream: Option<&OSImageStream>| {
+            pool_status(settled, rendered, overridden, stream).map(|r| r.name)
+        };
+        assert_eq!(reported(true, Some(&ten), false, Some(&stream)).as_deref(), Some("rhel-10"));
+        assert_eq!(reported(false, Some(&ten), false, Some(&stream)), None, "updating or degraded");
+        assert_eq!(reported(true, Some(&ten), true, Some(&stream)), None, "the admin's image");
+        assert_eq!(reported(true, None, false, Some(&stream)), None);
+        assert_eq!(reported(true, Some(&ten), false, None), None);
+        assert_eq!(reported(true, Some(&rendered("quay.io/other@sha256:1")), false, Some(&stream)), None);
+        assert_eq!(reported(true, Some(&rendered("")), false, Some(&stream)), None);
     }
 }

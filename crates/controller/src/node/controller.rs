@@ -26,11 +26,12 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use mco_api::constants::{
     ARBITER_POOL, CONTROLLER_CONFIG_NAME, CURRENT_MACHINE_OS_BUILD_ANNOTATION, CUSTOM_POOL_LABELS_APPLIED_ANNOTATION,
-    FIRST_PIVOT_CONFIG_ANNOTATION, MACHINE_CONFIGURATION_NAME, MASTER_POOL, MCO_NAMESPACE,
+    FIRST_PIVOT_CONFIG_ANNOTATION, MACHINE_CONFIGURATION_NAME, MASTER_POOL, MCO_NAMESPACE, OS_IMAGE_STREAM_NAME,
 };
-use mco_api::machineconfiguration::{MachineConfigPoolStatus, is_by_digest};
+use mco_api::machineconfiguration::{MachineConfigPoolStatus, NameReference, is_by_digest, pool_condition};
 use mco_api::{
     ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
+    OSImageStream,
 };
 use mco_rollout::arbiter::{self, Coordination, HA_ARBITER_TOPOLOGY};
 use mco_rollout::layering::{self, Layered};
@@ -711,6 +712,35 @@ fn record_metrics(
     metrics.retain_nodes(|node| context.nodes.get(&ObjectRef::new(node)).is_some());
 }
 
+/// The pool's `status.osImageStream` given the rest of its new `status`: read only for an updated,
+/// not degraded pool of a cluster that has an OSImageStream.
+async fn os_image_stream_status(
+    context: &Context,
+    status: &MachineConfigPoolStatus,
+) -> Result<Option<NameReference>, Error> {
+    let conditions = status.conditions.as_deref().unwrap_or_default();
+    let is_true = |kind: &str| conditions.iter().any(|c| c.type_ == kind && c.status == "True");
+    let settled = is_true(pool_condition::UPDATED) && !is_true(pool_condition::DEGRADED);
+    let Some(configuration) = status.configuration.as_ref().filter(|_| settled) else { return Ok(None) };
+    let stream = Api::<OSImageStream>::all(context.client.clone())
+        .get_opt(OS_IMAGE_STREAM_NAME)
+        .await
+        .map_err(kube_error(format!("reading OSImageStream {OS_IMAGE_STREAM_NAME}")))?;
+    let (Some(stream), Some(name)) = (stream, configuration.name.as_deref()) else { return Ok(None) };
+    let configs = Api::<MachineConfig>::all(context.client.clone());
+    let read = |name: String| {
+        let configs = configs.clone();
+        async move { configs.get_opt(&name).await.map_err(kube_error(format!("reading MachineConfig {name}"))) }
+    };
+    let rendered = read(name.to_string()).await?;
+    let mut overridden = false;
+    // A source that is gone counts for nothing, as upstream's.
+    for source in configuration.source.iter().flatten().filter_map(|s| s.name.clone()) {
+        overridden |= read(source).await?.is_some_and(|mc| !mc.spec.os_image_url.is_empty());
+    }
+    Ok(mco_render::streams::pool_status(settled, rendered.as_ref(), overridden, Some(&stream)))
+}
+
 /// Writes the pool's status if it differs from what the nodes say. The write is conditional on
 /// the pool's resourceVersion, so conditions the render controller set meanwhile are not lost:
 /// after a conflict the status is recomputed from the fresh pool.
@@ -724,12 +754,17 @@ async fn sync_status(
     let name = pool.name_any();
     let mut pool = pool;
     for _ in 0..CONFLICT_RETRIES {
-        let status = calculate_status(&pool, nodes, layered, &Time(Timestamp::now()));
+        let mut status = calculate_status(&pool, nodes, layered, &Time(Timestamp::now()));
+        status.os_image_stream = os_image_stream_status(context, &status).await?;
         record_metrics(context, &pool, nodes, layered, &status);
         if pool.status.as_ref() == Some(&status) {
             return Ok(());
         }
-        let patch = json!({ "metadata": { "resourceVersion": pool.resource_version() }, "status": status });
+        let mut patch = json!({ "metadata": { "resourceVersion": pool.resource_version() }, "status": status });
+        if status.os_image_stream.is_none() {
+            // A merge patch keeps what it does not name.
+            patch["status"]["osImageStream"] = serde_json::Value::Null;
+        }
         match api.patch_status(&name, &patch_params(), &Patch::Merge(&patch)).await {
             Ok(_) => return Ok(()),
             Err(kube::Error::Api(status)) if status.is_conflict() => {
