@@ -15,6 +15,7 @@ pub mod health;
 pub mod kubeletconfig;
 pub mod leader;
 pub mod node;
+pub mod osimagestream;
 pub mod render;
 
 use std::path::PathBuf;
@@ -210,8 +211,8 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
         signal = shutdown_signal() => return signal,
     }
     tracing::info!(
-        "became the leader; starting the render, node, drain, build, kubelet config, container runtime config and boot \
-         image controllers"
+        "became the leader; starting the render, node, drain, build, kubelet config, container runtime config, \
+         OSImageStream and boot image controllers"
     );
     let builds = async {
         match settings.builds.options(&client).await {
@@ -235,6 +236,9 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
         lost = elector.hold() => Err(lost.into()),
         () = render::controller::run(client.clone(), settings.version.clone(), settings.render) => {
             anyhow::bail!("the render controller stopped")
+        }
+        () = osimagestream::run(client.clone(), settings.version.clone(), osimagestream::Options::default()) => {
+            anyhow::bail!("the OSImageStream controller stopped")
         }
         () = kubeletconfig::run(client.clone(), settings.version, settings.kubelet_configs) => {
             anyhow::bail!("the kubelet config controllers stopped")

@@ -10,6 +10,7 @@ pub mod name;
 pub mod parallel;
 pub mod reconcile;
 pub mod select;
+pub mod stream_sources;
 pub mod streams;
 
 use std::collections::BTreeMap;

@@ -460,7 +460,7 @@ async fn check_new_policy(
 /// registries configuration, the pull secret, the registries' CA certificates, the signature
 /// policy with the key files it names (named there under the directory) and the signature
 /// storage configuration.
-fn pull_files(rendered: &MachineConfig) -> Result<tempfile::TempDir, String> {
+pub(crate) fn pull_files(rendered: &MachineConfig) -> Result<tempfile::TempDir, String> {
     let dir = tempfile::Builder::new()
         .prefix("mco-os-image-check-")
         .tempdir()

@@ -1,0 +1,252 @@
+//! The OSImageStream controller (upstream `pkg/controller/osimagestream`): keeps the singleton
+//! `cluster` listing the OS image streams the cluster's sources offer
+//! ([`mco_render::stream_sources`]): each source's images are inspected (their labels say the
+//! stream and the kind) with the registries configuration and pull secret of the worker pool's
+//! nodes, as the render controller's OS image check does; a tag is recorded by the digest found.
+//! Synced when the ControllerConfig, the source ConfigMaps or the object's spec or annotations
+//! change (a deleted object is made again). A cluster whose images carry no stream labels gets
+//! no OSImageStream, and its pools render from the ControllerConfig's images.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Patch, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{Controller, WatchStreamExt as _, watcher};
+use kube::{Api, Client, ResourceExt as _};
+use mco_api::constants::{
+    BASE_OS_CONTAINER_IMAGE_KEY, BASE_OS_EXTENSIONS_CONTAINER_IMAGE_KEY, CONTROLLER_CONFIG_NAME, MCO_NAMESPACE,
+    OS_IMAGE_STREAM_NAME, OS_IMAGE_URL_CONFIGMAP, RELEASE_IMAGE_VERSION_ANNOTATION, WORKER_POOL,
+};
+use mco_api::machineconfiguration::{image_repository, is_by_digest};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, OSImageStream};
+use mco_render::ControllerVersion;
+use mco_render::stream_sources::{self, IMAGE_REFERENCES_KEY, RELEASE_IMAGE_REFERENCES};
+use serde_json::json;
+
+use crate::render::os_image;
+use crate::{KubeError, kube_error, logging_errors, patch_params};
+
+/// Timing of the controller.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Delay before a failed sync is tried again.
+    pub retry_delay: Duration,
+    /// How often sources without streams are looked at again (images may be pushed later).
+    pub rescan: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { retry_delay: Duration::from_secs(10), rescan: Duration::from_secs(300) }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Kube(#[from] KubeError),
+    #[error("building the OSImageStream: {0}")]
+    Build(String),
+    #[error("checking an OS image: {0}")]
+    Skopeo(String),
+}
+
+struct Context {
+    client: Client,
+    version: ControllerVersion,
+    options: Options,
+}
+
+/// Runs the controller until its watches end (they retry errors, so: forever).
+pub async fn run(client: Client, version: ControllerVersion, options: Options) {
+    let singleton = || ObjectRef::<ControllerConfig>::new(CONTROLLER_CONFIG_NAME);
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), MCO_NAMESPACE);
+    let streams = Api::<OSImageStream>::all(client.clone());
+    let controller_configs = Api::<ControllerConfig>::all(client.clone());
+    let by_name = watcher::Config::default().fields(&format!("metadata.name={CONTROLLER_CONFIG_NAME}"));
+    let context = Arc::new(Context { client, version, options });
+    let source = |name: &str| {
+        // One ConfigMap each: the grants name them.
+        let by_name = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        logging_errors("ConfigMaps", watcher(config_maps.clone(), by_name).default_backoff().touched_objects())
+    };
+    Controller::new(controller_configs, by_name)
+        .watches_stream(source(OS_IMAGE_URL_CONFIGMAP), move |_| Some(singleton()))
+        .watches_stream(source(RELEASE_IMAGE_REFERENCES), move |_| Some(singleton()))
+        // Its spec (the admin's default stream), its annotations, its deletion. (Its status too:
+        // the sync after a write finds nothing to do.)
+        .watches_stream(
+            logging_errors(
+                "OSImageStreams",
+                watcher(streams, watcher::Config::default()).default_backoff().touched_objects(),
+            ),
+            move |_| Some(singleton()),
+        )
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!("{e}");
+            }
+        })
+        .await;
+}
+
+fn error_policy(_: Arc<ControllerConfig>, error: &Error, context: Arc<Context>) -> Action {
+    tracing::warn!("syncing OSImageStream {OS_IMAGE_STREAM_NAME}: {error}");
+    Action::requeue(context.options.retry_delay)
+}
+
+/// The images of each source, in upstream's order.
+fn source_images(controller_config: &ControllerConfig, config_maps: &[ConfigMap]) -> Result<Vec<Vec<String>>, String> {
+    let data = |name: &str| config_maps.iter().find(|cm| cm.name_any() == name).and_then(|cm| cm.data.clone());
+    let spec = &controller_config.spec;
+    let from_cc = [&spec.base_os_container_image, &spec.base_os_extensions_container_image];
+    let mut sources = vec![from_cc.into_iter().flatten().cloned().collect::<Vec<_>>()];
+    let os_image_urls = data(OS_IMAGE_URL_CONFIGMAP).unwrap_or_default();
+    let keys = [BASE_OS_CONTAINER_IMAGE_KEY, BASE_OS_EXTENSIONS_CONTAINER_IMAGE_KEY];
+    sources.push(keys.iter().filter_map(|k| os_image_urls.get(*k).cloned()).collect());
+    if let Some(references) = data(RELEASE_IMAGE_REFERENCES).and_then(|d| d.get(IMAGE_REFERENCES_KEY).cloned()) {
+        sources.push(stream_sources::release_os_images(&references)?);
+    }
+    Ok(sources.into_iter().map(|images| images.into_iter().filter(|i| !i.is_empty()).collect()).collect())
+}
+
+async fn reconcile(controller_config: Arc<ControllerConfig>, context: Arc<Context>) -> Result<Action, Error> {
+    let client = &context.client;
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), MCO_NAMESPACE);
+    let mut found = Vec::new();
+    for name in [OS_IMAGE_URL_CONFIGMAP, RELEASE_IMAGE_REFERENCES] {
+        found.extend(config_maps.get_opt(name).await.map_err(kube_error(format!("reading ConfigMap {name}")))?);
+    }
+    let sources = source_images(&controller_config, &found).map_err(Error::Build)?;
+    let pull_files = worker_pull_files(client).await?;
+    let mut discovered = Vec::new();
+    for images in sources {
+        let mut labelled = Vec::new();
+        for image in images {
+            let inspected =
+                os_image::inspect(&image, None, pull_files.path()).await.map_err(|e| Error::Skopeo(e.to_string()))?;
+            match inspected {
+                Ok(found) => {
+                    let pinned = if is_by_digest(&image) {
+                        image
+                    } else {
+                        format!("{}@{}", image_repository(&image), found.digest)
+                    };
+                    labelled.push((pinned, found.labels));
+                }
+                Err(e) => tracing::warn!("error inspecting image for OSImageStream discovery. {image} is ignored. {e}"),
+            }
+        }
+        discovered.push(stream_sources::group(&labelled));
+    }
+    let streams = stream_sources::merge_sources(discovered);
+    let api = Api::<OSImageStream>::all(client.clone());
+    let existing = api
+        .get_opt(OS_IMAGE_STREAM_NAME)
+        .await
+        .map_err(kube_error(format!("reading OSImageStream {OS_IMAGE_STREAM_NAME}")))?;
+    if streams.is_empty() {
+        tracing::debug!("no OS image streams in the cluster's sources (no image has the stream labels)");
+        return Ok(Action::requeue(context.options.rescan));
+    }
+    let release = controller_config.annotations().get(RELEASE_IMAGE_VERSION_ANNOTATION).cloned().unwrap_or_default();
+    let default = stream_sources::default_stream(existing.as_ref(), &streams, || {
+        stream_sources::builtin_default_stream(&release)
+    })
+    .map_err(Error::Build)?;
+    let ours = BTreeMap::from([(RELEASE_IMAGE_VERSION_ANNOTATION.to_string(), context.version.hash.clone())]);
+    let desired = stream_sources::desired(existing.as_ref(), streams, default, ours);
+    write(&api, existing.as_ref(), &desired).await?;
+    Ok(Action::requeue(context.options.rescan))
+}
+
+/// Creates the object or brings its annotations and status to `desired`'s.
+async fn write(
+    api: &Api<OSImageStream>,
+    existing: Option<&OSImageStream>,
+    desired: &OSImageStream,
+) -> Result<(), Error> {
+    let action = format!("writing OSImageStream {OS_IMAGE_STREAM_NAME}");
+    match existing {
+        None => {
+            let mut created = desired.clone();
+            created.status = None;
+            api.create(&PostParams::default(), &created).await.map_err(kube_error(action.clone()))?;
+            tracing::info!("created OSImageStream {OS_IMAGE_STREAM_NAME}");
+        }
+        Some(existing) if existing.metadata.annotations != desired.metadata.annotations => {
+            let patch = json!({"metadata": {"annotations": desired.metadata.annotations}});
+            api.patch(OS_IMAGE_STREAM_NAME, &patch_params(), &Patch::Merge(&patch))
+                .await
+                .map_err(kube_error(action.clone()))?;
+        }
+        Some(_) => {}
+    }
+    if existing.and_then(|e| e.status.as_ref()) != desired.status.as_ref() {
+        let patch = json!({"status": desired.status});
+        api.patch_status(OS_IMAGE_STREAM_NAME, &patch_params(), &Patch::Merge(&patch))
+            .await
+            .map_err(kube_error(action))?;
+        let status = desired.status.as_ref().expect("the desired object has a status");
+        let names: Vec<&str> = status.available_streams.iter().map(|s| s.name.as_str()).collect();
+        tracing::info!(streams = ?names, default = %status.default_stream, "OSImageStream {OS_IMAGE_STREAM_NAME} updated");
+    }
+    Ok(())
+}
+
+/// The registries configuration and pull secret of the worker pool's nodes (its current
+/// rendered config's), as files in a directory; an empty directory before the pool has one.
+async fn worker_pull_files(client: &Client) -> Result<tempfile::TempDir, Error> {
+    let pool = Api::<MachineConfigPool>::all(client.clone())
+        .get_opt(WORKER_POOL)
+        .await
+        .map_err(kube_error(format!("reading MachineConfigPool {WORKER_POOL}")))?;
+    let rendered_name = pool.and_then(|p| p.spec.configuration.and_then(|c| c.name));
+    let rendered = match rendered_name {
+        Some(name) => Api::<MachineConfig>::all(client.clone())
+            .get_opt(&name)
+            .await
+            .map_err(kube_error(format!("reading MachineConfig {name}")))?,
+        None => None,
+    };
+    match rendered {
+        Some(rendered) => crate::render::controller::pull_files(&rendered).map_err(Error::Build),
+        None => tempfile::tempdir().map_err(|e| Error::Build(format!("making a directory for the pull files: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_map(name: &str, data: &[(&str, &str)]) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.to_string());
+        cm.data = Some(data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        cm
+    }
+
+    #[test]
+    fn sources_are_the_controller_configs_the_configmaps_and_the_releases_in_order() {
+        let mut cc = ControllerConfig::new(CONTROLLER_CONFIG_NAME, Default::default());
+        cc.spec.base_os_container_image = Some("cc/os@sha256:1".into());
+        cc.spec.base_os_extensions_container_image = Some(String::new());
+        let references = "spec:\n  tags:\n  - name: rhel-coreos-10\n    from: {kind: DockerImage, name: rel/os-10}\n";
+        let config_maps = [
+            config_map(OS_IMAGE_URL_CONFIGMAP, &[(BASE_OS_CONTAINER_IMAGE_KEY, "cm/os"), ("osImageURL", "cm/old")]),
+            config_map(RELEASE_IMAGE_REFERENCES, &[(IMAGE_REFERENCES_KEY, references)]),
+            config_map("other", &[(BASE_OS_CONTAINER_IMAGE_KEY, "no")]),
+        ];
+        let sources = source_images(&cc, &config_maps).unwrap();
+        assert_eq!(sources, [vec!["cc/os@sha256:1"], vec!["cm/os"], vec!["rel/os-10"]]);
+        assert_eq!(source_images(&cc, &[]).unwrap(), [vec!["cc/os@sha256:1"], vec![]]);
+        let bad = [config_map(RELEASE_IMAGE_REFERENCES, &[(IMAGE_REFERENCES_KEY, "spec: [")])];
+        assert!(source_images(&cc, &bad).unwrap_err().starts_with("reading the release's image-references"));
+    }
+}
