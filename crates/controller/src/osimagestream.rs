@@ -28,6 +28,7 @@ use mco_render::ControllerVersion;
 use mco_render::stream_sources::{self, IMAGE_REFERENCES_KEY, RELEASE_IMAGE_REFERENCES};
 use serde_json::json;
 
+use crate::render::controller::worker_pool_specs;
 use crate::render::os_image;
 use crate::{KubeError, kube_error, logging_errors, patch_params};
 
@@ -69,7 +70,7 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
     let streams = Api::<OSImageStream>::all(client.clone());
     let controller_configs = Api::<ControllerConfig>::all(client.clone());
     let by_name = watcher::Config::default().fields(&format!("metadata.name={CONTROLLER_CONFIG_NAME}"));
-    let context = Arc::new(Context { client, version, options });
+    let context = Arc::new(Context { client: client.clone(), version, options });
     let source = |name: &str| {
         // One ConfigMap each: the grants name them.
         let by_name = watcher::Config::default().fields(&format!("metadata.name={name}"));
@@ -78,6 +79,8 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
     Controller::new(controller_configs, by_name)
         .watches_stream(source(OS_IMAGE_URL_CONFIGMAP), move |_| Some(singleton()))
         .watches_stream(source(RELEASE_IMAGE_REFERENCES), move |_| Some(singleton()))
+        // The images are inspected with the worker pool's registries configuration and pull secret.
+        .watches_stream(worker_pool_specs(Api::all(client)), move |_| Some(singleton()))
         // Its spec (the admin's default stream), its annotations, its deletion. (Its status too:
         // the sync after a write finds nothing to do.)
         .watches_stream(
@@ -124,7 +127,12 @@ async fn reconcile(controller_config: Arc<ControllerConfig>, context: Arc<Contex
         found.extend(config_maps.get_opt(name).await.map_err(kube_error(format!("reading ConfigMap {name}")))?);
     }
     let sources = source_images(&controller_config, &found).map_err(Error::Build)?;
-    let pull_files = worker_pull_files(client).await?;
+    let Some(pull_files) = worker_pull_files(client).await? else {
+        tracing::debug!(
+            "waiting for the worker pool's rendered config, whose registries settings the images are read with"
+        );
+        return Ok(Action::requeue(context.options.retry_delay));
+    };
     let mut discovered = Vec::new();
     for images in sources {
         let mut labelled = Vec::new();
@@ -201,8 +209,8 @@ async fn write(
 }
 
 /// The registries configuration and pull secret of the worker pool's nodes (its current
-/// rendered config's), as files in a directory; an empty directory before the pool has one.
-async fn worker_pull_files(client: &Client) -> Result<tempfile::TempDir, Error> {
+/// rendered config's), as files in a directory; none before the pool has one.
+async fn worker_pull_files(client: &Client) -> Result<Option<tempfile::TempDir>, Error> {
     let pool = Api::<MachineConfigPool>::all(client.clone())
         .get_opt(WORKER_POOL)
         .await
@@ -215,10 +223,7 @@ async fn worker_pull_files(client: &Client) -> Result<tempfile::TempDir, Error> 
             .map_err(kube_error(format!("reading MachineConfig {name}")))?,
         None => None,
     };
-    match rendered {
-        Some(rendered) => crate::render::controller::pull_files(&rendered).map_err(Error::Build),
-        None => tempfile::tempdir().map_err(|e| Error::Build(format!("making a directory for the pull files: {e}"))),
-    }
+    rendered.map(|rendered| crate::render::controller::pull_files(&rendered).map_err(Error::Build)).transpose()
 }
 
 #[cfg(test)]

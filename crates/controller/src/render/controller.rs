@@ -145,7 +145,7 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
 }
 
 /// Every new generation (spec) of the worker pool.
-fn worker_pool_specs(
+pub(crate) fn worker_pool_specs(
     api: Api<MachineConfigPool>,
 ) -> impl Stream<Item = Result<MachineConfigPool, watcher::Error>> + Send {
     let config = watcher::Config::default().fields(&format!("metadata.name={WORKER_POOL}"));
