@@ -208,6 +208,12 @@ pub const BASE_OS_CONTAINER_IMAGE_KEY: &str = "baseOSContainerImage";
 pub const BASE_OS_EXTENSIONS_CONTAINER_IMAGE_KEY: &str = "baseOSExtensionsContainerImage";
 /// Key of [`OS_IMAGE_URL_CONFIGMAP`].
 pub const OS_IMAGE_URL_KEY: &str = "osImageURL";
+/// ConfigMap (ns/MCO) holding the release's `image-references` (an ImageStream document), where
+/// the OSImageStream controller finds the release's OS images (mco's stand-in for reading them
+/// from the release payload, which mco has not).
+pub const RELEASE_IMAGE_REFERENCES_CONFIGMAP: &str = "release-image-references";
+/// Key of [`RELEASE_IMAGE_REFERENCES_CONFIGMAP`].
+pub const IMAGE_REFERENCES_KEY: &str = "image-references";
 /// ConfigMap (ns/MCO) with the operator's component images.
 pub const IMAGES_CONFIGMAP: &str = "machine-config-operator-images";
 /// Key of [`IMAGES_CONFIGMAP`].

@@ -539,6 +539,29 @@ pub fn check_node_boot_image(
     })
 }
 
+/// The RHEL major of an OS stream (upstream's names: `rhel-9`, `rhel-10`, `centos-10`), if its
+/// name ends in one.
+pub fn stream_major(stream: &str) -> Option<u64> {
+    stream.rsplit_once('-')?.1.parse().ok()
+}
+
+/// Seed 003: RHEL majors are not cross-compatible, so a machine whose pool runs the OS stream
+/// `stream` must boot from a boot image of that stream's RHEL major. Boot image versions that
+/// say no RHEL version (OCP versions) and streams named without a major are not judged.
+pub fn check_stream_boot_image(stream: &str, boot_image_version: &str) -> Result<NodeVerdict, VersionError> {
+    let Some(major) = stream_major(stream) else { return Ok(NodeVerdict::Allowed) };
+    Ok(match BootImageVersion::parse(boot_image_version)? {
+        BootImageVersion::Rhcos(v) if v.rhel.major != major => NodeVerdict::Refused {
+            message: format!(
+                "boot image is of another RHEL major: RHCOS boot image version {}(RHEL version: {}) cannot pivot to the \
+                 pool's OS stream {stream} (RHEL {major}); RHEL major versions are not cross-compatible",
+                v.raw, v.rhel
+            ),
+        },
+        _ => NodeVerdict::Allowed,
+    })
+}
+
 /// For a machine that does not say which boot image it booted from: the boot image the cluster
 /// records (`automatic` or `manual`) stands for it, judged as upgrades are (seed 003: the server
 /// "rejects new Ignition requests if the cluster's boot images are out of date"). Enforcement

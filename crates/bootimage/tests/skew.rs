@@ -10,7 +10,7 @@ use mco_api::operator::{
 use mco_bootimage::skew::{
     ClusterVersion, ConditionView, ModeInputs, NodeVerdict, OcpVersion, RhcosVersion, RhelVersion, SKEW_ERROR_REASON,
     SyncOutcome, Verdict, VersionError, automatic_after_sync, check_cluster_boot_image, check_node_boot_image,
-    resolve_mode, upgradeable,
+    check_stream_boot_image, resolve_mode, stream_major, upgradeable,
 };
 
 #[test]
@@ -441,4 +441,39 @@ fn effective_managed_boot_images_and_default_opt_in() {
         assert_eq!(effective_managed_boot_images(spec, &support).as_ref(), effective, "case {i}");
         assert_eq!(default_opt_in(spec, current, &support), opted_in, "case {i}");
     }
+}
+
+#[test]
+fn a_pools_os_stream_needs_a_boot_image_of_its_rhel_major() {
+    assert_eq!(
+        [stream_major("rhel-9"), stream_major("rhel-10"), stream_major("centos-10")],
+        [Some(9), Some(10), Some(10)]
+    );
+    assert_eq!([stream_major("rhel"), stream_major("fedora-coreos-next")], [None, None]);
+    for (stream, version, allowed) in [
+        ("rhel-9", "9.6.20260101-0", true),
+        ("rhel-9", "416.94.202405291527-0", true),
+        ("rhel-10", "10.1.20261101-0", true),
+        ("centos-10", "10.0.20260101-0", true),
+        // Another major: refused, either way.
+        ("rhel-10", "9.6.20260101-0", false),
+        ("rhel-9", "10.1.20261101-0", false),
+        ("rhel-10", "412.86.202301010000-0", false),
+        // Nothing to judge: an OCP version says no RHEL major, a stream name without a major.
+        ("rhel-10", "4.19.0", true),
+        ("custom", "9.6.20260101-0", true),
+    ] {
+        let verdict = check_stream_boot_image(stream, version).unwrap();
+        assert_eq!(verdict == NodeVerdict::Allowed, allowed, "{stream} {version}: {verdict:?}");
+    }
+    assert_eq!(
+        check_stream_boot_image("rhel-10", "9.6.20260101-0").unwrap(),
+        NodeVerdict::Refused {
+            message: "boot image is of another RHEL major: RHCOS boot image version 9.6.20260101-0(RHEL version: 9.6) \
+                      cannot pivot to the pool's OS stream rhel-10 (RHEL 10); RHEL major versions are not \
+                      cross-compatible"
+                .into()
+        }
+    );
+    assert!(check_stream_boot_image("rhel-10", "9.x").is_err());
 }

@@ -208,7 +208,61 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
         );
     }
     daemon_tokens_write_only_their_own_nodes_machine_config_node(&env).await;
+    pools_name_only_streams_the_cluster_offers(&env).await;
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The OSImageStream admission policies: a pool may name only a stream of the OSImageStream
+/// (any while there is none), and the OSImageStream cannot be deleted.
+async fn pools_name_only_streams_the_cluster_offers(env: &TestEnv) {
+    let pools: Api<mco_api::MachineConfigPool> = Api::all(env.client());
+    let streams: Api<mco_api::OSImageStream> = Api::all(env.client());
+    let pool: mco_api::MachineConfigPool = serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+        "metadata": {"name": "infra"},
+        "spec": {"osImageStream": {"name": "rhel-10"}},
+    }))
+    .unwrap();
+    pools.create(&PostParams::default(), &pool).await.expect("any stream while the cluster has no OSImageStream");
+    let stream: mco_api::OSImageStream = serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "OSImageStream",
+        "metadata": {"name": "cluster"}, "spec": {"defaultStream": "rhel-9"},
+    }))
+    .unwrap();
+    streams.create(&PostParams::default(), &stream).await.unwrap();
+    let digest = "0".repeat(64);
+    let status = json!({"status": {"defaultStream": "rhel-9", "availableStreams": [{"name": "rhel-9",
+        "osImage": format!("quay.io/os@sha256:{digest}"), "osExtensionsImage": format!("quay.io/ext@sha256:{digest}")}]}});
+    streams.patch_status("cluster", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let name = |stream: &str| json!({"spec": {"osImageStream": {"name": stream}}});
+    let refusal = eventually("the pool's unknown stream refused", || {
+        let pools = pools.clone();
+        async move {
+            match pools.patch("infra", &PatchParams::default(), &Patch::Merge(&name("rhel-11"))).await {
+                Err(kube::Error::Api(e)) => Ok(e.message),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    assert!(
+        refusal.contains(
+            "The specified osImageStream name must reference a valid stream from the cluster OSImageStream resource"
+        ),
+        "{refusal}"
+    );
+    pools.patch("infra", &PatchParams::default(), &Patch::Merge(&name("rhel-9"))).await.unwrap();
+    let refusal = eventually("the OSImageStream's deletion refused", || {
+        let streams = streams.clone();
+        async move {
+            match streams.delete("cluster", &Default::default()).await {
+                Err(kube::Error::Api(e)) => Ok(e.message),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    assert!(refusal.contains("Deletion of OSImageStream resources is not allowed"), "{refusal}");
 }
 
 /// A token of the daemon's service account for a pod on `node` (as the kubelet mounts it), or

@@ -4,7 +4,7 @@
 //! The sources, in upstream's order (a later one replaces an earlier one's stream of the same
 //! name): the ControllerConfig's base images, the ConfigMap `machine-config-osimageurl`, and the
 //! release's `image-references` (an ImageStream; mco has no release payload to read it from, so
-//! it is given as the key `image-references` of the ConfigMap [`RELEASE_IMAGE_REFERENCES`]).
+//! it is given as the key `image-references` of the ConfigMap `release-image-references`).
 
 use std::collections::BTreeMap;
 
@@ -18,10 +18,6 @@ pub const STREAM_CLASS_LABEL: &str = "io.openshift.os.streamclass";
 pub const BOOTC_LABEL: &str = "containers.bootc";
 /// The label of an extensions image.
 pub const EXTENSIONS_LABEL: &str = "io.openshift.os.extensions";
-/// ConfigMap (ns/MCO) holding the release's `image-references` (mco's stand-in for the payload).
-pub const RELEASE_IMAGE_REFERENCES: &str = "release-image-references";
-/// Key of [`RELEASE_IMAGE_REFERENCES`].
-pub const IMAGE_REFERENCES_KEY: &str = "image-references";
 
 /// What an image is to a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

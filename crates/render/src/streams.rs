@@ -102,9 +102,7 @@ pub fn pool_status(
         return None;
     }
     let image = rendered.map(|mc| mc.spec.os_image_url.as_str()).filter(|image| !image.is_empty())?;
-    let available = &stream?.status.as_ref()?.available_streams;
-    let set = available.iter().find(|set| set.os_image == image)?;
-    Some(NameReference { name: set.name.clone() })
+    Some(NameReference { name: stream?.stream_of(image)?.name.clone() })
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use mco_api::operator::BootImageSkewEnforcementStatus;
 use mco_bootimage::skew::{
     BOOT_IMAGE_VERSION_HEADER, BOOT_IMAGE_VERSION_QUERY, NodeVerdict, check_cluster_boot_image, check_node_boot_image,
+    check_stream_boot_image,
 };
 
 /// Event reason of a refusal, on the MachineConfigPool.
@@ -56,8 +57,20 @@ pub fn requested_version(header: Option<&[u8]>, query: Option<&str>) -> Result<O
 }
 
 /// Judges a machine of `pool` that says it booted from `version` (or says nothing), under the
-/// cluster's skew `status` (MachineConfiguration `cluster`). No status or mode `None`: allowed.
-pub fn judge(pool: &str, status: Option<&BootImageSkewEnforcementStatus>, version: Option<&str>) -> Admission {
+/// cluster's skew `status` (MachineConfiguration `cluster`; no status or mode `None`: allowed),
+/// and, when the pool's OS image is of the OS stream `stream`, by the stream's RHEL major (seed
+/// 003; whatever the skew mode: a boot image of another major cannot pivot at all).
+pub fn judge(
+    pool: &str,
+    status: Option<&BootImageSkewEnforcementStatus>,
+    version: Option<&str>,
+    stream: Option<&str>,
+) -> Admission {
+    let invalid = |e: mco_bootimage::skew::VersionError| {
+        Admission::Invalid(format!(
+            "invalid boot image version in the {BOOT_IMAGE_VERSION_HEADER} header or the {BOOT_IMAGE_VERSION_QUERY} query: {e}\n"
+        ))
+    };
     let verdict = match version {
         Some(v) if v.len() > MAX_VERSION_BYTES => {
             return Admission::Invalid(format!(
@@ -65,14 +78,21 @@ pub fn judge(pool: &str, status: Option<&BootImageSkewEnforcementStatus>, versio
                 v.len()
             ));
         }
-        Some(v) => match check_node_boot_image(status, v) {
-            Ok(verdict) => verdict,
-            Err(e) => {
-                return Admission::Invalid(format!(
-                    "invalid boot image version in the {BOOT_IMAGE_VERSION_HEADER} header or the {BOOT_IMAGE_VERSION_QUERY} query: {e}\n"
-                ));
+        Some(v) => {
+            if let Some(stream) = stream {
+                match check_stream_boot_image(stream, v) {
+                    Ok(NodeVerdict::Allowed) => {}
+                    Ok(NodeVerdict::Refused { message }) => {
+                        return Admission::Refused(stream_refusal(pool, v, stream, &message));
+                    }
+                    Err(e) => return invalid(e),
+                }
             }
-        },
+            match check_node_boot_image(status, v) {
+                Ok(verdict) => verdict,
+                Err(e) => return invalid(e),
+            }
+        }
         None => match check_cluster_boot_image(status) {
             Ok(verdict) => verdict,
             // The admin's record is broken: nothing says this machine's boot image is recent enough.
@@ -103,6 +123,15 @@ fn refusal(pool: &str, version: Option<&str>, message: &str) -> String {
          To let such machines join anyway, disable boot image skew enforcement: set \
          spec.bootImageSkewEnforcement.mode: None on machineconfiguration/cluster \
          (oc patch machineconfiguration cluster --type merge -p '{{\"spec\":{{\"bootImageSkewEnforcement\":{{\"mode\":\"None\"}}}}}}').\n"
+    )
+}
+
+/// The 403 body for a boot image of another RHEL major than the pool's OS stream.
+fn stream_refusal(pool: &str, version: &str, stream: &str, message: &str) -> String {
+    format!(
+        "refusing to serve the config of pool {pool}: this machine's boot image version is {version}: {message}.\n\
+         Boot machines of this pool from a boot image of the {stream} stream, or move the pool to a stream of this \
+         boot image's RHEL major (spec.osImageStream.name).\n"
     )
 }
 
@@ -253,7 +282,7 @@ mod tests {
             ("too long", Some(&current), Some(long.as_str()), Want::Invalid("(206 bytes): at most 128 bytes")),
         ];
         for (name, status, version, want) in cases {
-            let got = judge("worker", status, version);
+            let got = judge("worker", status, version, None);
             let ok = match (&want, &got) {
                 (Want::Allowed, Admission::Allowed) => true,
                 (Want::Refused(text), Admission::Refused(body)) | (Want::Invalid(text), Admission::Invalid(body)) => {
@@ -263,6 +292,27 @@ mod tests {
             };
             assert!(ok, "{name}: want {want:?}, got {got:?}");
         }
+    }
+
+    #[test]
+    fn a_boot_image_of_another_rhel_major_than_the_pools_stream_is_refused_whatever_the_skew_mode() {
+        let refused = judge("worker", None, Some("9.6.20260101-0"), Some("rhel-10"));
+        assert_eq!(
+            refused,
+            Admission::Refused(
+                "refusing to serve the config of pool worker: this machine's boot image version is 9.6.20260101-0: boot \
+                 image is of another RHEL major: RHCOS boot image version 9.6.20260101-0(RHEL version: 9.6) cannot \
+                 pivot to the pool's OS stream rhel-10 (RHEL 10); RHEL major versions are not cross-compatible.\n\
+                 Boot machines of this pool from a boot image of the rhel-10 stream, or move the pool to a stream of \
+                 this boot image's RHEL major (spec.osImageStream.name).\n"
+                    .into()
+            )
+        );
+        assert_eq!(judge("worker", None, Some("10.1.20261101-0"), Some("rhel-10")), Admission::Allowed);
+        assert_eq!(judge("worker", None, Some("9.6.20260101-0"), Some("rhel-9")), Admission::Allowed);
+        // A machine that says nothing is judged by the skew status only.
+        assert_eq!(judge("worker", None, None, Some("rhel-10")), Admission::Allowed);
+        assert!(matches!(judge("worker", None, Some("9.x"), Some("rhel-10")), Admission::Invalid(_)));
     }
 
     #[test]

@@ -32,7 +32,7 @@ impl ConfigSource for Enforcing {
     }
 
     fn admit(&self, pool: &str, boot_image_version: Option<&str>) -> Admission {
-        skew::judge(pool, Some(&self.status), boot_image_version)
+        skew::judge(pool, Some(&self.status), boot_image_version, None)
     }
 }
 

@@ -65,6 +65,13 @@ pub struct OSImageStreamSet {
     pub os_extensions_image: String,
 }
 
+impl OSImageStream {
+    /// The stream whose OS image is `image` (exactly), if any.
+    pub fn stream_of(&self, image: &str) -> Option<&OSImageStreamSet> {
+        self.status.as_ref()?.available_streams.iter().find(|set| set.os_image == image)
+    }
+}
+
 /// Upstream's CEL rules on the OSImageStream object itself.
 pub(crate) const OS_IMAGE_STREAM_SCHEMA: UpstreamSchema = UpstreamSchema {
     nullable: &[],

@@ -31,10 +31,11 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource, ResourceExt as _};
-use mco_api::constants::{CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME, MCO_NAMESPACE};
+use mco_api::constants::{CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME, MCO_NAMESPACE, OS_IMAGE_STREAM_NAME};
 use mco_api::machineconfiguration::machine_os_build_condition;
 use mco_api::{
     ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
+    OSImageStream,
 };
 use mco_bootimage::skew::SKEW_STATUS_FILE;
 
@@ -86,6 +87,7 @@ struct Inner {
     machine_os_builds: Store<MachineOSBuild>,
     registry_services: Store<Service>,
     machine_configurations: Store<MachineConfiguration>,
+    os_image_streams: Store<OSImageStream>,
     node_kubeconfig: NodeKubeconfig,
     cache: Arc<BodyCache>,
     loaded: Mutex<HashMap<String, Loaded>>,
@@ -146,6 +148,7 @@ impl ClusterSource {
         let (machine_os_builds, machine_os_builds_writer) = reflector::store();
         let (registry_services, registry_services_writer) = reflector::store();
         let (machine_configurations, machine_configurations_writer) = reflector::store();
+        let (os_image_streams, os_image_streams_writer) = reflector::store();
         let inner = Arc::new(Inner {
             client: client.clone(),
             pools: pools.clone(),
@@ -156,6 +159,7 @@ impl ClusterSource {
             machine_os_builds: machine_os_builds.clone(),
             registry_services: registry_services.clone(),
             machine_configurations: machine_configurations.clone(),
+            os_image_streams: os_image_streams.clone(),
             node_kubeconfig,
             cache,
             loaded: Mutex::default(),
@@ -165,6 +169,7 @@ impl ClusterSource {
         let all = watcher::Config::default();
         let config_map = watcher::Config::default().fields(&format!("metadata.name={KUBECONFIG_DATA_CONFIGMAP}"));
         let configuration = watcher::Config::default().fields(&format!("metadata.name={MACHINE_CONFIGURATION_NAME}"));
+        let os_image_stream = watcher::Config::default().fields(&format!("metadata.name={OS_IMAGE_STREAM_NAME}"));
         let watches = vec![
             spawn_watch(&inner, pools_writer, Api::all(client.clone()), all.clone()),
             spawn_watch(&inner, machine_configs_writer, Api::all(client.clone()), all.clone()),
@@ -178,7 +183,8 @@ impl ClusterSource {
                 Api::namespaced(client.clone(), IMAGE_REGISTRY_NAMESPACE),
                 all,
             ),
-            spawn_watch(&inner, machine_configurations_writer, Api::all(client), configuration),
+            spawn_watch(&inner, machine_configurations_writer, Api::all(client.clone()), configuration),
+            spawn_watch(&inner, os_image_streams_writer, Api::all(client), os_image_stream),
         ];
         let source = ClusterSource { inner, watches };
         let timeout = options.sync_timeout;
@@ -192,6 +198,7 @@ impl ClusterSource {
         wait_ready(&format!("Services in {IMAGE_REGISTRY_NAMESPACE}"), &registry_services, timeout).await?;
         let configuration = format!("MachineConfiguration {MACHINE_CONFIGURATION_NAME}");
         wait_ready(&configuration, &machine_configurations, timeout).await?;
+        wait_ready(&format!("OSImageStream {OS_IMAGE_STREAM_NAME}"), &os_image_streams, timeout).await?;
         Ok(source)
     }
 }
@@ -306,6 +313,13 @@ impl Inner {
         configuration.status.as_ref()?.boot_image_skew_enforcement_status.clone()
     }
 
+    /// The OS stream of the image `pool`'s machines pivot to, when it is a stream's.
+    fn pool_stream(&self, pool: &str) -> Option<String> {
+        let current = self.current(pool).ok()?;
+        let streams = self.os_image_streams.get(&ObjectRef::new(OS_IMAGE_STREAM_NAME))?;
+        Some(streams.stream_of(&current.machine_config.spec.os_image_url)?.name.clone())
+    }
+
     /// A Warning Event on the pool, unless this refusal was recorded lately. Sent in the
     /// background: the machine's answer does not wait for the API server.
     fn record_refusal(&self, pool: &str, boot_image_version: Option<&str>, message: &str) {
@@ -409,7 +423,8 @@ impl ConfigSource for ClusterSource {
     }
 
     fn admit(&self, pool: &str, boot_image_version: Option<&str>) -> Admission {
-        let admission = skew::judge(pool, self.inner.skew_status().as_ref(), boot_image_version);
+        let stream = self.inner.pool_stream(pool);
+        let admission = skew::judge(pool, self.inner.skew_status().as_ref(), boot_image_version, stream.as_deref());
         if let Admission::Refused(message) = &admission {
             self.inner.record_refusal(pool, boot_image_version, message);
         }
