@@ -19,13 +19,14 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use mco_api::constants::{
-    BASE_OS_CONTAINER_IMAGE_KEY, BASE_OS_EXTENSIONS_CONTAINER_IMAGE_KEY, CONTROLLER_CONFIG_NAME, MCO_NAMESPACE,
-    OS_IMAGE_STREAM_NAME, OS_IMAGE_URL_CONFIGMAP, RELEASE_IMAGE_VERSION_ANNOTATION, WORKER_POOL,
+    BASE_OS_CONTAINER_IMAGE_KEY, BASE_OS_EXTENSIONS_CONTAINER_IMAGE_KEY, CONTROLLER_CONFIG_NAME, IMAGE_REFERENCES_KEY,
+    MCO_NAMESPACE, OS_IMAGE_STREAM_NAME, OS_IMAGE_URL_CONFIGMAP, RELEASE_IMAGE_REFERENCES_CONFIGMAP,
+    RELEASE_IMAGE_VERSION_ANNOTATION, WORKER_POOL,
 };
 use mco_api::machineconfiguration::{image_repository, is_by_digest};
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, OSImageStream};
 use mco_render::ControllerVersion;
-use mco_render::stream_sources::{self, IMAGE_REFERENCES_KEY, RELEASE_IMAGE_REFERENCES};
+use mco_render::stream_sources;
 use serde_json::json;
 
 use crate::render::controller::worker_pool_specs;
@@ -78,7 +79,7 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
     };
     Controller::new(controller_configs, by_name)
         .watches_stream(source(OS_IMAGE_URL_CONFIGMAP), move |_| Some(singleton()))
-        .watches_stream(source(RELEASE_IMAGE_REFERENCES), move |_| Some(singleton()))
+        .watches_stream(source(RELEASE_IMAGE_REFERENCES_CONFIGMAP), move |_| Some(singleton()))
         // The images are inspected with the worker pool's registries configuration and pull secret.
         .watches_stream(worker_pool_specs(Api::all(client)), move |_| Some(singleton()))
         // Its spec (the admin's default stream), its annotations, its deletion. (Its status too:
@@ -113,7 +114,9 @@ fn source_images(controller_config: &ControllerConfig, config_maps: &[ConfigMap]
     let os_image_urls = data(OS_IMAGE_URL_CONFIGMAP).unwrap_or_default();
     let keys = [BASE_OS_CONTAINER_IMAGE_KEY, BASE_OS_EXTENSIONS_CONTAINER_IMAGE_KEY];
     sources.push(keys.iter().filter_map(|k| os_image_urls.get(*k).cloned()).collect());
-    if let Some(references) = data(RELEASE_IMAGE_REFERENCES).and_then(|d| d.get(IMAGE_REFERENCES_KEY).cloned()) {
+    if let Some(references) =
+        data(RELEASE_IMAGE_REFERENCES_CONFIGMAP).and_then(|d| d.get(IMAGE_REFERENCES_KEY).cloned())
+    {
         sources.push(stream_sources::release_os_images(&references)?);
     }
     Ok(sources.into_iter().map(|images| images.into_iter().filter(|i| !i.is_empty()).collect()).collect())
@@ -123,7 +126,7 @@ async fn reconcile(controller_config: Arc<ControllerConfig>, context: Arc<Contex
     let client = &context.client;
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), MCO_NAMESPACE);
     let mut found = Vec::new();
-    for name in [OS_IMAGE_URL_CONFIGMAP, RELEASE_IMAGE_REFERENCES] {
+    for name in [OS_IMAGE_URL_CONFIGMAP, RELEASE_IMAGE_REFERENCES_CONFIGMAP] {
         found.extend(config_maps.get_opt(name).await.map_err(kube_error(format!("reading ConfigMap {name}")))?);
     }
     let sources = source_images(&controller_config, &found).map_err(Error::Build)?;
@@ -245,13 +248,13 @@ mod tests {
         let references = "spec:\n  tags:\n  - name: rhel-coreos-10\n    from: {kind: DockerImage, name: rel/os-10}\n";
         let config_maps = [
             config_map(OS_IMAGE_URL_CONFIGMAP, &[(BASE_OS_CONTAINER_IMAGE_KEY, "cm/os"), ("osImageURL", "cm/old")]),
-            config_map(RELEASE_IMAGE_REFERENCES, &[(IMAGE_REFERENCES_KEY, references)]),
+            config_map(RELEASE_IMAGE_REFERENCES_CONFIGMAP, &[(IMAGE_REFERENCES_KEY, references)]),
             config_map("other", &[(BASE_OS_CONTAINER_IMAGE_KEY, "no")]),
         ];
         let sources = source_images(&cc, &config_maps).unwrap();
         assert_eq!(sources, [vec!["cc/os@sha256:1"], vec!["cm/os"], vec!["rel/os-10"]]);
         assert_eq!(source_images(&cc, &[]).unwrap(), [vec!["cc/os@sha256:1"], vec![]]);
-        let bad = [config_map(RELEASE_IMAGE_REFERENCES, &[(IMAGE_REFERENCES_KEY, "spec: [")])];
+        let bad = [config_map(RELEASE_IMAGE_REFERENCES_CONFIGMAP, &[(IMAGE_REFERENCES_KEY, "spec: [")])];
         assert!(source_images(&cc, &bad).unwrap_err().starts_with("reading the release's image-references"));
     }
 }

@@ -10,12 +10,13 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use mco_api::constants::{MCO_NAMESPACE, RELEASE_IMAGE_VERSION_ANNOTATION};
+use mco_api::constants::{
+    IMAGE_REFERENCES_KEY, MCO_NAMESPACE, RELEASE_IMAGE_REFERENCES_CONFIGMAP, RELEASE_IMAGE_VERSION_ANNOTATION,
+};
 use mco_api::{MachineConfig, MachineConfigPool, OSImageStream};
 use mco_controller::{osimagestream, render};
 use mco_os::registry::{LocalRegistry, registries_conf_text};
 use mco_render::ControllerVersion;
-use mco_render::stream_sources::{IMAGE_REFERENCES_KEY, RELEASE_IMAGE_REFERENCES};
 use mco_testenv::{TestEnv, data_url, eventually, satisfying};
 use serde_json::json;
 
@@ -109,7 +110,7 @@ async fn the_releases_labelled_images_become_the_clusters_os_image_streams() {
         tag("rhel-coreos-unlabelled", &unlabelled), tag("machine-config-operator", &format!("{host}/mco:1")),
     ]}});
     let config_map: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": RELEASE_IMAGE_REFERENCES, "namespace": MCO_NAMESPACE},
+        "metadata": {"name": RELEASE_IMAGE_REFERENCES_CONFIGMAP, "namespace": MCO_NAMESPACE},
         "data": {IMAGE_REFERENCES_KEY: serde_yaml::to_string(&references).unwrap()},
     }))
     .unwrap();
