@@ -545,13 +545,19 @@ pub fn stream_major(stream: &str) -> Option<u64> {
     stream.rsplit_once('-')?.1.parse().ok()
 }
 
-/// Seed 003: RHEL majors are not cross-compatible, so a machine whose pool runs the OS stream
-/// `stream` must boot from a boot image of that stream's RHEL major. Boot image versions that
-/// say no RHEL version (OCP versions) and streams named without a major are not judged.
+/// The first RHEL major that is not cross-compatible with others (seed 003): RHEL 8 boot images
+/// still pivot to RHEL 9 (skew enforcement judges those), no boot image pivots to or from 10.
+const FIRST_INCOMPATIBLE_MAJOR: u64 = 10;
+
+/// Seed 003: from RHEL 10 on, majors are not cross-compatible, so a machine whose pool runs the
+/// OS stream `stream` must boot from a boot image of that stream's RHEL major when either is 10
+/// or later. Boot image versions that say no RHEL version (OCP versions) and streams named
+/// without a major are not judged.
 pub fn check_stream_boot_image(stream: &str, boot_image_version: &str) -> Result<NodeVerdict, VersionError> {
     let Some(major) = stream_major(stream) else { return Ok(NodeVerdict::Allowed) };
+    let incompatible = |boot: u64| boot != major && boot.max(major) >= FIRST_INCOMPATIBLE_MAJOR;
     Ok(match BootImageVersion::parse(boot_image_version)? {
-        BootImageVersion::Rhcos(v) if v.rhel.major != major => NodeVerdict::Refused {
+        BootImageVersion::Rhcos(v) if incompatible(v.rhel.major) => NodeVerdict::Refused {
             message: format!(
                 "boot image is of another RHEL major: RHCOS boot image version {}(RHEL version: {}) cannot pivot to the \
                  pool's OS stream {stream} (RHEL {major}); RHEL major versions are not cross-compatible",

@@ -459,6 +459,8 @@ fn a_pools_os_stream_needs_a_boot_image_of_its_rhel_major() {
         ("rhel-10", "9.6.20260101-0", false),
         ("rhel-9", "10.1.20261101-0", false),
         ("rhel-10", "412.86.202301010000-0", false),
+        // RHEL 8 boot images pivot to RHEL 9 (skew enforcement judges how old they may be).
+        ("rhel-9", "412.86.202301010000-0", true),
         // Nothing to judge: an OCP version says no RHEL major, a stream name without a major.
         ("rhel-10", "4.19.0", true),
         ("custom", "9.6.20260101-0", true),

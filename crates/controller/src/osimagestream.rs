@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PostParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt as _, watcher};
@@ -25,6 +25,7 @@ use mco_api::constants::{
 };
 use mco_api::machineconfiguration::{image_repository, is_by_digest};
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, OSImageStream};
+use mco_bootimage::skew::ClusterVersion;
 use mco_render::ControllerVersion;
 use mco_render::stream_sources;
 use serde_json::json;
@@ -105,8 +106,9 @@ fn error_policy(_: Arc<ControllerConfig>, error: &Error, context: Arc<Context>) 
     Action::requeue(context.options.retry_delay)
 }
 
-/// The images of each source, in upstream's order.
-fn source_images(controller_config: &ControllerConfig, config_maps: &[ConfigMap]) -> Result<Vec<Vec<String>>, String> {
+/// The images of each source, in upstream's order; a source that cannot be read is left out
+/// (with a warning), as upstream's discovery does.
+fn source_images(controller_config: &ControllerConfig, config_maps: &[ConfigMap]) -> Vec<Vec<String>> {
     let data = |name: &str| config_maps.iter().find(|cm| cm.name_any() == name).and_then(|cm| cm.data.clone());
     let spec = &controller_config.spec;
     let from_cc = [&spec.base_os_container_image, &spec.base_os_extensions_container_image];
@@ -114,13 +116,19 @@ fn source_images(controller_config: &ControllerConfig, config_maps: &[ConfigMap]
     let os_image_urls = data(OS_IMAGE_URL_CONFIGMAP).unwrap_or_default();
     let keys = [BASE_OS_CONTAINER_IMAGE_KEY, BASE_OS_EXTENSIONS_CONTAINER_IMAGE_KEY];
     sources.push(keys.iter().filter_map(|k| os_image_urls.get(*k).cloned()).collect());
-    if let Some(references) =
-        data(RELEASE_IMAGE_REFERENCES_CONFIGMAP).and_then(|d| d.get(IMAGE_REFERENCES_KEY).cloned())
-    {
-        sources.push(stream_sources::release_os_images(&references)?);
+    let references = data(RELEASE_IMAGE_REFERENCES_CONFIGMAP).and_then(|d| d.get(IMAGE_REFERENCES_KEY).cloned());
+    match references.map(|r| stream_sources::release_os_images(&r)) {
+        Some(Ok(images)) => sources.push(images),
+        Some(Err(e)) => tracing::warn!("error fetching OSImageStreams from a source: {e}"),
+        None => {}
     }
-    Ok(sources.into_iter().map(|images| images.into_iter().filter(|i| !i.is_empty()).collect()).collect())
+    sources.into_iter().map(|images| images.into_iter().filter(|i| !i.is_empty()).collect()).collect()
 }
+
+/// Annotation (mco's own) recording the source images the streams were built from: they are
+/// built again only when these, or mco's version, change (upstream: when the release does), so a
+/// registry that fails once does not take a stream away.
+pub const SOURCES_ANNOTATION: &str = "mco.dev/os-image-stream-sources";
 
 async fn reconcile(controller_config: Arc<ControllerConfig>, context: Arc<Context>) -> Result<Action, Error> {
     let client = &context.client;
@@ -129,7 +137,21 @@ async fn reconcile(controller_config: Arc<ControllerConfig>, context: Arc<Contex
     for name in [OS_IMAGE_URL_CONFIGMAP, RELEASE_IMAGE_REFERENCES_CONFIGMAP] {
         found.extend(config_maps.get_opt(name).await.map_err(kube_error(format!("reading ConfigMap {name}")))?);
     }
-    let sources = source_images(&controller_config, &found).map_err(Error::Build)?;
+    let sources = source_images(&controller_config, &found);
+    let fingerprint = serde_json::to_string(&sources).expect("strings serialize");
+    let api = Api::<OSImageStream>::all(client.clone());
+    let existing = api
+        .get_opt(OS_IMAGE_STREAM_NAME)
+        .await
+        .map_err(kube_error(format!("reading OSImageStream {OS_IMAGE_STREAM_NAME}")))?;
+    let ours = BTreeMap::from([
+        (RELEASE_IMAGE_VERSION_ANNOTATION.to_string(), context.version.hash.clone()),
+        (SOURCES_ANNOTATION.to_string(), fingerprint),
+    ]);
+    if let Some(existing) = existing.as_ref().filter(|e| is_current(e, &ours)) {
+        follow_default(&api, existing).await?;
+        return Ok(Action::await_change());
+    }
     let Some(pull_files) = worker_pull_files(client).await? else {
         tracing::debug!(
             "waiting for the worker pool's rendered config, whose registries settings the images are read with"
@@ -157,56 +179,98 @@ async fn reconcile(controller_config: Arc<ControllerConfig>, context: Arc<Contex
         discovered.push(stream_sources::group(&labelled));
     }
     let streams = stream_sources::merge_sources(discovered);
-    let api = Api::<OSImageStream>::all(client.clone());
-    let existing = api
-        .get_opt(OS_IMAGE_STREAM_NAME)
-        .await
-        .map_err(kube_error(format!("reading OSImageStream {OS_IMAGE_STREAM_NAME}")))?;
     if streams.is_empty() {
+        if existing.is_some() {
+            // Pools wait for streams of this version: say so until some are found.
+            return Err(Error::Build("unable to retrieve any OSImageStream from the configured sources".into()));
+        }
         tracing::debug!("no OS image streams in the cluster's sources (no image has the stream labels)");
         return Ok(Action::requeue(context.options.rescan));
     }
-    let release = controller_config.annotations().get(RELEASE_IMAGE_VERSION_ANNOTATION).cloned().unwrap_or_default();
+    let release = install_version(client, &controller_config).await?;
     let default = stream_sources::default_stream(existing.as_ref(), &streams, || {
         stream_sources::builtin_default_stream(&release)
     })
     .map_err(Error::Build)?;
-    let ours = BTreeMap::from([(RELEASE_IMAGE_VERSION_ANNOTATION.to_string(), context.version.hash.clone())]);
     let desired = stream_sources::desired(existing.as_ref(), streams, default, ours);
     write(&api, existing.as_ref(), &desired).await?;
-    Ok(Action::requeue(context.options.rescan))
+    Ok(Action::await_change())
 }
 
-/// Creates the object or brings its annotations and status to `desired`'s.
+/// Whether `existing` was built by this version from these sources (`ours`) and has streams.
+fn is_current(existing: &OSImageStream, ours: &BTreeMap<String, String>) -> bool {
+    let annotations = existing.metadata.annotations.clone().unwrap_or_default();
+    existing.status.is_some() && ours.iter().all(|(key, value)| annotations.get(key) == Some(value))
+}
+
+/// The admin changed `spec.defaultStream` (the API server checked it is available): the status
+/// follows, and the pools that name no stream move.
+async fn follow_default(api: &Api<OSImageStream>, existing: &OSImageStream) -> Result<(), Error> {
+    let status = existing.status.as_ref().expect("a current object has a status");
+    let wanted = &existing.spec.default_stream;
+    if wanted.is_empty() || *wanted == status.default_stream {
+        return Ok(());
+    }
+    if !status.available_streams.iter().any(|s| s.name == *wanted) {
+        return Err(Error::Build(format!(
+            "syncing default OSImageStream with OSImageStream {wanted}: osimagestreams.machineconfiguration.openshift.io \
+             \"{wanted}\" not found"
+        )));
+    }
+    let patch = json!({"status": {"defaultStream": wanted}});
+    let action = format!("writing the status of OSImageStream {OS_IMAGE_STREAM_NAME}");
+    api.patch_status(OS_IMAGE_STREAM_NAME, &patch_params(), &Patch::Merge(&patch)).await.map_err(kube_error(action))?;
+    tracing::info!("OSImageStream default has changed from {} to {wanted}", status.default_stream);
+    Ok(())
+}
+
+/// The release the cluster was installed with (upstream: the oldest completed ClusterVersion
+/// history entry), else the ControllerConfig's release: the built-in default stream's.
+async fn install_version(client: &Client, controller_config: &ControllerConfig) -> Result<String, Error> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("config.openshift.io", "v1", "ClusterVersion"),
+        "clusterversions",
+    );
+    let read = Api::<DynamicObject>::all_with(client.clone(), &resource).get_opt("version").await;
+    let installed = match read {
+        Ok(object) => object
+            .and_then(|o| serde_json::from_value::<ClusterVersion>(serde_json::to_value(o).ok()?).ok())
+            .map(|cv| cv.install_version())
+            .filter(|v| v != "0.0.0"),
+        // A cluster without the kind (plain Kubernetes) answers 404 for the resource.
+        Err(kube::Error::Api(e)) if e.code == 404 => None,
+        Err(e) => return Err(kube_error("reading ClusterVersion version")(e).into()),
+    };
+    let release = || controller_config.annotations().get(RELEASE_IMAGE_VERSION_ANNOTATION).cloned().unwrap_or_default();
+    Ok(installed.unwrap_or_else(release))
+}
+
+/// Creates the object or brings its status and then its annotations (which say what the status
+/// was built from) to `desired`'s.
 async fn write(
     api: &Api<OSImageStream>,
     existing: Option<&OSImageStream>,
     desired: &OSImageStream,
 ) -> Result<(), Error> {
     let action = format!("writing OSImageStream {OS_IMAGE_STREAM_NAME}");
-    match existing {
-        None => {
-            let mut created = desired.clone();
-            created.status = None;
-            api.create(&PostParams::default(), &created).await.map_err(kube_error(action.clone()))?;
-            tracing::info!("created OSImageStream {OS_IMAGE_STREAM_NAME}");
-        }
-        Some(existing) if existing.metadata.annotations != desired.metadata.annotations => {
-            let patch = json!({"metadata": {"annotations": desired.metadata.annotations}});
-            api.patch(OS_IMAGE_STREAM_NAME, &patch_params(), &Patch::Merge(&patch))
-                .await
-                .map_err(kube_error(action.clone()))?;
-        }
-        Some(_) => {}
+    if existing.is_none() {
+        let mut created = desired.clone();
+        created.status = None;
+        api.create(&PostParams::default(), &created).await.map_err(kube_error(action.clone()))?;
+        tracing::info!("created OSImageStream {OS_IMAGE_STREAM_NAME}");
     }
     if existing.and_then(|e| e.status.as_ref()) != desired.status.as_ref() {
         let patch = json!({"status": desired.status});
         api.patch_status(OS_IMAGE_STREAM_NAME, &patch_params(), &Patch::Merge(&patch))
             .await
-            .map_err(kube_error(action))?;
+            .map_err(kube_error(action.clone()))?;
         let status = desired.status.as_ref().expect("the desired object has a status");
         let names: Vec<&str> = status.available_streams.iter().map(|s| s.name.as_str()).collect();
         tracing::info!(streams = ?names, default = %status.default_stream, "OSImageStream {OS_IMAGE_STREAM_NAME} updated");
+    }
+    if existing.is_some_and(|e| e.metadata.annotations != desired.metadata.annotations) {
+        let patch = json!({"metadata": {"annotations": desired.metadata.annotations}});
+        api.patch(OS_IMAGE_STREAM_NAME, &patch_params(), &Patch::Merge(&patch)).await.map_err(kube_error(action))?;
     }
     Ok(())
 }
@@ -251,10 +315,11 @@ mod tests {
             config_map(RELEASE_IMAGE_REFERENCES_CONFIGMAP, &[(IMAGE_REFERENCES_KEY, references)]),
             config_map("other", &[(BASE_OS_CONTAINER_IMAGE_KEY, "no")]),
         ];
-        let sources = source_images(&cc, &config_maps).unwrap();
+        let sources = source_images(&cc, &config_maps);
         assert_eq!(sources, [vec!["cc/os@sha256:1"], vec!["cm/os"], vec!["rel/os-10"]]);
-        assert_eq!(source_images(&cc, &[]).unwrap(), [vec!["cc/os@sha256:1"], vec![]]);
+        assert_eq!(source_images(&cc, &[]), [vec!["cc/os@sha256:1"], vec![]]);
+        // A release source that cannot be read is left out; the others still count.
         let bad = [config_map(RELEASE_IMAGE_REFERENCES_CONFIGMAP, &[(IMAGE_REFERENCES_KEY, "spec: [")])];
-        assert!(source_images(&cc, &bad).unwrap_err().starts_with("reading the release's image-references"));
+        assert_eq!(source_images(&cc, &bad), [vec!["cc/os@sha256:1"], vec![]]);
     }
 }

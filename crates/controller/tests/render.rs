@@ -53,6 +53,7 @@ fn offline_render(pool_file: &str) -> MachineConfig {
         current: None,
         storage_overrides: StorageOverrides::default(),
         streams: Default::default(),
+        offline: false,
     })
     .unwrap()
     .machine_config

@@ -43,6 +43,15 @@ const PAUSE_SCRIPT: &str = "trap 'exit 0' TERM INT; while :; do sleep 3600 & wai
 /// The workload: its pod name over HTTP on port 8080, stopping at once on SIGTERM.
 const WORKLOAD_SCRIPT: &str = "trap 'exit 0' TERM INT; mkdir -p /tmp/www && hostname > /tmp/www/index.html && httpd -f -p 8080 -h /tmp/www & wait $!";
 
+/// The stream of [`LabImages::node`], the cluster's default (a 4.x release's, as upstream's).
+pub const DEFAULT_STREAM: &str = "rhel-9";
+/// The other stream of the lab's release.
+pub const OTHER_STREAM: &str = "rhel-10";
+/// The OS the other stream's image says it is (its os-release `PRETTY_NAME`, which kubelets report).
+pub const OTHER_STREAM_OS: &str = "MCO Test OS (rhel-10 stream)";
+/// The label naming a release image's stream (upstream's).
+const STREAM_CLASS_LABEL: &str = "io.openshift.os.streamclass";
+
 /// The images, each pinned by digest.
 #[derive(Debug, Clone)]
 pub struct LabImages {
@@ -50,8 +59,12 @@ pub struct LabImages {
     pub boot: String,
     /// `HOST/mco/os@sha256:…`
     pub base: String,
-    /// `HOST/mco/node@sha256:…`: the pools' OS image.
+    /// `HOST/mco/node@sha256:…`: the pools' OS image, of the [`DEFAULT_STREAM`].
     pub node: String,
+    /// The extensions image of the [`DEFAULT_STREAM`] (a label only: the lab has no extensions).
+    pub extensions: String,
+    /// The node image and the extensions image of the [`OTHER_STREAM`].
+    pub other_stream: (String, String),
 }
 
 /// Starts the registry on `port`, storing blobs in the lab directory.
@@ -111,27 +124,37 @@ pub async fn build(mco: &Path, layout: &Layout, registry: &str) -> anyhow::Resul
     std::fs::copy(&kubelet, layer.join("kubelet")).with_context(|| format!("copying {}", kubelet.display()))?;
     let from = format!("docker://{base}");
     let add = format!("{}:/usr/bin", layer.display());
-    let to = format!("docker://{registry}/mco/node:latest");
-    let digest = run_tool(
-        mco,
-        [
-            "image",
-            "build",
-            "--from",
-            &from,
-            "--add",
-            &add,
-            "--label",
-            "io.mco.lab.role=node",
-            "--compression-fast",
-            "--to",
-            &to,
-        ],
-        &env,
-        &log,
-    )
-    .await?;
-    Ok(LabImages { boot, base, node: format!("{registry}/mco/node@{}", digest.trim()) })
+    let build = async |from: &str, add: &str, labels: &[String], tag: &str| -> anyhow::Result<String> {
+        let mut args = vec!["image", "build", "--from", from, "--add", add];
+        for label in labels {
+            args.extend(["--label", label]);
+        }
+        let to = format!("docker://{registry}/mco/node:{tag}");
+        args.extend(["--compression-fast", "--to", &to]);
+        let digest = run_tool(mco, args, &env, &log).await?;
+        Ok(format!("{registry}/mco/node@{}", digest.trim()))
+    };
+    // (Bootable: ostree-ext labels the base `containers.bootc=1`, which derived images keep.)
+    let stream_labels = |stream: &str| vec![format!("{STREAM_CLASS_LABEL}={stream}")];
+    let mut labels = stream_labels(DEFAULT_STREAM);
+    labels.push("io.mco.lab.role=node".to_string());
+    let node = build(&from, &add, &labels, "latest").await?;
+
+    // The other stream's node image: the node image with another os-release.
+    let os_release = dir.join("rhel-10-layer");
+    std::fs::create_dir_all(&os_release)?;
+    let text = format!("NAME=\"MCO Test OS\"\nID=mco-test\nVERSION_ID=10.1\nPRETTY_NAME=\"{OTHER_STREAM_OS}\"\n");
+    std::fs::write(os_release.join("os-release"), text)?;
+    let add = format!("{}:/usr/lib", os_release.display());
+    let other_node = build(&format!("docker://{node}"), &add, &stream_labels(OTHER_STREAM), OTHER_STREAM).await?;
+    let extensions_image = async |stream: &str| -> anyhow::Result<String> {
+        let labels = [format!("{STREAM_CLASS_LABEL}={stream}"), "io.openshift.os.extensions=true".to_string()];
+        let digest = build_scratch_image(layout, registry, &format!("mco/extensions:{stream}"), &labels, None).await?;
+        Ok(format!("{registry}/mco/extensions@{digest}"))
+    };
+    let extensions = extensions_image(DEFAULT_STREAM).await?;
+    let other_stream = (other_node, extensions_image(OTHER_STREAM).await?);
+    Ok(LabImages { boot, base, node, extensions, other_stream })
 }
 
 /// Builds the sandbox image and the workload image into the registry at `registry`; returns the
@@ -145,15 +168,25 @@ pub async fn build_container_images(layout: &Layout, registry: &str) -> anyhow::
     for applet in APPLETS {
         std::os::unix::fs::symlink("busybox", bin.join(applet))?;
     }
-    let digest = build_busybox_image(layout, registry, "pause:3.10", PAUSE_SCRIPT).await?;
-    build_busybox_image(layout, registry, "workload:1", WORKLOAD_SCRIPT).await?;
+    let rootfs = dir.join("rootfs");
+    let pause = serde_json::json!(["/bin/sh", "-c", PAUSE_SCRIPT]).to_string();
+    let digest = build_scratch_image(layout, registry, "lab/pause:3.10", &[], Some((&rootfs, &pause))).await?;
+    let workload = serde_json::json!(["/bin/sh", "-c", WORKLOAD_SCRIPT]).to_string();
+    build_scratch_image(layout, registry, "lab/workload:1", &[], Some((&rootfs, &workload))).await?;
     Ok(format!("{registry}/lab/pause@{digest}"))
 }
 
-/// `lab/NAME:TAG`: the busybox tree running `sh -c script`, built with buildah (in storage of the
-/// lab's own) and pushed to the registry; its digest.
-async fn build_busybox_image(layout: &Layout, registry: &str, name_tag: &str, script: &str) -> anyhow::Result<String> {
+/// `NAME:TAG` built with buildah (in storage of the lab's own) from scratch with `labels`, and
+/// with `content`'s tree and entrypoint if given, pushed to the registry; its digest.
+async fn build_scratch_image(
+    layout: &Layout,
+    registry: &str,
+    name_tag: &str,
+    labels: &[String],
+    content: Option<(&Path, &str)>,
+) -> anyhow::Result<String> {
     let dir = layout.images().join("containers");
+    std::fs::create_dir_all(&dir)?;
     let storage = dir.join("storage");
     let conf = layout.registries_conf();
     let log = layout.log("images");
@@ -164,15 +197,21 @@ async fn build_busybox_image(layout: &Layout, registry: &str, name_tag: &str, sc
     };
     let container = buildah(&["from", "scratch"]).await?;
     let container = container.trim();
-    let rootfs = format!("{}/", dir.join("rootfs").display());
-    buildah(&["copy", container, &rootfs, "/"]).await?;
-    let entrypoint = serde_json::json!(["/bin/sh", "-c", script]).to_string();
-    buildah(&["config", "--entrypoint", &entrypoint, container]).await?;
-    let local = format!("lab/{name_tag}");
-    buildah(&["commit", "--rm", "--format", "oci", container, &local]).await?;
-    let digest_file = dir.join(format!("{name_tag}.digest"));
-    let to = format!("docker://{registry}/lab/{name_tag}");
-    buildah(&["push", "--digestfile", path_str(&digest_file)?, &local, &to]).await?;
+    let mut config = vec!["config"];
+    for label in labels {
+        config.extend(["--label", label]);
+    }
+    if let Some((rootfs, entrypoint)) = content {
+        let rootfs = format!("{}/", rootfs.display());
+        buildah(&["copy", container, &rootfs, "/"]).await?;
+        config.extend(["--entrypoint", entrypoint]);
+    }
+    config.push(container);
+    buildah(&config).await?;
+    buildah(&["commit", "--rm", "--format", "oci", container, name_tag]).await?;
+    let digest_file = dir.join(format!("{}.digest", name_tag.replace('/', "_")));
+    let to = format!("docker://{registry}/{name_tag}");
+    buildah(&["push", "--digestfile", path_str(&digest_file)?, name_tag, &to]).await?;
     Ok(std::fs::read_to_string(&digest_file).context("reading the pushed digest")?.trim().to_string())
 }
 

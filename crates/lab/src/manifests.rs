@@ -9,9 +9,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use mco_api::constants::{
     BOOT_IMAGES_CONFIGMAP, BOOT_IMAGES_STREAM_KEY, CONTROLLER_CONFIG_NAME, DISABLE_TEMPLATING_KEY,
-    GENERATED_BY_VERSION_ANNOTATION, MACHINE_API_NAMESPACE, MACHINE_CONFIG_ROLE_LABEL, MASTER_POOL, MCFG_API_VERSION,
-    MCO_NAMESPACE, RELEASE_IMAGE_VERSION_ANNOTATION, RELEASE_VERSION_KEY, USER_DATA_KEY, USER_DATA_SECRET_SUFFIX,
-    WORKER_POOL, default_pools,
+    GENERATED_BY_VERSION_ANNOTATION, IMAGE_REFERENCES_KEY, MACHINE_API_NAMESPACE, MACHINE_CONFIG_ROLE_LABEL,
+    MASTER_POOL, MCFG_API_VERSION, MCO_NAMESPACE, RELEASE_IMAGE_REFERENCES_CONFIGMAP, RELEASE_IMAGE_VERSION_ANNOTATION,
+    RELEASE_VERSION_KEY, USER_DATA_KEY, USER_DATA_SECRET_SUFFIX, WORKER_POOL, default_pools,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -83,6 +83,10 @@ pub struct ClusterInputs<'a> {
     /// `generated-by-version` the controller expects (its raw version).
     pub controller_version_raw: &'a str,
     pub platform: Platform,
+    /// The extensions image of [`ClusterInputs::os_image`]'s stream.
+    pub extensions_image: &'a str,
+    /// The release's other stream: its OS image and extensions image.
+    pub other_stream: (&'a str, &'a str),
 }
 
 /// The objects, in creation order (after [`config_crds`] are established).
@@ -94,6 +98,7 @@ pub fn cluster_objects(inputs: &ClusterInputs) -> Vec<Value> {
     objects.extend(default_pools().iter().map(|pool| serde_json::to_value(pool).expect("pools serialize")));
     objects.extend([MASTER_POOL, WORKER_POOL].map(|role| base_config(role, inputs.registry)));
     objects.push(infrastructure(inputs.platform));
+    objects.push(release_image_references(inputs));
     objects.push(json!({
         "apiVersion": CONFIG_API_VERSION,
         "kind": "ClusterVersion",
@@ -162,6 +167,29 @@ fn infrastructure(platform: Platform) -> Value {
     })
 }
 
+/// The release's OS images, as its payload's `image-references` names them (tags as upstream's),
+/// where the OSImageStream controller finds the streams.
+fn release_image_references(inputs: &ClusterInputs) -> Value {
+    let tag = |name: &str, image: &str| json!({"name": name, "from": {"kind": "DockerImage", "name": image}});
+    let references = json!({
+        "kind": "ImageStream",
+        "apiVersion": "image.openshift.io/v1",
+        "metadata": {"name": LAB_RELEASE},
+        "spec": {"tags": [
+            tag("rhel-coreos", inputs.os_image),
+            tag("rhel-coreos-extensions", inputs.extensions_image),
+            tag("rhel-coreos-10", inputs.other_stream.0),
+            tag("rhel-coreos-10-extensions", inputs.other_stream.1),
+        ]},
+    });
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": RELEASE_IMAGE_REFERENCES_CONFIGMAP, "namespace": MCO_NAMESPACE},
+        "data": {IMAGE_REFERENCES_KEY: serde_yaml::to_string(&references).expect("JSON values serialize")},
+    })
+}
+
 fn controller_config(inputs: &ClusterInputs) -> Value {
     json!({
         "apiVersion": MCFG_API_VERSION,
@@ -175,6 +203,7 @@ fn controller_config(inputs: &ClusterInputs) -> Value {
         },
         "spec": {
             "baseOSContainerImage": inputs.os_image,
+            "baseOSExtensionsContainerImage": inputs.extensions_image,
             "osImageURL": "",
             "releaseImage": format!("{}/mco/release:{LAB_RELEASE}", inputs.registry),
             // What the operator copies in: the templates (the kubelet's, for KubeletConfigs) need
@@ -260,6 +289,11 @@ mod tests {
             registry: "127.0.0.1:5000",
             controller_version_raw: "v0.1.0-mco",
             platform: Platform::None,
+            extensions_image: "127.0.0.1:5000/mco/extensions@sha256:1111111111111111111111111111111111111111111111111111111111111111",
+            other_stream: (
+                "127.0.0.1:5000/mco/node@sha256:2222222222222222222222222222222222222222222222222222222222222222",
+                "127.0.0.1:5000/mco/extensions@sha256:3333333333333333333333333333333333333333333333333333333333333333",
+            ),
         }
     }
 
@@ -284,6 +318,7 @@ mod tests {
                 "MachineConfig",
                 "MachineConfig",
                 "Infrastructure",
+                "ConfigMap",
                 "ClusterVersion"
             ]
         );

@@ -228,6 +228,8 @@ async fn run(
     wait_established(&client, &config_crds()).await?;
     let objects = cluster_objects(&ClusterInputs {
         os_image: &lab_images.node,
+        extensions_image: &lab_images.extensions,
+        other_stream: (&lab_images.other_stream.0, &lab_images.other_stream.1),
         registry: &registry,
         controller_version_raw: &options.controller_version_raw,
         platform: options.platform,

@@ -113,6 +113,7 @@ fn render_machine_configs(
             os_image_stream: manifests.os_image_stream(),
             worker_pool: pools.iter().find(|p| p.metadata.name.as_deref() == Some(WORKER_POOL)),
         },
+        offline: true,
     })
     .map_err(|e| format!("MachineConfigPool {pool_name}: {e}"))?;
     let mut rendered = rendered;

@@ -19,11 +19,11 @@ use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use mco_api::constants::{
-    CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, MCO_NAMESPACE,
-    PINNED_OS_IMAGE_ANNOTATION, REASON_ANNOTATION, STATE_ANNOTATION,
+    CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, MASTER_POOL, MCO_NAMESPACE,
+    PINNED_OS_IMAGE_ANNOTATION, REASON_ANNOTATION, STATE_ANNOTATION, WORKER_POOL,
 };
 use mco_api::operator::BootImageSkewEnforcementStatus;
-use mco_api::{MachineConfigNode, MachineConfigPool, MachineConfiguration};
+use mco_api::{MachineConfigNode, MachineConfigPool, MachineConfiguration, OSImageStream};
 use mco_os::signing::{SigningKey, lookaside_config};
 use mco_testenv::{eventually, eventually_within, satisfying};
 use serde_json::json;
@@ -110,6 +110,22 @@ async fn pods_capacity(client: &Client, pods: &str) {
         satisfying(seen, |seen| {
             seen.len() == NODES && seen.iter().all(|(_, ready, c)| *ready && c.as_deref() == Some(pods))
         })
+    })
+    .await;
+}
+
+/// Waits until every worker Node is Ready and its kubelet reports an OS image that `wanted`.
+async fn workers_report_os(nodes: &Api<Node>, wanted: impl Fn(&str) -> bool) {
+    eventually("every worker Node Ready on the OS expected", || async {
+        let all = nodes.list(&workers()).await.unwrap().items;
+        let seen: Vec<(String, bool, String)> = all
+            .iter()
+            .map(|n| {
+                let os = n.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.os_image.clone());
+                (summary(n), mco_lab::node::is_ready(n), os.unwrap_or_default())
+            })
+            .collect();
+        satisfying(seen, |seen| seen.len() == NODES && seen.iter().all(|(_, ready, os)| *ready && wanted(os)))
     })
     .await;
 }
@@ -855,24 +871,69 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     assert!(worst.iter().all(|(_, failures)| failures == "0"), "kubelet health checks failed: {worst:?}");
     workload_observer.abort();
 
+    // Two OS streams (upstream's OSImageStream): mco's controller found the release's streams by
+    // its images' labels, and every pool renders from the default one. The worker pool names the
+    // other stream: its nodes reboot into that stream's image while the master pool stays on the
+    // default, and each pool reports the stream it runs. Naming none brings the workers back.
+    let streams: Api<OSImageStream> = Api::all(client.clone());
+    let stream = eventually("the OSImageStream with the lab's two streams", || async {
+        let stream = streams.get_opt("cluster").await.unwrap();
+        let names = stream.as_ref().and_then(|s| s.status.as_ref()).map(|s| {
+            let names: Vec<&str> = s.available_streams.iter().map(|set| set.name.as_str()).collect();
+            (names.join(","), s.default_stream.clone())
+        });
+        if names == Some(("rhel-10,rhel-9".into(), "rhel-9".into())) { Ok(stream.unwrap()) } else { Err(names) }
+    })
+    .await;
+    let sets = stream.status.unwrap().available_streams;
+    assert_eq!(sets[1].os_image, lab_status["osImage"].as_str().unwrap(), "the default stream runs the lab's image");
+    let pool_streams = || async {
+        let pools = Api::<MachineConfigPool>::all(client.clone());
+        let stream_of = |pool: MachineConfigPool| pool.status.and_then(|s| s.os_image_stream).map(|r| r.name);
+        (stream_of(pools.get(MASTER_POOL).await.unwrap()), stream_of(pools.get(WORKER_POOL).await.unwrap()))
+    };
+    eventually("both pools reporting the default stream", || async {
+        satisfying(pool_streams().await, |s| *s == (Some("rhel-9".into()), Some("rhel-9".into())))
+    })
+    .await;
+    set_pool(&client, json!({"osImageStream": {"name": "rhel-10"}})).await;
+    current = rolled_out(&client, &current).await;
+    let rendered = Api::<mco_api::MachineConfig>::all(client.clone()).get(&current).await.unwrap();
+    assert_eq!(rendered.spec.os_image_url, sets[0].os_image);
+    assert_eq!(rendered.spec.base_os_extensions_container_image, sets[0].os_extensions_image);
+    workers_report_os(&nodes, |os| os == mco_lab::images::OTHER_STREAM_OS).await;
+    eventually("the worker pool on rhel-10, the master pool on rhel-9", || async {
+        satisfying(pool_streams().await, |s| *s == (Some("rhel-9".into()), Some("rhel-10".into())))
+    })
+    .await;
+    // A new machine of the pool booted from the lab's (RHEL 9) boot image cannot pivot to RHEL 10:
+    // the server refuses its config, saying why.
+    let add = lab.mco(&["lab", "add-node", "--name", "worker-9"]);
+    let said = stdout(&add);
+    assert_eq!(add.get_output().status.code(), Some(1), "{said}\n{}", stderr(&add));
+    let why = format!(
+        "node worker-9 did not join: the Machine Config Server answered 403 Forbidden: refusing to serve the config \
+         of pool worker: this machine's boot image version is {boot}: boot image is of another RHEL major: RHCOS boot \
+         image version {boot}(RHEL version: 9.6) cannot pivot to the pool's OS stream rhel-10 (RHEL 10)",
+        boot = mco_lab::images::BOOT_VERSION
+    );
+    assert!(said.contains(&why), "{said}");
+    assert!(nodes.get_opt("worker-9").await.unwrap().is_none());
+    set_pool(&client, json!({"osImageStream": null})).await;
+    current = rolled_out(&client, &current).await;
+    workers_report_os(&nodes, |os| os != mco_lab::images::OTHER_STREAM_OS).await;
+    eventually("both pools back on the default stream", || async {
+        satisfying(pool_streams().await, |s| *s == (Some("rhel-9".into()), Some("rhel-9".into())))
+    })
+    .await;
+
     // An OS update is booted by a real reboot: each node's machine is powered off (its kubelet
     // and containers die), boots the new deployment, whose kubelet brings the Node back, which
     // now reports the new OS image.
     let update = os_update(&lab, lab_status["osImage"].as_str().unwrap(), "update", UPDATED_OS);
     lab.apply("99-worker-os-update", &os_image_mc("99-worker-os-update", &update));
     current = rolled_out(&client, &current).await;
-    eventually("every Node Ready on the updated OS", || async {
-        let all = nodes.list(&workers()).await.unwrap().items;
-        let seen: Vec<(String, bool, String)> = all
-            .iter()
-            .map(|n| {
-                let os = n.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.os_image.clone());
-                (summary(n), mco_lab::node::is_ready(n), os.unwrap_or_default())
-            })
-            .collect();
-        satisfying(seen, |seen| seen.iter().all(|(_, ready, os)| *ready && os == UPDATED_OS))
-    })
-    .await;
+    workers_report_os(&nodes, |os| os == UPDATED_OS).await;
     workload_serving(&client).await;
 
     // A KubeletConfig reaches the kubelets: its generated MachineConfig (the pool's kubelet.conf
@@ -1008,6 +1069,9 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
         ("update", "machineconfigs", "only when a generated config's owner was re-created"),
         ("patch", "machineosconfigs", "no MachineOSConfig in this run"),
         ("create", "leases", "the bootstrap controller created the Lease; a cluster without one has a pod create it"),
+        ("create", "osimagestreams", "the bootstrap controller made it before the handover"),
+        ("patch", "osimagestreams", "its annotations change with mco's version only"),
+        ("patch", "osimagestreams/status", "the streams change with the release only"),
         ("patch", "events", "a repeated event within 6 minutes, which this run does not have"),
         // The boot image controller's writes: the bootstrap controller made them before the
         // handover; the GCP lab test checks them with the Machine API component.
@@ -1149,7 +1213,11 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     let said = stdout(&add);
     assert_eq!(add.get_output().status.code(), Some(1), "{said}\n{}", stderr(&add));
     assert!(said.contains("node worker-1 did not join: the Machine Config Server answered 403 Forbidden: "), "{said}");
-    assert!(said.contains(old), "{said}");
+    let too_old = format!(
+        "this machine's boot image version is {old}: boot image is too old: RHCOS boot image version {old}(RHEL \
+         version: 8.6) is below the minimum required RHEL version 9.2"
+    );
+    assert!(said.contains(&too_old), "{said}");
     let status = stdout(&lab.mco(&["lab", "status"]).success());
     assert!(status.contains("not joined: worker-1: the Machine Config Server answered 403 Forbidden"), "{status}");
     assert!(nodes.get_opt("worker-1").await.unwrap().is_none());

@@ -128,6 +128,7 @@ fn main() {
         current: None,
         storage_overrides: StorageOverrides::default(),
         streams: Default::default(),
+        offline: false,
     };
 
     let baseline = CURRENT.load(Ordering::Relaxed);

@@ -62,6 +62,9 @@ pub struct Inputs<'a> {
     pub storage_overrides: StorageOverrides,
     /// The OS image streams; the pool's replaces the ControllerConfig's images as the base.
     pub streams: Streams<'a>,
+    /// Rendering from manifests (`mco render`): the OSImageStream is taken as given, whatever
+    /// version wrote it.
+    pub offline: bool,
 }
 
 /// A rendered config and how it came about.
@@ -103,6 +106,9 @@ pub enum RenderError {
     /// The pool's OS image stream cannot be used (upstream's words).
     #[error("{0}")]
     Stream(String),
+    /// The OSImageStream is not this controller's yet: rendered once it is.
+    #[error("{0}")]
+    StreamNotReady(String),
 }
 
 /// Renders one pool, or says why the controller would refuse to.
@@ -123,9 +129,12 @@ pub fn render(inputs: Inputs<'_>) -> Result<Rendered, RenderError> {
         .into_iter()
         .collect::<Result<Vec<_>, RenderError>>()?;
     let spec = &inputs.controller_config.spec;
-    let base = match streams::stream_for_pool(inputs.pool, inputs.streams, &inputs.version.hash)
-        .map_err(RenderError::Stream)?
-    {
+    let version = (!inputs.offline).then_some(inputs.version.hash.as_str());
+    let stream = streams::stream_for_pool(inputs.pool, inputs.streams, version).map_err(|e| match e {
+        streams::StreamError::NotReady(m) => RenderError::StreamNotReady(m),
+        streams::StreamError::Unusable(m) => RenderError::Stream(m),
+    })?;
+    let base = match stream {
         Some(stream) => {
             BaseImages { os_image: stream.os_image.clone(), extensions_image: stream.os_extensions_image.clone() }
         }

@@ -142,7 +142,9 @@ pub fn builtin_default_stream(release_version: &str) -> Result<&'static str, Str
     match major {
         Some(4) => Ok("rhel-9"),
         Some(_) => Ok("rhel-10"),
-        None => Err(format!("unable to parse the build release version {release_version:?} as a version")),
+        None => Err(format!(
+            "unable to parse the build release version {release_version:?} as a version: no numeric major version"
+        )),
     }
 }
 
@@ -329,7 +331,7 @@ spec:
         );
         assert_eq!(
             default_stream(None, &streams, || builtin_default_stream("latest")).unwrap_err(),
-            "unable to parse the build release version \"latest\" as a version"
+            "unable to parse the build release version \"latest\" as a version: no numeric major version"
         );
     }
 

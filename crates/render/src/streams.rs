@@ -43,45 +43,63 @@ pub fn effective_stream_name<'a>(
     worker.and_then(named_stream)
 }
 
+/// Why a pool's stream cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StreamError {
+    /// The OSImageStream is not (yet) this controller's: written by another version (during an
+    /// upgrade), or not filled in yet. Upstream's render waits for its first sync; the pool is
+    /// not degraded for it.
+    #[error("{0}")]
+    NotReady(String),
+    /// The pool names a stream the cluster does not offer (upstream's words).
+    #[error("{0}")]
+    Unusable(String),
+}
+
 /// The stream set `pool` renders from, `None` for the ControllerConfig's images (no
-/// OSImageStream and no stream named); an error (upstream's words) when it cannot be rendered.
-/// `version` is the controller's: an OSImageStream written by another version is not used
-/// (upstream's guard during an upgrade).
+/// OSImageStream and no stream named). `version` is the controller's: an OSImageStream written
+/// by another version is not used (upstream's guard during an upgrade); `None` (offline) takes
+/// the object as given.
 pub fn stream_for_pool<'a>(
     pool: &MachineConfigPool,
     streams: Streams<'a>,
-    version: &str,
-) -> Result<Option<&'a OSImageStreamSet>, String> {
+    version: Option<&str>,
+) -> Result<Option<&'a OSImageStreamSet>, StreamError> {
     let pool_name = pool.metadata.name.as_deref().unwrap_or_default();
     let wanted = effective_stream_name(pool, streams.worker_pool);
     let Some(stream) = streams.os_image_stream else {
         return match wanted {
             None => Ok(None),
-            Some(_) => Err(format!(
+            Some(_) => Err(StreamError::Unusable(format!(
                 "could not get OSImageStream for pool {pool_name}: osimagestream.machineconfiguration.openshift.io \
                  \"{OS_IMAGE_STREAM_NAME}\" not found"
-            )),
+            ))),
         };
     };
-    match stream.metadata.annotations.as_ref().and_then(|a| a.get(RELEASE_IMAGE_VERSION_ANNOTATION)) {
-        None => {
-            return Err(format!(
-                "ignoring OSImageStream without {RELEASE_IMAGE_VERSION_ANNOTATION} annotation (my version: {version})"
-            ));
+    if let Some(version) = version {
+        match stream.metadata.annotations.as_ref().and_then(|a| a.get(RELEASE_IMAGE_VERSION_ANNOTATION)) {
+            None => {
+                return Err(StreamError::NotReady(format!(
+                    "ignoring OSImageStream without {RELEASE_IMAGE_VERSION_ANNOTATION} annotation (my version: {version})"
+                )));
+            }
+            Some(theirs) if theirs != version => {
+                return Err(StreamError::NotReady(format!(
+                    "ignoring OSImageStream with version {theirs} (my version: {version})"
+                )));
+            }
+            Some(_) => {}
         }
-        Some(theirs) if theirs != version => {
-            return Err(format!("ignoring OSImageStream with version {theirs} (my version: {version})"));
-        }
-        Some(_) => {}
     }
-    let status = stream.status.clone().unwrap_or_default();
-    let name = wanted.unwrap_or(&status.default_stream).to_string();
-    let found = stream.status.as_ref().and_then(|s| s.available_streams.iter().find(|set| set.name == name));
-    found.map(Some).ok_or_else(|| {
-        format!(
+    let Some(status) = &stream.status else {
+        return Err(StreamError::NotReady(format!("OSImageStream {OS_IMAGE_STREAM_NAME} has no streams yet")));
+    };
+    let name = wanted.unwrap_or(&status.default_stream);
+    status.available_streams.iter().find(|set| set.name == name).map(Some).ok_or_else(|| {
+        StreamError::Unusable(format!(
             "could not get OSImageStreamSet for pool {pool_name}: osimagestreams.machineconfiguration.openshift.io \
              \"{name}\" not found"
-        )
+        ))
     })
 }
 
@@ -164,47 +182,68 @@ mod tests {
         fn with(stream: Option<&OSImageStream>) -> Streams<'_> {
             Streams { os_image_stream: stream, worker_pool: None }
         }
-        type Case<'a> = (MachineConfigPool, Streams<'a>, Result<Option<&'a str>, String>);
-        let cases: Vec<Case> =
-            vec![
+        let mut unfilled = streams(Some(MINE));
+        unfilled.status = None;
+        let unfilled = &unfilled;
+        let unusable = |m: &str| Err(StreamError::Unusable(m.to_string()));
+        let not_ready = |m: &str| Err(StreamError::NotReady(m.to_string()));
+        type Case<'a> = (MachineConfigPool, Streams<'a>, Option<&'a str>, Result<Option<&'a str>, StreamError>);
+        let cases: Vec<Case> = vec![
             // No OSImageStream: the ControllerConfig's images, unless a stream is named.
-            (pool(WORKER_POOL, None), with(None), Ok(None)),
+            (pool(WORKER_POOL, None), with(None), Some(MINE), Ok(None)),
             (
                 pool(WORKER_POOL, Some("rhel-10")),
                 with(None),
-                Err("could not get OSImageStream for pool worker: osimagestream.machineconfiguration.openshift.io \
-                     \"cluster\" not found"
-                    .into()),
+                Some(MINE),
+                unusable(
+                    "could not get OSImageStream for pool worker: osimagestream.machineconfiguration.openshift.io \
+                     \"cluster\" not found",
+                ),
             ),
-            (pool(WORKER_POOL, None), with(Some(current)), Ok(Some("rhel-9"))),
-            (pool(WORKER_POOL, Some("rhel-10")), with(Some(current)), Ok(Some("rhel-10"))),
+            (pool(WORKER_POOL, None), with(Some(current)), Some(MINE), Ok(Some("rhel-9"))),
+            (pool(WORKER_POOL, Some("rhel-10")), with(Some(current)), Some(MINE), Ok(Some("rhel-10"))),
             (
                 pool("infra", None),
                 Streams { os_image_stream: Some(current), worker_pool: Some(&worker10) },
+                Some(MINE),
                 Ok(Some("rhel-10")),
             ),
             (
                 pool(WORKER_POOL, Some("rhel-11")),
                 with(Some(current)),
-                Err("could not get OSImageStreamSet for pool worker: osimagestreams.machineconfiguration.openshift.io \
-                     \"rhel-11\" not found"
-                    .into()),
+                Some(MINE),
+                unusable(
+                    "could not get OSImageStreamSet for pool worker: osimagestreams.machineconfiguration.openshift.io \
+                     \"rhel-11\" not found",
+                ),
             ),
+            // Not this controller's yet: waited for, not degrading.
             (
                 pool(WORKER_POOL, None),
                 with(Some(old)),
-                Err("ignoring OSImageStream with version old-hash (my version: mco-hash)".into()),
+                Some(MINE),
+                not_ready("ignoring OSImageStream with version old-hash (my version: mco-hash)"),
             ),
             (
                 pool(WORKER_POOL, None),
                 with(Some(unversioned)),
-                Err("ignoring OSImageStream without machineconfiguration.openshift.io/release-image-version \
-                     annotation (my version: mco-hash)"
-                    .into()),
+                Some(MINE),
+                not_ready(
+                    "ignoring OSImageStream without machineconfiguration.openshift.io/release-image-version \
+                     annotation (my version: mco-hash)",
+                ),
             ),
+            (
+                pool(WORKER_POOL, None),
+                with(Some(unfilled)),
+                Some(MINE),
+                not_ready("OSImageStream cluster has no streams yet"),
+            ),
+            // Offline, the object is taken as given.
+            (pool(WORKER_POOL, Some("rhel-10")), with(Some(unversioned)), None, Ok(Some("rhel-10"))),
         ];
-        for (pool, streams, want) in cases {
-            let got = stream_for_pool(&pool, streams, MINE).map(|set| set.map(|s| s.name.as_str()));
+        for (pool, streams, version, want) in cases {
+            let got = stream_for_pool(&pool, streams, version).map(|set| set.map(|s| s.name.as_str()));
             assert_eq!(got, want, "{:?} {}", pool.metadata.name, json!(pool.spec.os_image_stream));
         }
     }

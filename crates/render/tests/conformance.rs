@@ -53,6 +53,7 @@ fn render_case(
         current: None,
         storage_overrides: StorageOverrides::default(),
         streams: Default::default(),
+        offline: false,
     })
 }
 

@@ -57,6 +57,7 @@ fn render_with(
         current: None,
         storage_overrides: StorageOverrides::default(),
         streams: Streams { os_image_stream: stream, worker_pool: None },
+        offline: false,
     })
 }
 

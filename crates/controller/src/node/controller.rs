@@ -201,6 +201,12 @@ pub async fn run(client: Client, options: Options) {
         caches_ready.clone(),
         options.metrics.clone(),
     );
+    let os_image_stream_events = logging_errors(
+        "OSImageStreams",
+        watcher(Api::<OSImageStream>::all(client.clone()), watcher::Config::default())
+            .default_backoff()
+            .touched_objects(),
+    );
     let context = Arc::new(Context {
         machine_config_nodes: wake_machine_config_nodes,
         client,
@@ -223,7 +229,9 @@ pub async fn run(client: Client, options: Options) {
         })
         .watches_stream_with(scheduler_events, |_| Some(ObjectRef::new(MASTER_POOL)), scheduler_resource())
         // The topology is copied onto every node of every pool.
-        .watches_stream(controller_config_events, crate::render::controller::every_pool(pools))
+        .watches_stream(controller_config_events, crate::render::controller::every_pool(pools.clone()))
+        // Each pool reports the stream it runs.
+        .watches_stream(os_image_stream_events, crate::render::controller::every_pool(pools))
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
             match result {
@@ -755,7 +763,11 @@ async fn sync_status(
     let mut pool = pool;
     for _ in 0..CONFLICT_RETRIES {
         let mut status = calculate_status(&pool, nodes, layered, &Time(Timestamp::now()));
-        status.os_image_stream = os_image_stream_status(context, &status).await?;
+        // Informational: a failed read keeps what the pool said.
+        status.os_image_stream = os_image_stream_status(context, &status).await.unwrap_or_else(|e| {
+            tracing::warn!(pool = %name, "reading the pool's OS image stream: {e}");
+            pool.status.as_ref().and_then(|s| s.os_image_stream.clone())
+        });
         record_metrics(context, &pool, nodes, layered, &status);
         if pool.status.as_ref() == Some(&status) {
             return Ok(());

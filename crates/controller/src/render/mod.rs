@@ -59,6 +59,9 @@ pub enum NotReady {
     /// A ContainerRuntimeConfig or KubeletConfig selecting the pool is not synced (upstream's message).
     #[error("{0}")]
     GeneratingControllers(String),
+    /// The OSImageStream is not this controller's yet (another version's, or not filled in).
+    #[error("{0}")]
+    Streams(String),
 }
 
 /// The objects whose controllers generate MachineConfigs, which a pool's render waits for.
@@ -103,9 +106,11 @@ pub fn plan(
         current,
         storage_overrides,
         streams,
+        offline: false,
     }) {
         Ok(rendered) => rendered,
         Err(RenderError::SelectingAll) => return Ok(Plan::SelectingAll),
+        Err(RenderError::StreamNotReady(why)) => return Err(NotReady::Streams(why)),
         Err(e) => return Ok(Plan::Degraded(e.to_string())),
     };
 
