@@ -134,6 +134,7 @@ pub fn render(inputs: Inputs<'_>) -> Result<Rendered, RenderError> {
         streams::StreamError::NotReady(m) => RenderError::StreamNotReady(m),
         streams::StreamError::Unusable(m) => RenderError::Stream(m),
     })?;
+    let stream_name = stream.map(|set| set.name.clone());
     let base = match stream {
         Some(stream) => {
             BaseImages { os_image: stream.os_image.clone(), extensions_image: stream.os_extensions_image.clone() }
@@ -179,6 +180,13 @@ pub fn render(inputs: Inputs<'_>) -> Result<Rendered, RenderError> {
         }
         if streams::named_stream(inputs.pool).is_some() {
             return Err(RenderError::Generate(streams::OVERRIDE_WITH_STREAM.to_string()));
+        }
+    } else if stream_name.as_deref().is_some_and(streams::is_rhel10_stream) {
+        let failed = |e: String| {
+            RenderError::Stream(format!("failed to check runc in generated MachineConfig for pool {pool_name}: {e}"))
+        };
+        if streams::sets_runc(&merged.config, &name).map_err(failed)? {
+            return Err(RenderError::Stream(streams::runc_on_rhel10(&pool_name)));
         }
     }
     let owner = OwnerReference {

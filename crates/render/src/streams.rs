@@ -103,6 +103,53 @@ pub fn stream_for_pool<'a>(
     })
 }
 
+/// Whether a stream runs RHEL 10 (upstream `IsRHEL10Stream`).
+pub fn is_rhel10_stream(stream: &str) -> bool {
+    stream == "rhel-10" || stream == "centos-10"
+}
+
+/// Where CRI-O reads its drop-ins.
+const CRIO_DROP_IN_DIR: &str = "/etc/crio/crio.conf.d/";
+
+/// Whether the config's CRI-O drop-ins make runc the default runtime (upstream
+/// `DetectRuncInMachineConfig`): read in path order, the last `[crio.runtime] default_runtime`
+/// set wins.
+pub fn sets_runc(config: &mco_ignition::v3::Config, machine_config: &str) -> Result<bool, String> {
+    let mut drop_ins: Vec<_> = config.storage.files.iter().filter(|f| f.path.starts_with(CRIO_DROP_IN_DIR)).collect();
+    drop_ins.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut runtime = String::new();
+    for file in drop_ins {
+        let data = mco_ignition::dataurl::decode_contents(&file.contents)
+            .map_err(|e| format!("failed to decode CRI-O drop-in {:?} in MC {machine_config:?}: {e}", file.path))?;
+        if data.is_empty() {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&data);
+        let parsed: toml::Table = toml::from_str(&text).map_err(|e| {
+            format!("failed to parse TOML from CRI-O drop-in {:?} in MC {machine_config:?}: {e}", file.path)
+        })?;
+        let set = parsed
+            .get("crio")
+            .and_then(|c| c.get("runtime"))
+            .and_then(|r| r.get("default_runtime"))
+            .and_then(|v| v.as_str())
+            .filter(|v| !v.is_empty());
+        if let Some(set) = set {
+            runtime = set.to_string();
+        }
+    }
+    Ok(runtime == "runc")
+}
+
+/// Upstream's refusal of runc in a pool on a RHEL 10 stream.
+pub fn runc_on_rhel10(pool: &str) -> String {
+    format!(
+        "MachineConfigPool {pool} targets a RHEL 10 OS image where runc is not available. To unblock, migrate to crun \
+         by removing any ContainerRuntimeConfig that sets defaultRuntime to runc, and removing any MachineConfig that \
+         sets default_runtime = \"runc\" in CRI-O configuration under /etc/crio/crio.conf.d/"
+    )
+}
+
 /// Upstream's refusal of an `osImageURL` override in a pool that names its stream.
 pub const OVERRIDE_WITH_STREAM: &str =
     "cannot override MachineConfig osImageURL and set MachineConfigPool spec.osImageStream.name simultaneously";

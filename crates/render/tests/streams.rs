@@ -112,3 +112,51 @@ fn an_os_image_override_wins_over_the_default_stream_and_is_refused_with_a_named
          MachineConfigPool spec.osImageStream.name simultaneously"
     );
 }
+
+fn crio_drop_in(name: &str, path: &str, toml: &str) -> MachineConfig {
+    use base64::Engine as _;
+    let source = format!("data:;base64,{}", base64::engine::general_purpose::STANDARD.encode(toml));
+    serde_json::from_value(json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+        "metadata": {"name": name, "labels": {"machineconfiguration.openshift.io/role": "worker"}},
+        "spec": {"config": {"ignition": {"version": "3.5.0"}, "storage": {"files": [
+            {"path": path, "mode": 420, "contents": {"source": source}},
+        ]}}},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn runc_is_refused_in_a_pool_on_a_rhel_10_stream() {
+    let (mut pool, cc, mut mcs) = case();
+    let stream = os_image_stream();
+    let runc = "[crio.runtime]\ndefault_runtime = \"runc\"\n";
+    mcs.push(crio_drop_in("99-worker-runc", "/etc/crio/crio.conf.d/50-runtime", runc));
+    render_with(&pool, &cc, &mcs, Some(&stream)).expect("runc is fine on RHEL 9");
+    pool.spec.os_image_stream = Some(mco_api::machineconfiguration::NameReference { name: "rhel-10".into() });
+    let refused = render_with(&pool, &cc, &mcs, Some(&stream)).unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "MachineConfigPool worker targets a RHEL 10 OS image where runc is not available. To unblock, migrate to crun \
+         by removing any ContainerRuntimeConfig that sets defaultRuntime to runc, and removing any MachineConfig that \
+         sets default_runtime = \"runc\" in CRI-O configuration under /etc/crio/crio.conf.d/"
+    );
+    // A later drop-in (by path) that sets crun wins; one that sets nothing does not matter.
+    mcs.push(crio_drop_in(
+        "99-worker-crun",
+        "/etc/crio/crio.conf.d/60-runtime",
+        "[crio.runtime]\ndefault_runtime = \"crun\"\n",
+    ));
+    mcs.push(crio_drop_in("99-worker-other", "/etc/crio/crio.conf.d/70-other", "[crio.image]\npause_image = \"x\"\n"));
+    render_with(&pool, &cc, &mcs, Some(&stream)).expect("crun set last");
+    // A drop-in that is not TOML.
+    mcs.push(crio_drop_in("99-worker-broken", "/etc/crio/crio.conf.d/80-broken", "[crio.runtime\n"));
+    let broken = render_with(&pool, &cc, &mcs, Some(&stream)).unwrap_err().to_string();
+    assert!(
+        broken.starts_with(
+            "failed to check runc in generated MachineConfig for pool worker: failed to parse TOML from CRI-O drop-in \
+             \"/etc/crio/crio.conf.d/80-broken\" in MC \"rendered-worker-"
+        ),
+        "{broken}"
+    );
+}
