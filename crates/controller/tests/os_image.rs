@@ -502,3 +502,64 @@ async fn registries_behind_a_private_ca_are_checked_with_the_ca_the_nodes_get() 
     assert!(message.contains("x509: certificate signed by unknown authority"), "{message}");
     controller.abort();
 }
+
+#[tokio::test]
+async fn runc_is_refused_for_an_os_image_of_a_rhel_10_stream() {
+    let tmp = tempfile::tempdir().unwrap();
+    let registry = LocalRegistry::start(&tmp.path().join("registry")).unwrap();
+    let host = registry.host();
+    for (name, stream) in [("mco/os10:1", "rhel-10"), ("mco/os9:1", "rhel-9")] {
+        let class = format!("io.openshift.os.streamclass={stream}");
+        push_buildah_image(tmp.path(), &registry, name, &["--label", "containers.bootc=1", "--label", &class]);
+    }
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    env.create_manifests(&examples_dir()).await.unwrap();
+    env.mark_controller_config_completed().await.unwrap();
+    let mcs: Api<MachineConfig> = Api::all(client.clone());
+    let runc = "[crio.runtime]\ndefault_runtime = \"runc\"\n";
+    for mc in [
+        worker_file("50-worker-registries", "/etc/containers/registries.conf", &registries_conf_text(registry.port)),
+        worker_file("50-worker-runc", "/etc/crio/crio.conf.d/50-runtime", runc),
+    ] {
+        mcs.create(&PostParams::default(), &mc).await.unwrap();
+    }
+    let controller = start_render_controller(&client);
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+    let target_image = |image: String| {
+        let (pools, mcs) = (pools.clone(), mcs.clone());
+        async move {
+            eventually(&format!("the worker pool to target {image}"), || async {
+                let target = target_of(&pools.get("worker").await.unwrap());
+                let rendered = match &target {
+                    Some(name) => mcs.get_opt(name).await.unwrap(),
+                    None => None,
+                };
+                let seen = rendered.map(|mc| mc.spec.os_image_url);
+                satisfying((target, seen), |(_, seen)| seen.as_deref() == Some(image.as_str()))
+            })
+            .await
+            .0
+        }
+    };
+
+    // runc on a RHEL 9 image: rendered.
+    let rhel9 = target_image(format!("{host}/mco/os9:1"));
+    set_os_image(&mcs, &format!("{host}/mco/os9:1")).await;
+    let on_rhel9 = rhel9.await;
+    // On a RHEL 10 image (its stream label says so): upstream's refusal, and no new target.
+    set_os_image(&mcs, &format!("{host}/mco/os10:1")).await;
+    let message = render_degraded_with(&pools, "runc refused on RHEL 10", "where runc is not available").await;
+    assert_eq!(
+        message,
+        "Failed to render configuration for pool worker: MachineConfigPool worker targets a RHEL 10 OS image where \
+         runc is not available. To unblock, migrate to crun by removing any ContainerRuntimeConfig that sets \
+         defaultRuntime to runc, and removing any MachineConfig that sets default_runtime = \"runc\" in CRI-O \
+         configuration under /etc/crio/crio.conf.d/"
+    );
+    assert_eq!(target_of(&pools.get("worker").await.unwrap()), on_rhel9);
+    // Without runc the RHEL 10 image is rendered.
+    mcs.delete("50-worker-runc", &Default::default()).await.unwrap();
+    target_image(format!("{host}/mco/os10:1")).await;
+    controller.abort();
+}

@@ -234,6 +234,12 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
                 tracing::warn!(pool = %name, "{warning}");
             }
             metrics.set_os_image_url_override(&name, target.os_image_url_overridden);
+            if target.os_image_url_overridden
+                && let Some(message) = runc_on_rhel10_image(&name, &target.rendered).await?
+            {
+                write_render_degraded(&context, &pool, Some(&message)).await?;
+                return Err(Error::OsImage { pool: name, message });
+            }
             // The OS image is checked (and a tag pinned) before the config is stored, so that no
             // reader ever sees the config without its pin.
             let rendered_name = target.rendered.name_any();
@@ -378,6 +384,38 @@ async fn check_os_image(
     }
     let archs: Vec<Option<String>> = inspected.into_iter().map(|(arch, _)| arch).collect();
     Ok(check_signatures(&pull_files, &references, &archs).await?.map(|()| pinned))
+}
+
+/// Upstream's runc rule for an overridden OS image (`validateNoRuncOnRHEL10FromOSImageURL`): when
+/// the rendered config makes runc CRI-O's default runtime, the image is asked for its stream
+/// label, and a RHEL 10 image is refused with upstream's words. An image without the label is
+/// not judged.
+async fn runc_on_rhel10_image(pool: &str, rendered: &MachineConfig) -> Result<Option<String>, Error> {
+    // (The config was just rendered from validated MachineConfigs.)
+    let config = mco_render::merge::validate_machine_config(rendered).ok().flatten();
+    let sets_runc = config.map(|c| mco_render::streams::sets_runc(&c, &rendered.name_any())).transpose();
+    match sets_runc {
+        Ok(Some(true)) => {}
+        Ok(_) => return Ok(None),
+        Err(e) => return Ok(Some(format!("pool {pool}: failed to check runc in generated MachineConfig: {e}"))),
+    }
+    let pull_files = match pull_files(rendered) {
+        Ok(dir) => dir,
+        Err(why) => return Ok(Some(format!("pool {pool}: failed to inspect OS image for stream class: {why}"))),
+    };
+    let image = &rendered.spec.os_image_url;
+    if image.starts_with("oci:") {
+        // A directory on the nodes: nothing to ask.
+        return Ok(None);
+    }
+    let inspected =
+        os_image::inspect(image, None, pull_files.path()).await.map_err(|e| Error::Skopeo(e.to_string()))?;
+    let labels = match inspected {
+        Ok(found) => found.labels,
+        Err(e) => return Ok(Some(format!("pool {pool}: failed to inspect OS image for stream class: {e}"))),
+    };
+    let stream = mco_render::stream_sources::classify(&labels).map(|(stream, _)| stream);
+    Ok(stream.filter(|s| mco_render::streams::is_rhel10_stream(s)).map(|_| mco_render::streams::runc_on_rhel10(pool)))
 }
 
 /// Checks each of `references` for each of `archs` against the signature policy in `pull_files`
