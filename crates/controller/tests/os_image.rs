@@ -30,6 +30,9 @@ use mco_render::ControllerVersion;
 use mco_testenv::{TestEnv, data_url, eventually, satisfying};
 use serde_json::json;
 
+mod images;
+use images::{push_buildah_image, worker_file};
+
 fn examples_dir() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster")
 }
@@ -56,26 +59,6 @@ async fn push_os_image(dir: &Path, registry: &LocalRegistry, version: &str, tag:
     let push = PullConfig { registries_conf: Some(registry.registries_conf.clone()), ..Default::default() };
     let to = format!("docker://{}/mco/os:{tag}", registry.host());
     mco_os::image::encapsulate_with(&repo, "mco/os", &to, &push, Default::default()).await.unwrap()
-}
-
-/// Pushes an image with buildah from scratch, configured with `config` (`buildah config` flags).
-fn push_buildah_image(dir: &Path, registry: &LocalRegistry, name_tag: &str, config: &[&str]) {
-    let storage = dir.join("buildah");
-    let buildah = |args: &[&str]| {
-        let mut cmd = Command::new("buildah");
-        cmd.arg("--root").arg(&storage).arg("--runroot").arg(&storage).args(["--storage-driver", "vfs"]).args(args);
-        cmd.env("CONTAINERS_REGISTRIES_CONF", &registry.registries_conf);
-        run_ok(&mut cmd)
-    };
-    let container = buildah(&["from", "scratch"]);
-    let container = container.trim();
-    let mut configure = vec!["config"];
-    configure.extend_from_slice(config);
-    configure.push(container);
-    buildah(&configure);
-    let local = format!("localhost/{name_tag}");
-    buildah(&["commit", "--rm", "--format", "oci", container, &local]);
-    buildah(&["push", &local, &format!("docker://{}/{name_tag}", registry.host())]);
 }
 
 fn render_degraded(pool: &MachineConfigPool) -> Option<(String, String)> {
@@ -151,17 +134,10 @@ async fn new_os_images_are_checked_and_pinned_before_the_pool_targets_them() {
     }}});
     nodes.patch_status("worker-0", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
     // The nodes' registries configuration (the registry is plain HTTP), as a MachineConfig gives it.
-    let registries = json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfig",
-        "metadata": {"name": "50-worker-registries", "labels": {"machineconfiguration.openshift.io/role": "worker"}},
-        "spec": {"config": {"ignition": {"version": "3.5.0"}, "storage": {"files": [{
-            "path": "/etc/containers/registries.conf", "mode": 420,
-            "contents": {"source": data_url(&registries_conf_text(registry.port))},
-        }]}}},
-    });
+    let registries =
+        worker_file("50-worker-registries", "/etc/containers/registries.conf", &registries_conf_text(registry.port));
     let mcs: Api<MachineConfig> = Api::all(client.clone());
-    mcs.create(&PostParams::default(), &serde_json::from_value(registries).unwrap()).await.unwrap();
+    mcs.create(&PostParams::default(), &registries).await.unwrap();
 
     let controller = start_render_controller(&client);
     let pools: Api<MachineConfigPool> = Api::all(client.clone());
@@ -280,19 +256,6 @@ async fn new_os_images_are_checked_and_pinned_before_the_pool_targets_them() {
 }
 
 /// `NAME` setting `path` to `contents` on the worker pool's nodes.
-fn worker_file(name: &str, path: &str, contents: &str) -> MachineConfig {
-    let source = data_url(contents);
-    serde_json::from_value(json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfig",
-        "metadata": {"name": name, "labels": {"machineconfiguration.openshift.io/role": "worker"}},
-        "spec": {"config": {"ignition": {"version": "3.5.0"}, "storage": {"files": [{
-            "path": path, "mode": 420, "contents": {"source": source},
-        }]}}},
-    }))
-    .unwrap()
-}
-
 #[tokio::test]
 async fn os_images_are_refused_before_any_node_unless_signed_as_the_pool_requires() {
     let tmp = tempfile::tempdir().unwrap();

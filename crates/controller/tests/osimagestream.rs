@@ -3,8 +3,6 @@
 //! OSImageStream `cluster`, a tag recorded by its digest; the pools render from the default
 //! stream; the admin's default stream moves them; a deleted object comes back.
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -17,38 +15,14 @@ use mco_api::{MachineConfig, MachineConfigPool, OSImageStream};
 use mco_controller::{osimagestream, render};
 use mco_os::registry::{LocalRegistry, registries_conf_text};
 use mco_render::ControllerVersion;
-use mco_testenv::{TestEnv, data_url, eventually, satisfying};
+use mco_testenv::{TestEnv, eventually, satisfying};
 use serde_json::json;
+
+mod images;
+use images::{push_buildah_image, worker_file};
 
 fn version() -> ControllerVersion {
     ControllerVersion { raw: "v0.0.0-was-not-built-properly".into(), hash: "was-not-built-properly".into() }
-}
-
-/// Pushes an empty image with `labels` as `HOST/NAME:TAG` with buildah; returns its digest.
-fn push_labelled(dir: &Path, registry: &LocalRegistry, name_tag: &str, labels: &[&str]) -> String {
-    let storage = dir.join("buildah");
-    let buildah = |args: &[&str]| {
-        let mut cmd = Command::new("buildah");
-        cmd.arg("--root").arg(&storage).arg("--runroot").arg(&storage).args(["--storage-driver", "vfs"]).args(args);
-        cmd.env("CONTAINERS_REGISTRIES_CONF", &registry.registries_conf);
-        let out = cmd.output().unwrap();
-        assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let container = buildah(&["from", "scratch"]);
-    let container = container.trim();
-    let mut configure = vec!["config"];
-    for label in labels {
-        configure.extend(["--label", label]);
-    }
-    configure.push(container);
-    buildah(&configure);
-    let local = format!("localhost/{name_tag}");
-    buildah(&["commit", "--rm", "--format", "oci", container, &local]);
-    let digest_file = dir.join("digest");
-    let to = format!("docker://{}/{name_tag}", registry.host());
-    buildah(&["push", "--digestfile", digest_file.to_str().unwrap(), &local, &to]);
-    std::fs::read_to_string(digest_file).unwrap().trim().to_string()
 }
 
 fn stream_names(stream: &OSImageStream) -> Vec<(String, String, String)> {
@@ -72,8 +46,8 @@ async fn the_releases_labelled_images_become_the_clusters_os_image_streams() {
         [format!("io.openshift.os.streamclass={stream}"), "io.openshift.os.extensions=true".into()]
     };
     let push = |name_tag: &str, labels: &[String]| {
-        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
-        push_labelled(tmp.path(), &registry, name_tag, &labels)
+        let config: Vec<&str> = labels.iter().flat_map(|label| ["--label", label.as_str()]).collect();
+        push_buildah_image(tmp.path(), &registry, name_tag, &config)
     };
     let os9 = format!("{host}/os@{}", push("os:9", &os_labels("rhel-9")));
     let ext9 = format!("{host}/ext@{}", push("ext:9", &ext_labels("rhel-9")));
@@ -89,16 +63,8 @@ async fn the_releases_labelled_images_become_the_clusters_os_image_streams() {
     env.mark_controller_config_completed().await.unwrap();
     let mcs: Api<MachineConfig> = Api::all(client.clone());
     // The nodes' registries configuration (the registry is plain HTTP), as a MachineConfig gives it.
-    let registries: MachineConfig = serde_json::from_value(json!({
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfig",
-        "metadata": {"name": "50-worker-registries", "labels": {"machineconfiguration.openshift.io/role": "worker"}},
-        "spec": {"config": {"ignition": {"version": "3.5.0"}, "storage": {"files": [{
-            "path": "/etc/containers/registries.conf", "mode": 420,
-            "contents": {"source": data_url(&registries_conf_text(registry.port))},
-        }]}}},
-    }))
-    .unwrap();
+    let registries =
+        worker_file("50-worker-registries", "/etc/containers/registries.conf", &registries_conf_text(registry.port));
     mcs.create(&PostParams::default(), &registries).await.unwrap();
     let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": MCO_NAMESPACE}})).unwrap();
     let _ = Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await;
