@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing mco needs on a fresh Debian 12 machine: the real components
 # the tests run (OSTree, skopeo, a registry, the Ignition client, etcd, wrk, Prometheus and
-# promtool). The Rust toolchain (rustup) and Go (only to build kube-apiserver, see
+# promtool), and protoc (the CRI and containerd gRPC clients are generated at build time). The Rust toolchain (rustup) and Go (only to build kube-apiserver, see
 # hack/kube-binaries.sh) are expected already.
 set -euo pipefail
 SUDO=""
@@ -9,6 +9,6 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 $SUDO apt-get update
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends \
   build-essential pkg-config ca-certificates git \
-  ostree libostree-dev libzstd-dev libssl-dev \
+  ostree libostree-dev libzstd-dev libssl-dev protobuf-compiler \
   skopeo docker-registry ignition umoci buildah busybox-static gpg gpg-agent wrk e2fsprogs python3-venv curl \
   containerd runc containernetworking-plugins iptables conntrack mmdebstrap prometheus
