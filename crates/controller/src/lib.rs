@@ -1,7 +1,9 @@
 //! The machine-config controller (`mco controller`): the render controller ([`render`]), the
 //! node controller ([`node`]: rollouts and pool status), the drain controller ([`drain`]), the
 //! build controller ([`build`]: on-cluster OS image builds) and
-//! the kubelet config and container runtime config controllers ([`kubeletconfig`]), run by
+//! the kubelet config and container runtime config controllers ([`kubeletconfig`]), the
+//! OSImageStream controller ([`osimagestream`]) and the PinnedImageSet controller
+//! ([`pinnedimageset`]: which sets a pool's nodes pin), run by
 //! whichever instance holds the leader Lease ([`leader`]).
 //!
 //! Decisions are pure functions ([`render::plan`], [`conditions`], [`leader::step`], and the
@@ -16,6 +18,7 @@ pub mod kubeletconfig;
 pub mod leader;
 pub mod node;
 pub mod osimagestream;
+pub mod pinnedimageset;
 pub mod render;
 
 use std::path::PathBuf;
@@ -212,7 +215,7 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
     }
     tracing::info!(
         "became the leader; starting the render, node, drain, build, kubelet config, container runtime config, \
-         OSImageStream and boot image controllers"
+         OSImageStream, PinnedImageSet and boot image controllers"
     );
     let builds = async {
         match settings.builds.options(&client).await {
@@ -243,6 +246,7 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
         () = kubeletconfig::run(client.clone(), settings.version, settings.kubelet_configs) => {
             anyhow::bail!("the kubelet config controllers stopped")
         }
+        () = pinnedimageset::run(client.clone()) => anyhow::bail!("the PinnedImageSet controller stopped"),
         () = node::controller::run(client.clone(), settings.node) => anyhow::bail!("the node controller stopped"),
         () = builds => anyhow::bail!("the build controller stopped"),
         drained = drain::controller::run(config, settings.drain) => {

@@ -4,12 +4,13 @@
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use mco_api::MachineConfigNode;
 use mco_api::MachineConfigPool;
 use mco_api::constants::{REASON_ANNOTATION, STATE_ANNOTATION, STATE_DEGRADED, STATE_UNRECONCILABLE};
 use mco_api::machineconfiguration::pool_condition::{
     DEGRADED, IMAGE_BUILD_DEGRADED, NODE_DEGRADED, PINNED_IMAGE_SETS_DEGRADED, RENDER_DEGRADED, UPDATED, UPDATING,
 };
-use mco_api::machineconfiguration::{MachineConfigPoolCondition, MachineConfigPoolStatus};
+use mco_api::machineconfiguration::{MachineConfigPoolCondition, MachineConfigPoolStatus, PoolSynchronizerStatus};
 
 use crate::conditions;
 use crate::layering::{BuildState, Layered};
@@ -120,6 +121,39 @@ pub fn calculate_status(
     }
     status.conditions = Some(conditions);
     status
+}
+
+/// The synchronizer type of PinnedImageSets, the only one.
+pub const PINNED_IMAGE_SETS_SYNCHRONIZER: &str = "PinnedImageSets";
+
+/// `status.poolSynchronizersStatus` (upstream's `calculateStatus`): a node has its PinnedImageSets
+/// when its MachineConfigNode has pulled and pinned every set it lists at the set's desired
+/// generation (a node listing none has them all); ready and unavailable are the pool's counts.
+/// Upstream stops counting at the first MachineConfigNode without conditions; each one counts here.
+pub fn pool_synchronizers(
+    nodes: &[&Node],
+    machine_config_nodes: &[&MachineConfigNode],
+    status: &MachineConfigPoolStatus,
+) -> Vec<PoolSynchronizerStatus> {
+    let has_its_sets = |mcn: &&&MachineConfigNode| {
+        let status = mcn.status.as_ref();
+        let sets = status.and_then(|s| s.pinned_image_sets.as_deref()).unwrap_or_default();
+        status.is_some_and(|s| s.conditions.as_ref().is_some_and(|c| !c.is_empty()))
+            && sets.iter().all(|set| set.desired_generation.is_some_and(|d| d > 0 && set.current_generation == Some(d)))
+    };
+    let members: Vec<&&MachineConfigNode> =
+        machine_config_nodes.iter().filter(|mcn| nodes.iter().any(|n| n.metadata.name == mcn.metadata.name)).collect();
+    let machines = nodes.len() as i64;
+    let unavailable = i64::from(status.unavailable_machine_count.unwrap_or_default());
+    vec![PoolSynchronizerStatus {
+        pool_synchronizer_type: PINNED_IMAGE_SETS_SYNCHRONIZER.to_string(),
+        machine_count: machines,
+        updated_machine_count: members.into_iter().filter(has_its_sets).count() as i64,
+        ready_machine_count: i64::from(status.ready_machine_count.unwrap_or_default()),
+        unavailable_machine_count: unavailable,
+        available_machine_count: machines - unavailable,
+        observed_generation: None,
+    }]
 }
 
 /// `MachineConfig <target>`, with ` / Image <image>` for a layered pool that has a current image.
@@ -448,5 +482,51 @@ mod tests {
         p.status = Some(calculate_status(&p, &refs, None, &now()));
         let later: Time = serde_json::from_value(json!("2026-11-21T13:00:00Z")).unwrap();
         assert_eq!(calculate_status(&p, &refs, None, &later), p.status.unwrap());
+    }
+
+    #[test]
+    fn the_pinned_image_sets_synchronizer_counts_nodes_whose_sets_are_all_at_their_desired_generation() {
+        let condition = json!([{"type": "PinnedImageSetsProgressing", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+        let mcn = |name: &str, sets: serde_json::Value, conditions: &serde_json::Value| -> MachineConfigNode {
+            serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "spec": {"node": {"name": name}, "pool": {"name": "worker"}, "configVersion": {"desired": "new"}},
+                "status": {"conditions": conditions, "pinnedImageSets": sets},
+            }))
+            .unwrap()
+        };
+        let done = json!([{"name": "a", "desiredGeneration": 2, "currentGeneration": 2}, {"name": "b", "desiredGeneration": 1, "currentGeneration": 1}]);
+        let behind = json!([{"name": "a", "desiredGeneration": 2, "currentGeneration": 1}]);
+        let failed =
+            json!([{"name": "a", "desiredGeneration": 2, "lastFailedGeneration": 2, "lastFailedGenerationError": "x"}]);
+        let cases: [(&[MachineConfigNode], i64); 6] = [
+            (&[mcn("n1", done.clone(), &condition), mcn("n2", done.clone(), &condition)], 2),
+            (&[mcn("n1", done.clone(), &condition), mcn("n2", behind, &condition)], 1),
+            (&[mcn("n1", done.clone(), &condition), mcn("n2", failed, &condition)], 1),
+            // A node listing no set has them all; one without conditions yet is not counted.
+            (&[mcn("n1", json!([]), &condition), mcn("n2", done.clone(), &json!([]))], 1),
+            // Only the pool's nodes count.
+            (&[mcn("n1", done.clone(), &condition), mcn("other", done.clone(), &condition)], 1),
+            (&[], 0),
+        ];
+        let nodes = [node("n1", "new", "new", "Done", true), node("n2", "new", "new", "Done", false)];
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let status = calculate_status(&pool(false), &refs, None, &now());
+        for (mcns, updated) in cases {
+            let mcn_refs: Vec<&MachineConfigNode> = mcns.iter().collect();
+            let [synchronizer] = pool_synchronizers(&refs, &mcn_refs, &status).try_into().unwrap();
+            let names: Vec<_> = mcns.iter().map(|m| m.metadata.name.clone()).collect();
+            assert_eq!(synchronizer.updated_machine_count, updated, "{names:?}");
+            assert_eq!(synchronizer.pool_synchronizer_type, "PinnedImageSets");
+            assert_eq!(
+                [
+                    synchronizer.machine_count,
+                    synchronizer.ready_machine_count,
+                    synchronizer.unavailable_machine_count,
+                    synchronizer.available_machine_count
+                ],
+                [2, 1, 1, 1]
+            );
+        }
     }
 }

@@ -30,14 +30,15 @@ use mco_api::constants::{
 };
 use mco_api::machineconfiguration::{MachineConfigPoolStatus, NameReference, is_by_digest, pool_condition};
 use mco_api::{
-    ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
-    OSImageStream,
+    ControllerConfig, MachineConfig, MachineConfigNode, MachineConfigPool, MachineConfiguration, MachineOSBuild,
+    MachineOSConfig, OSImageStream,
 };
 use mco_rollout::arbiter::{self, Coordination, HA_ARBITER_TOPOLOGY};
 use mco_rollout::layering::{self, Layered};
 use mco_rollout::node::annotation;
 use mco_rollout::plan::{Update, pool_target};
 use mco_rollout::policy::{self, CANARIES_DONE_ANNOTATION, HALTED_ON_ANNOTATION, Hold};
+use mco_rollout::status::pool_synchronizers;
 use mco_rollout::{Inputs, Plan, PlanError, calculate_status, nodes_for_pool, plan, pools_for_node};
 use serde_json::json;
 
@@ -105,6 +106,8 @@ struct Context {
     os_builds: Store<MachineOSBuild>,
     /// The Scheduler `cluster` (`config.openshift.io`), when the cluster has one.
     schedulers: Store<DynamicObject>,
+    /// The nodes' progress on their PinnedImageSets, for the pools' synchronizer status.
+    machine_config_node_store: Store<MachineConfigNode>,
     /// True once the node, ControllerConfig, MachineOSConfig and MachineOSBuild caches hold their
     /// first full list. (One waiter per store, here, rather than one per sync: concurrent
     /// `Store::wait_until_ready` calls were seen to miss the wake-up.)
@@ -201,6 +204,17 @@ pub async fn run(client: Client, options: Options) {
         caches_ready.clone(),
         options.metrics.clone(),
     );
+    // A pool's synchronizer status follows its nodes' PinnedImageSets progress: only changes of
+    // that part of a MachineConfigNode (they change at every update step) sync the pool.
+    let (machine_config_node_store, machine_config_node_writer) = reflector::store();
+    let machine_config_node_events = logging_errors(
+        "MachineConfigNodes",
+        watcher(Api::<MachineConfigNode>::all(client.clone()), watcher::Config::default())
+            .default_backoff()
+            .reflect(machine_config_node_writer)
+            .touched_objects()
+            .predicate_filter(pinned_image_set_progress, Default::default()),
+    );
     let os_image_stream_events = logging_errors(
         "OSImageStreams",
         watcher(Api::<OSImageStream>::all(client.clone()), watcher::Config::default())
@@ -217,6 +231,7 @@ pub async fn run(client: Client, options: Options) {
         os_configs: os_configs.clone(),
         os_builds: os_builds.clone(),
         schedulers,
+        machine_config_node_store,
         caches_ready,
         options,
     });
@@ -227,6 +242,7 @@ pub async fn run(client: Client, options: Options) {
             let config = configs_for_builds.get(&ObjectRef::new(&build.spec.machine_os_config.name))?;
             Some(ObjectRef::new(&config.spec.machine_config_pool.name))
         })
+        .watches_stream(machine_config_node_events, |mcn| Some(ObjectRef::new(&mcn.spec.pool.name)))
         .watches_stream_with(scheduler_events, |_| Some(ObjectRef::new(MASTER_POOL)), scheduler_resource())
         // The topology is copied onto every node of every pool.
         .watches_stream(controller_config_events, crate::render::controller::every_pool(pools.clone()))
@@ -749,6 +765,17 @@ async fn os_image_stream_status(
     Ok(mco_render::streams::pool_status(settled, rendered.as_ref(), overridden, Some(&stream)))
 }
 
+/// What of a MachineConfigNode the pool's synchronizer status reads.
+fn pinned_image_set_progress(mcn: &MachineConfigNode) -> Option<u64> {
+    use std::hash::{Hash as _, Hasher as _};
+    let status = mcn.status.as_ref();
+    let sets = status.and_then(|s| s.pinned_image_sets.as_ref());
+    let started = status.is_some_and(|s| s.conditions.as_ref().is_some_and(|c| !c.is_empty()));
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (serde_json::to_string(&sets).unwrap_or_default(), started, &mcn.spec.pool.name).hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 /// Writes the pool's status if it differs from what the nodes say. The write is conditional on
 /// the pool's resourceVersion, so conditions the render controller set meanwhile are not lost:
 /// after a conflict the status is recomputed from the fresh pool.
@@ -763,6 +790,9 @@ async fn sync_status(
     let mut pool = pool;
     for _ in 0..CONFLICT_RETRIES {
         let mut status = calculate_status(&pool, nodes, layered, &Time(Timestamp::now()));
+        let machine_config_nodes = context.machine_config_node_store.state();
+        let machine_config_nodes: Vec<&MachineConfigNode> = machine_config_nodes.iter().map(|m| &**m).collect();
+        status.pool_synchronizers_status = Some(pool_synchronizers(nodes, &machine_config_nodes, &status));
         // Informational: a failed read keeps what the pool said.
         status.os_image_stream = os_image_stream_status(context, &status).await.unwrap_or_else(|e| {
             tracing::warn!(pool = %name, "reading the pool's OS image stream: {e}");

@@ -82,6 +82,8 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error(transparent)]
+    Write(#[from] crate::KubeError),
 }
 
 fn patch_params() -> PatchParams {
@@ -101,7 +103,7 @@ struct Context {
 }
 
 /// Every change of `K`, for the Controller's triggers (see [`logging_errors`]).
-fn events<K>(what: &'static str, api: Api<K>) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+pub(crate) fn events<K>(what: &'static str, api: Api<K>) -> impl Stream<Item = Result<K, watcher::Error>> + Send
 where
     K: Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
@@ -558,28 +560,17 @@ async fn node_architectures(context: &Context, pool: &MachineConfigPool) -> Resu
     Ok(os_image::architectures(archs))
 }
 
-/// Sets `RenderDegraded` from `failure`, if that changes the pool's conditions. The write is
-/// conditional on the pool's resourceVersion so that conditions other controllers wrote in the
-/// meantime are not lost (a conflict fails the sync, which is retried).
+/// Sets `RenderDegraded` from `failure`, if that changes the pool's conditions.
 async fn write_render_degraded(
     context: &Context,
     pool: &MachineConfigPool,
     failure: Option<&str>,
 ) -> Result<(), Error> {
-    let name = pool.name_any();
     let current = pool.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
-    let Some(updated) = conditions::render_degraded(&current, &name, failure, Time(Timestamp::now())) else {
-        return Ok(());
-    };
-    let patch = json!({
-        "metadata": { "resourceVersion": pool.meta().resource_version },
-        "status": { "conditions": updated },
-    });
-    Api::<MachineConfigPool>::all(context.client.clone())
-        .patch_status(&name, &patch_params(), &Patch::Merge(&patch))
-        .await
-        .map_err(kube_error(format!("updating the status of MachineConfigPool {name}")))?;
-    Ok(())
+    match conditions::render_degraded(&current, &pool.name_any(), failure, Time(Timestamp::now())) {
+        Some(updated) => Ok(conditions::write(&context.client, pool, updated).await?),
+        None => Ok(()),
+    }
 }
 
 /// Events are for people; failing to record one must not fail the sync.
