@@ -10,6 +10,8 @@
 //! * [`events`]: Events on the Node, with upstream's reasons, rate-limited.
 //! * [`metered`]: the OS backend's and the reboot's failures counted, reboots timed across the boot.
 //! * [`os_release`]: the node's OS and version, reported as a metric.
+//! * [`pinned_images`]: pure — the images of the node's PinnedImageSets, the storage gate, their
+//!   MachineConfigNode status; [`pinning`] pulls and pins them in the node's containerd.
 //!
 //! The apply engine stays free of Kubernetes; this crate is the only daemon code that talks to
 //! the API server.
@@ -23,5 +25,7 @@ pub mod handshake;
 pub mod kubelet_health;
 pub mod metered;
 pub mod os_release;
+pub mod pinned_images;
+pub mod pinning;
 
 pub use agent::{Settings, Stopped, Timing, run};

@@ -35,6 +35,7 @@ pub mod machine;
 pub mod machineconfiguration;
 mod null;
 pub mod operator;
+pub mod quantity;
 mod schema;
 pub mod validate;
 
@@ -43,7 +44,7 @@ pub use machine::MachineSet;
 pub use machineconfiguration::{
     ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigNode, MachineConfigNodeSpec,
     MachineConfigNodeSpecMachineConfigVersion, MachineConfigNodeStatus, MachineConfigNodeStatusMachineConfigVersion,
-    MachineConfigPool, MachineConfigSpec, MachineOSBuild, MachineOSConfig, NameReference, OSImageStream,
-    PinnedImageSet,
+    MachineConfigNodeStatusPinnedImageSet, MachineConfigPool, MachineConfigSpec, MachineOSBuild, MachineOSConfig,
+    NameReference, OSImageStream, PinnedImageSet,
 };
 pub use operator::MachineConfiguration;

@@ -2,127 +2,42 @@
 //! registry that asks for credentials: pulls through the CRI with the pull secret's credentials,
 //! pins and unpins as the CRI then reports them, and names the image in every failure.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 
 use mco_cri::{Runtime, auth};
 use mco_os::registry::LocalRegistry;
-use mco_testenv::{eventually, find_binaries, satisfying};
+use mco_testenv::containerd::{Containerd, push_buildah_image};
+use mco_testenv::{eventually, satisfying};
 
 const USER: &str = "puller";
 const PASSWORD: &str = "pull-pw";
 
-/// A containerd serving its CRI on a socket of its own, with the registry at `registry` reached
-/// over plain HTTP (as the lab's nodes reach theirs).
-struct Containerd {
-    child: Child,
-    socket: PathBuf,
-    log: PathBuf,
+/// containerd's socket is there once its plugins are loaded: asked until the CRI answers.
+async fn connect(containerd: &Containerd) -> Runtime {
+    eventually("containerd's CRI to answer", || async {
+        let log = || containerd.log();
+        let runtime = Runtime::connect(&containerd.socket).await.map_err(|e| format!("{e:#}\n{}", log()))?;
+        runtime.image("127.0.0.1:1/none:1").await.map_err(|e| format!("{e:#}\n{}", log()))?;
+        Ok::<_, String>(runtime)
+    })
+    .await
 }
 
-impl Containerd {
-    fn start(dir: &Path, registry: &str) -> Containerd {
-        let [containerd] = find_binaries(["containerd"]).unwrap();
-        let hosts = dir.join("certs.d").join(registry);
-        std::fs::create_dir_all(&hosts).unwrap();
-        std::fs::write(
-            hosts.join("hosts.toml"),
-            format!("server = \"http://{registry}\"\n[host.\"http://{registry}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"),
-        )
-        .unwrap();
-        let socket = dir.join("containerd.sock");
-        let config = dir.join("config.toml");
-        std::fs::write(
-            &config,
-            format!(
-                r#"version = 3
-root = "{root}"
-state = "{state}"
-[grpc]
-  address = "{socket}"
-[ttrpc]
-  address = "{socket}.ttrpc"
-[plugins.'io.containerd.cri.v1.images'.registry]
-  config_path = "{certs}"
-"#,
-                root = dir.join("root").display(),
-                state = dir.join("state").display(),
-                socket = socket.display(),
-                certs = dir.join("certs.d").display(),
-            ),
-        )
-        .unwrap();
-        let log = dir.join("containerd.log");
-        let child = Command::new(containerd)
-            .arg("--config")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Containerd { child, socket, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    async fn connect(&self) -> Runtime {
-        // containerd makes its socket after loading its plugins: ask until the CRI answers.
-        eventually("containerd's CRI to answer", || async {
-            let runtime = Runtime::connect(&self.socket).await.map_err(|e| format!("{e:#}\n{}", self.log()))?;
-            runtime.image("127.0.0.1:1/none:1").await.map_err(|e| format!("{e:#}\n{}", self.log()))?;
-            Ok::<_, String>(runtime)
-        })
-        .await
-    }
-}
-
-impl Drop for Containerd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Pushes an image of one file, built with buildah from scratch, as `HOST/NAME:TAG` with the
-/// registry's credentials; returns its reference by digest.
+/// Pushes an image (one label, so that each is another) with the registry's credentials; returns
+/// its reference by digest.
 fn push_image(dir: &Path, registry: &LocalRegistry, name_tag: &str) -> String {
-    let storage = dir.join("buildah");
-    let buildah = |args: &[&str]| {
-        let out = Command::new("buildah")
-            .arg("--root")
-            .arg(&storage)
-            .arg("--runroot")
-            .arg(&storage)
-            .args(["--storage-driver", "vfs"])
-            .args(args)
-            .env("CONTAINERS_REGISTRIES_CONF", &registry.registries_conf)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "buildah {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
-    let file = dir.join(format!("{}.txt", name_tag.replace(['/', ':'], "-")));
-    std::fs::write(&file, name_tag).unwrap();
-    let container = buildah(&["from", "scratch"]);
-    buildah(&["copy", &container, file.to_str().unwrap(), "/content.txt"]);
-    let local = format!("localhost/{name_tag}");
-    buildah(&["commit", "--rm", "--format", "oci", &container, &local]);
-    let digest_file = dir.join("digest");
-    let to = format!("docker://{}/{name_tag}", registry.host());
-    buildah(&[
-        "push",
-        "--creds",
-        &format!("{USER}:{PASSWORD}"),
-        "--digestfile",
-        digest_file.to_str().unwrap(),
-        &local,
-        &to,
-    ]);
-    let digest = std::fs::read_to_string(digest_file).unwrap();
+    let creds = format!("{USER}:{PASSWORD}");
+    let label = format!("name={name_tag}");
+    let digest = push_buildah_image(
+        dir,
+        &registry.host(),
+        &registry.registries_conf,
+        name_tag,
+        &["--label", &label],
+        Some(&creds),
+    );
     let repository = name_tag.split(':').next().unwrap();
-    format!("{}/{repository}@{}", registry.host(), digest.trim())
+    format!("{}/{repository}@{digest}", registry.host())
 }
 
 #[tokio::test]
@@ -132,8 +47,9 @@ async fn images_are_pulled_with_the_pull_secret_pinned_and_unpinned_as_the_cri_r
     let registry = LocalRegistry::start_authenticated(&tmp.path().join("registry"), &htpasswd).unwrap();
     let first = push_image(tmp.path(), &registry, "lab/first:1");
     let second = push_image(tmp.path(), &registry, "lab/second:1");
-    let containerd = Containerd::start(&tmp.path().join("containerd"), &registry.host());
-    let runtime = containerd.connect().await;
+    let dir = tmp.path().join("containerd");
+    let containerd = Containerd::start(&dir, &dir.join("containerd.sock"), &[&registry.host()]).unwrap();
+    let runtime = connect(&containerd).await;
 
     // Without credentials the registry's refusal is the error, naming the image.
     let refused = runtime.pull(&first, None).await.unwrap_err();

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use mco_api::machineconfiguration::ContainerRuntimeConfiguration;
 
-use crate::quantity::Quantity;
+use mco_api::quantity::Quantity;
 
 pub(crate) const STORAGE_CONF: &str = "/etc/containers/storage.conf";
 

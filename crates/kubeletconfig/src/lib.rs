@@ -34,7 +34,6 @@ mod kubelet;
 mod kubelet_sync;
 mod name;
 mod offline;
-mod quantity;
 mod runtime_sync;
 mod settings;
 mod status;

@@ -6,7 +6,7 @@ use mco_api::ContainerRuntimeConfig;
 
 use crate::common::{self, Cluster, Failure, Sync, Writer, overwriting_file};
 use crate::crio;
-use crate::quantity::Quantity;
+use mco_api::quantity::Quantity;
 
 /// The smallest `pidsLimit` (other than 0) and the largest refused positive `logSizeMax`.
 const MIN_PIDS_LIMIT: i64 = 20;

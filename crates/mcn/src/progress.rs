@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, 
 use mco_api::constants::{CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION};
 use mco_api::{
     MachineConfigNodeSpec, MachineConfigNodeSpecMachineConfigVersion, MachineConfigNodeStatus,
-    MachineConfigNodeStatusMachineConfigVersion, NameReference,
+    MachineConfigNodeStatusMachineConfigVersion, MachineConfigNodeStatusPinnedImageSet, NameReference,
 };
 
 /// What upstream writes for a config that is not known yet.
@@ -77,6 +77,8 @@ pub struct Phase {
 pub struct Step {
     pub parent: Phase,
     pub child: Option<Phase>,
+    /// The node's progress on its PinnedImageSets, written with the step (`None`: left as it is).
+    pub pinned_image_sets: Option<Vec<MachineConfigNodeStatusPinnedImageSet>>,
 }
 
 fn phase(kind: &'static str, status: Status, reason: &str, message: String) -> Phase {
@@ -96,11 +98,12 @@ fn nested(
     Step {
         parent: phase(parent, parent_status, child, parent_message.to_string()),
         child: Some(phase(child, child_status, &format!("{parent}{child}"), child_message)),
+        pinned_image_sets: None,
     }
 }
 
 fn single(kind: &'static str, status: Status, message: String) -> Step {
-    Step { parent: phase(kind, status, kind, message), child: None }
+    Step { parent: phase(kind, status, kind, message), child: None, pinned_image_sets: None }
 }
 
 /// Go's `%v` of a `[]string`: `[a b]`.
@@ -248,6 +251,7 @@ impl Step {
                 "Changes do not require a reboot".to_string(),
             ),
             child: None,
+            pinned_image_sets: None,
         }
     }
 
@@ -290,6 +294,35 @@ impl Step {
             Some(e) => single(NODE_DEGRADED, Status::True, format!("Node {node} upgrade failure. {e}")),
         }
     }
+
+    /// The node pulls the images of its PinnedImageSets (`sets`: each at its desired generation).
+    pub fn prefetching(node: &str, sets: Vec<MachineConfigNodeStatusPinnedImageSet>) -> Step {
+        let message = format!("node is prefetching images: {node}");
+        pinned(phase(PINNED_IMAGE_SETS_PROGRESSING, Status::True, "ImagePrefetch", message), sets)
+    }
+
+    /// Every image of the node's PinnedImageSets is pulled and pinned.
+    pub fn prefetched(sets: Vec<MachineConfigNodeStatusPinnedImageSet>) -> Step {
+        let message = "All pinned image sets complete".to_string();
+        pinned(phase(PINNED_IMAGE_SETS_PROGRESSING, Status::False, "AsExpected", message), sets)
+    }
+
+    /// The PinnedImageSets are healthy again after a success.
+    pub fn prefetch_healthy() -> Step {
+        let parent = phase(PINNED_IMAGE_SETS_DEGRADED, Status::False, "AsExpected", "All is good".to_string());
+        Step { parent, child: None, pinned_image_sets: None }
+    }
+
+    /// Pulling or pinning failed; `sets` carry the error.
+    pub fn prefetch_failed(sets: Vec<MachineConfigNodeStatusPinnedImageSet>) -> Step {
+        let message = "One or more PinnedImageSet is experiencing an error. See PinnedImageSet list for more details."
+            .to_string();
+        pinned(phase(PINNED_IMAGE_SETS_DEGRADED, Status::True, "PrefetchFailed", message), sets)
+    }
+}
+
+fn pinned(parent: Phase, sets: Vec<MachineConfigNodeStatusPinnedImageSet>) -> Step {
+    Step { parent, child: None, pinned_image_sets: Some(sets) }
 }
 
 /// Upstream's `updatesNeeded`: "not", or nothing (which leaves two spaces in its messages).
@@ -383,6 +416,9 @@ pub fn next_status(
     status.config_version =
         Some(MachineConfigNodeStatusMachineConfigVersion { desired, current: current_config.or(previous_current) });
     status.conditions = Some(conditions);
+    if let Some(sets) = &step.pinned_image_sets {
+        status.pinned_image_sets = (!sets.is_empty()).then(|| sets.clone());
+    }
     // Upstream's value: one more than the object's generation.
     status.observed_generation = Some(generation + 1);
     let unchanged = current.is_some_and(|old| same_status(old, &status));

@@ -46,6 +46,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut registry = mco_metrics::Registry::default();
     let metrics = mco_metrics::daemon::DaemonMetrics::register(&mut registry);
     let kubelet_state = metrics.kubelet_state.clone();
+    let pinning = mco_agent::pinning::Settings::new(args.node_name.clone(), node.root.clone());
     let settings = Settings { node_name: args.node_name, aleph: args.node.aleph(), timing: Timing::default(), metrics };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
@@ -67,6 +68,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Some(path) => node_credentials(path, args.node.mounted_host_root()).await?,
             None => client.clone(),
         };
+        tokio::spawn(mco_agent::pinning::run(client.clone(), node_client.clone(), pinning));
         match mco_agent::run(client, node_client, node, settings).await {
             // Exiting would let systemd restart the daemon before the reboot, and it would then
             // report the update complete on a node that has not booted into it.

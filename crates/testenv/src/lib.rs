@@ -16,6 +16,7 @@
 //! shut down gracefully, and nothing of a test cluster needs to survive).
 
 mod binaries;
+pub mod containerd;
 mod pki;
 mod process;
 

@@ -8,7 +8,7 @@ use serde_json::{Map, Number, Value};
 
 use super::duration;
 use super::schema::{GoStruct, Kind};
-use crate::quantity::Quantity;
+use mco_api::quantity::Quantity;
 
 /// A Go value of a [`Kind`].
 #[derive(Debug, Clone, PartialEq)]

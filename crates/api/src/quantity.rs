@@ -1,10 +1,10 @@
-//! The parts of Kubernetes' `resource.Quantity` the container runtime config controller uses:
-//! the integer value (`Value()`, rounded away from zero) and the canonical text (`String()`).
+//! The parts of Kubernetes' `resource.Quantity` mco uses (the container runtime config controller, the
+//! daemon's storage check): the integer value (`Value()`, rounded away from zero) and the canonical text (`String()`).
 
 /// A parsed quantity: `mantissa × 10^exponent`, and whether it was written with a binary suffix
 /// (`Ki`, `Mi`, ...), which the canonical text keeps when it can.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Quantity {
+pub struct Quantity {
     mantissa: i128,
     exponent: i32,
     binary: bool,
@@ -17,7 +17,7 @@ const BINARY_SUFFIXES: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
 impl Quantity {
     /// `resource.ParseQuantity`, for the forms manifests use: a decimal number with a binary or
     /// decimal SI suffix or an `e` exponent.
-    pub(crate) fn parse(text: &str) -> Result<Quantity, String> {
+    pub fn parse(text: &str) -> Result<Quantity, String> {
         const WRONG: &str =
             "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
         let (negative, unsigned) = match text.strip_prefix('-') {
@@ -53,7 +53,7 @@ impl Quantity {
     }
 
     /// `Value()`: the integer value, rounded away from zero.
-    pub(crate) fn value(&self) -> i64 {
+    pub fn value(&self) -> i64 {
         let value = if self.exponent >= 0 {
             self.mantissa * 10i128.pow(self.exponent as u32)
         } else {
@@ -66,7 +66,7 @@ impl Quantity {
 
     /// `String()`: binary suffix when written with one and the value is a whole number of at
     /// least 1024 in magnitude, else the decimal SI form with the exponent a multiple of 3.
-    pub(crate) fn canonical(&self) -> String {
+    pub fn canonical(&self) -> String {
         if self.mantissa == 0 {
             return "0".into();
         }
