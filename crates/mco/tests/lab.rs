@@ -485,6 +485,49 @@ fn workers() -> ListParams {
     ListParams::default().labels("node-role.kubernetes.io/worker")
 }
 
+/// The digest of `image` (a tag in the lab registry).
+fn registry_digest(lab: &Lab, image: &str) -> String {
+    let inspected = std::process::Command::new("skopeo")
+        .args(["inspect", "--format", "{{.Digest}}", &format!("docker://{image}")])
+        .env("CONTAINERS_REGISTRIES_CONF", lab.state_dir().join("registries.conf"))
+        .output()
+        .unwrap();
+    assert!(inspected.status.success(), "skopeo inspect {image}: {}", String::from_utf8_lossy(&inspected.stderr));
+    String::from_utf8(inspected.stdout).unwrap().trim().to_string()
+}
+
+/// A PinnedImageSet of `image` for the worker pool.
+fn pinned_image_set(name: &str, image: &str) -> String {
+    format!(
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: PinnedImageSet\nmetadata:\n  name: {name}\n  labels:\n    \
+         machineconfiguration.openshift.io/role: worker\nspec:\n  pinnedImages:\n    - name: {image}\n"
+    )
+}
+
+/// Each worker's PinnedImageSets as its MachineConfigNode reports them: (name, desired, current).
+async fn workers_pinned_image_sets(client: &Client) -> Vec<Vec<(String, Option<i32>, Option<i32>)>> {
+    let mcns = Api::<MachineConfigNode>::all(client.clone()).list(&ListParams::default()).await.unwrap();
+    mcns.items
+        .into_iter()
+        .filter(|m| m.name_any().starts_with("worker-"))
+        .map(|m| {
+            let sets = m.status.and_then(|s| s.pinned_image_sets).unwrap_or_default();
+            sets.into_iter().map(|s| (s.name, s.desired_generation, s.current_generation)).collect()
+        })
+        .collect()
+}
+
+/// Whether each worker's containerd has `image` and reports it pinned (the CRI's answer).
+async fn workers_pinned(lab: &Lab, image: &str) -> Vec<Option<bool>> {
+    let mut seen = Vec::new();
+    for root in worker_roots(lab) {
+        let socket = mco_daemon::fsutil::host_path(&root, mco_cri::CONTAINERD_SOCKET);
+        let runtime = mco_cri::Runtime::connect(&socket).await.unwrap();
+        seen.push(runtime.image(image).await.unwrap().map(|i| i.pinned));
+    }
+    seen
+}
+
 fn worker_roots(lab: &Lab) -> Vec<std::path::PathBuf> {
     (0..NODES).map(|i| lab.state_dir().join(format!("nodes/worker-{i}/root"))).collect()
 }
@@ -949,6 +992,44 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     current = rolled_out(&client, &current).await;
     pods_capacity(&client, "110").await;
     workload_serving(&client).await;
+
+    // A PinnedImageSet for the worker pool (by its role label, as upstream selects them): every
+    // worker's containerd really pulls the image from the lab registry (by a name no pod uses)
+    // and pins it, its MachineConfigNode and the pool's synchronizer say so; deleting the set
+    // unpins it. No rollout: pinning needs no new config.
+    let registry = lab_registry(&lab);
+    let pinned_image =
+        format!("{registry}/lab/workload@{}", registry_digest(&lab, &format!("{registry}/lab/workload:1")));
+    lab.apply("pinnedimageset-workload", &pinned_image_set("workload", &pinned_image));
+    eventually("every worker's MachineConfigNode to have the set at generation 1", || async {
+        satisfying(workers_pinned_image_sets(&client).await, |seen| {
+            seen.len() == NODES && seen.iter().all(|sets| sets == &[("workload".to_string(), Some(1), Some(1))])
+        })
+    })
+    .await;
+    eventually("every worker's containerd to report the image pinned", || async {
+        satisfying(workers_pinned(&lab, &pinned_image).await, |seen| seen.iter().all(|p| *p == Some(true)))
+    })
+    .await;
+    eventually("the worker pool's PinnedImageSets synchronizer to count every worker", || async {
+        let status = pool(&client).await.status.unwrap_or_default();
+        let synchronizer = status.pool_synchronizers_status.unwrap_or_default();
+        let counts: Vec<(String, i64, i64)> = synchronizer
+            .into_iter()
+            .map(|s| (s.pool_synchronizer_type, s.machine_count, s.updated_machine_count))
+            .collect();
+        satisfying(counts, |c| c == &[("PinnedImageSets".to_string(), NODES as i64, NODES as i64)])
+    })
+    .await;
+    Api::<mco_api::PinnedImageSet>::all(client.clone()).delete("workload", &Default::default()).await.unwrap();
+    eventually("the image unpinned on every worker", || async {
+        satisfying(workers_pinned(&lab, &pinned_image).await, |seen| seen.iter().all(|p| *p == Some(false)))
+    })
+    .await;
+    eventually("no worker's MachineConfigNode to list a set", || async {
+        satisfying(workers_pinned_image_sets(&client).await, |seen| seen.iter().all(Vec::is_empty))
+    })
+    .await;
 
     // A paused pool gets a new target but no node moves; unpausing resumes.
     set_pool(&client, json!({ "paused": true })).await;
