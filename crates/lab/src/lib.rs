@@ -44,8 +44,6 @@ pub fn check_host(prometheus: bool) -> anyhow::Result<()> {
         ("skopeo", "skopeo"),
         ("ostree", "ostree"),
         ("buildah", "buildah"),
-        ("containerd", "containerd"),
-        ("containerd-shim-runc-v2", "containerd"),
         ("runc", "runc"),
         ("iptables", "iptables"),
         ("ip", "iproute2"),
@@ -66,9 +64,17 @@ pub fn check_host(prometheus: bool) -> anyhow::Result<()> {
         }
     }
     let [controller_manager, scheduler, proxy] = control_plane::BINARIES;
-    if let Err(e) =
-        mco_testenv::find_binaries(["kube-apiserver", "etcd", controller_manager, scheduler, proxy, "kubelet"])
-    {
+    let [containerd, shim] = machine::CONTAINERD_BINARIES;
+    if let Err(e) = mco_testenv::find_binaries([
+        "kube-apiserver",
+        "etcd",
+        controller_manager,
+        scheduler,
+        proxy,
+        "kubelet",
+        containerd,
+        shim,
+    ]) {
         missing.push(e.to_string());
     }
     if missing.is_empty() {

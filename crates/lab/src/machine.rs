@@ -52,6 +52,11 @@ const PRIVATE_DIRS: [&str; 2] = ["/run/netns", "/var/log/containers"];
 /// the same paths on every node of a real cluster.
 pub const MACHINE_ROOT: &str = "/run/mco-lab/machine/root";
 pub const MACHINE_SYSROOT: &str = "/run/mco-lab/machine/sysroot";
+/// containerd and its runc shim, built by `hack/kube-binaries.sh` beside the kubelet.
+pub const CONTAINERD_BINARIES: [&str; 2] = ["containerd", "containerd-shim-runc-v2"];
+/// Where each machine's containerd reads `hosts.toml` files, one directory per registry host, in
+/// the node's root.
+const REGISTRY_HOSTS: &str = "etc/containerd/certs.d";
 /// How long containerd gets to serve its socket.
 const RUNTIME_TIMEOUT: Duration = Duration::from_secs(30);
 /// The kubelet's hard limit of open files here (`ulimit -Hn`): it fails to raise it further.
@@ -155,8 +160,15 @@ impl Machine {
         )
         .context("opening the machine's mount namespace")?;
 
-        let mut containerd_cmd = Command::new("containerd");
+        let [containerd_binary, _] = mco_testenv::find_binaries(CONTAINERD_BINARIES)?;
+        let mut containerd_cmd = Command::new(&containerd_binary);
         containerd_cmd.arg("--config").arg(spec.path("etc/containerd/config.toml"));
+        // containerd looks its shim up on PATH before beside itself: an older shim installed on
+        // the host must not win over the one built with it.
+        let bin_dir = containerd_binary.parent().context("containerd's path has a directory")?;
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let path = std::env::join_paths(std::iter::once(bin_dir.to_path_buf()).chain(std::env::split_paths(&path)))?;
+        containerd_cmd.env("PATH", path);
         let mut containerd = spawn_in(spec, containerd_cmd, "containerd", Some(&mount_namespace))?;
         wait_for_socket(&mut containerd, &spec.containerd_socket()).await?;
         let mut machine =
@@ -374,14 +386,16 @@ async fn remove_cgroup(dir: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// containerd's configuration, the CNI network, the kubelet's drop-in and static pod directory, in the node's root.
+/// containerd's configuration and registry hosts, the CNI network, the kubelet's drop-in and
+/// static pod directory, in the node's root.
 fn write_files(spec: &MachineSpec) -> anyhow::Result<()> {
-    for (path, text) in [
-        ("etc/containerd/config.toml", containerd_config(spec)),
-        ("etc/cni/net.d/10-mco-lab.conflist", cni_config(spec).to_string()),
-        (KUBELET_DROP_IN, kubelet_drop_in(spec).to_string()),
-    ] {
-        let path = spec.path(path);
+    let files = [
+        ("etc/containerd/config.toml".to_string(), containerd_config(spec)),
+        ("etc/cni/net.d/10-mco-lab.conflist".to_string(), cni_config(spec).to_string()),
+        (KUBELET_DROP_IN.to_string(), kubelet_drop_in(spec).to_string()),
+    ];
+    for (path, text) in files.into_iter().chain(registry_hosts(spec)) {
+        let path = spec.path(&path);
         std::fs::create_dir_all(path.parent().context("a file has a directory")?)?;
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
@@ -389,53 +403,63 @@ fn write_files(spec: &MachineSpec) -> anyhow::Result<()> {
     std::fs::create_dir_all(spec.path(STATIC_PODS)).context("creating the static pod directory")
 }
 
+/// A containerd 2 configuration (version 4: the server settings are plugins'). The CRI images
+/// plugin pins the sandbox image (the kubelet's image garbage collection keeps it) and resolves
+/// registries by [`registry_hosts`]; the CRI runtime plugin runs runc with cgroupfs and the lab's
+/// CNI network.
 fn containerd_config(spec: &MachineSpec) -> String {
     let socket = spec.containerd_socket();
     let path = |p: &str| spec.path(p).display().to_string();
-    let registry = &spec.registry;
-    let alias = crate::images::REGISTRY_ALIAS;
     format!(
-        r#"version = 2
+        r#"version = 4
 root = "{root}"
 state = "{state}"
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+disabled_plugins = ["io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
 
-[grpc]
+[plugins."io.containerd.server.v1.grpc"]
   address = "{socket}"
 
-[ttrpc]
+[plugins."io.containerd.server.v1.ttrpc"]
   address = "{socket}.ttrpc"
 
 [plugins."io.containerd.internal.v1.opt"]
   path = "{opt}"
 
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{sandbox}"
+[plugins."io.containerd.cri.v1.images".pinned_images]
+  sandbox = "{sandbox}"
+
+[plugins."io.containerd.cri.v1.images".registry]
+  config_path = "{hosts}"
+
+[plugins."io.containerd.cri.v1.runtime"]
   restrict_oom_score_adj = true
 
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
   SystemdCgroup = false
 
-[plugins."io.containerd.grpc.v1.cri".cni]
-  bin_dir = "{CNI_BIN_DIR}"
+[plugins."io.containerd.cri.v1.runtime".cni]
+  bin_dirs = ["{CNI_BIN_DIR}"]
   conf_dir = "{cni}"
-
-[plugins."io.containerd.grpc.v1.cri".registry.mirrors."{registry}"]
-  endpoint = ["http://{registry}"]
-
-[plugins."io.containerd.grpc.v1.cri".registry.mirrors."{alias}"]
-  endpoint = ["http://{registry}"]
 "#,
         root = path("var/lib/containerd"),
         state = path("run/containerd"),
         socket = socket.display(),
         opt = path("opt/containerd"),
         sandbox = spec.sandbox_image,
+        hosts = path(REGISTRY_HOSTS),
         cni = path("etc/cni/net.d"),
     )
+}
+
+/// The `hosts.toml` files (paths in the node's root) sending pulls from the lab registry, by its
+/// address or by [`crate::images::REGISTRY_ALIAS`], to its loopback port, over plain HTTP.
+fn registry_hosts(spec: &MachineSpec) -> [(String, String); 2] {
+    let server = format!("server = \"http://{}\"\n", spec.registry);
+    [spec.registry.as_str(), crate::images::REGISTRY_ALIAS]
+        .map(|host| (format!("{REGISTRY_HOSTS}/{host}/hosts.toml"), server.clone()))
 }
 
 /// One bridge per node, its gateway on the lab's side; the nodes share the lab's namespace, so
@@ -547,11 +571,19 @@ mod tests {
             r#"root = "/lab/nodes/worker-0/root/var/lib/containerd""#,
             r#"address = "/lab/nodes/worker-0/root/run/containerd/containerd.sock""#,
             "restrict_oom_score_adj = true",
-            r#"sandbox_image = "127.0.0.1:5000/lab/pause@sha256:00""#,
-            r#"endpoint = ["http://127.0.0.1:5000"]"#,
+            r#"sandbox = "127.0.0.1:5000/lab/pause@sha256:00""#,
+            r#"config_path = "/lab/nodes/worker-0/root/etc/containerd/certs.d""#,
         ] {
             assert!(config.contains(wanted), "{wanted} not in\n{config}");
         }
+        let server = "server = \"http://127.0.0.1:5000\"\n".to_string();
+        assert_eq!(
+            registry_hosts(&a),
+            [
+                ("etc/containerd/certs.d/127.0.0.1:5000/hosts.toml".to_string(), server.clone()),
+                ("etc/containerd/certs.d/lab-registry.local/hosts.toml".to_string(), server),
+            ]
+        );
         assert_eq!(cni_config(&b)["plugins"][0]["ipam"]["ranges"][0][0]["subnet"], "10.244.2.0/24");
         assert_eq!(kubelet_drop_in(&b)["cgroupRoot"], "/mco-lab-1/worker-1");
         assert_eq!(kubelet_drop_in(&b)["address"], "10.200.0.11");
