@@ -66,13 +66,24 @@ impl Changes {
     }
 }
 
-/// `present`: the wanted images the runtime has, with whether it reports them pinned.
-pub fn changes(wanted: &[String], present: &[(String, bool)], pinned_by_mco: &BTreeSet<String>) -> Changes {
-    let has = |image: &String| present.iter().find(|(name, _)| name == image).map(|(_, pinned)| *pinned);
+/// A wanted image the runtime has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Present {
+    pub image: String,
+    pub pinned: bool,
+    /// The name of the runtime's record of it, which carries the pin: containerd normalizes
+    /// names (`docker.io/busybox@...` is `docker.io/library/busybox@...`).
+    pub record: String,
+}
+
+/// `pinned_by_mco`: the records mco pinned.
+pub fn changes(wanted: &[String], present: &[Present], pinned_by_mco: &BTreeSet<String>) -> Changes {
+    let has = |image: &String| present.iter().find(|p| &p.image == image).map(|p| p.pinned);
+    let kept = |record: &String| wanted.contains(record) || present.iter().any(|p| &p.record == record);
     Changes {
         pull: wanted.iter().filter(|i| has(i).is_none()).cloned().collect(),
         pin: wanted.iter().filter(|i| has(i) == Some(false)).cloned().collect(),
-        unpin: pinned_by_mco.iter().filter(|i| !wanted.contains(i)).cloned().collect(),
+        unpin: pinned_by_mco.iter().filter(|r| !kept(r)).cloned().collect(),
     }
 }
 
@@ -84,6 +95,12 @@ pub fn may_pull(node: &Node, min_free: i64) -> Result<(), String> {
     match ready.map(|c| c.status.as_str()) {
         Some("True") => {}
         other => return Err(format!("node {} is reporting NotReady={}", node.name_any(), other.unwrap_or("Unknown"))),
+    }
+    // Upstream's OutOfDisk (a condition kubelets no longer set) and its successor, DiskPressure.
+    let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+    let full = ["OutOfDisk", "DiskPressure"];
+    if let Some(full) = conditions.iter().find(|c| full.contains(&c.type_.as_str()) && c.status == "True") {
+        return Err(format!("node {} is reporting {}=True", node.name_any(), full.type_));
     }
     let allocatable = status.and_then(|s| s.allocatable.as_ref()).and_then(|a| a.get("ephemeral-storage"));
     let Some(allocatable) = allocatable else {
@@ -108,11 +125,27 @@ pub enum Outcome<'a> {
     Failed(&'a str),
 }
 
+/// The sets whose entry in `previous` has a generation above the set's: deleted and made again
+/// (its generation starts at 1 again). The API refuses a generation that decreases, so such an
+/// entry is taken out of the list in a write of its own before the set is listed again.
+pub fn recreated(sets: &[SetGeneration], previous: &[MachineConfigNodeStatusPinnedImageSet]) -> Vec<String> {
+    sets.iter()
+        .filter(|set| {
+            previous.iter().filter(|p| p.name == set.name).any(|p| {
+                [p.desired_generation, p.current_generation, p.last_failed_generation]
+                    .into_iter()
+                    .flatten()
+                    .any(|generation| generation > set.generation)
+            })
+        })
+        .map(|set| set.name.clone())
+        .collect()
+}
+
 /// `status.pinnedImageSets` of the node's MachineConfigNode for `sets` (as upstream's
 /// `createApplyConfigForImageSet`): each at its desired generation; the current generation once
-/// done (kept from `previous` meanwhile); the failure with its generation. The API refuses a
-/// generation that decreases, so a value above a set's generation (a set deleted and made again)
-/// is left out.
+/// done (kept from `previous` meanwhile); the failure with its generation. `previous` holds no
+/// [`recreated`] set.
 pub fn set_statuses(
     sets: &[SetGeneration],
     previous: &[MachineConfigNodeStatusPinnedImageSet],
@@ -186,12 +219,19 @@ mod tests {
     #[test]
     fn changes_pull_what_is_missing_pin_what_is_not_pinned_and_unpin_only_mcos_leftovers() {
         let wanted = [image("a"), image("b"), image("c")];
-        let present = [(image("a"), true), (image("b"), false)];
+        let present = |name: &str, pinned: bool| Present { image: image(name), pinned, record: image(name) };
+        let present = [present("a", true), present("b", false)];
         let mine: BTreeSet<String> = [image("a"), image("old")].into();
         let changes = changes(&wanted, &present, &mine);
         assert_eq!(changes, Changes { pull: vec![image("c")], pin: vec![image("b")], unpin: vec![image("old")] });
-        let settled = super::changes(&[image("a")], &[(image("a"), true)], &[image("a")].into());
+        let settled = super::changes(&[image("a")], &present[..1], &[image("a")].into());
         assert!(settled.is_empty());
+        // A name containerd normalizes: its record, under the normalized name, stays pinned.
+        let short = format!("docker.io/busybox@{D}");
+        let normalized = format!("docker.io/library/busybox@{D}");
+        let busybox = Present { image: short.clone(), pinned: true, record: normalized.clone() };
+        let kept = super::changes(&[short], &[busybox], &[normalized, image("old")].into());
+        assert_eq!(kept.unpin, [image("old")]);
     }
 
     fn node(ready: &str, storage: Option<&str>) -> Node {
@@ -206,6 +246,12 @@ mod tests {
         .unwrap()
     }
 
+    fn pressured(mut node: Node) -> Node {
+        let conditions = node.status.as_mut().unwrap().conditions.as_mut().unwrap();
+        conditions.push(serde_json::from_value(json!({"type": "DiskPressure", "status": "True"})).unwrap());
+        node
+    }
+
     #[test]
     fn a_node_pulls_only_when_ready_with_enough_storage() {
         let cases = [
@@ -216,6 +262,7 @@ mod tests {
                 Err("storage available is less than minimum required capacity: 16106127360, required: 17179869184"),
             ),
             (node("False", Some("20Gi")), Err("node worker-0 is reporting NotReady=False")),
+            (pressured(node("True", Some("20Gi"))), Err("node worker-0 is reporting DiskPressure=True")),
             (node("True", None), Err("node \"worker-0\" has no ephemeral storage capacity")),
         ];
         for (node, expected) in cases {
@@ -236,18 +283,22 @@ mod tests {
                 last_failed_generation_error: failed.map(|f| f.1.to_string()),
             }
         };
-        // `b` was recreated: its old current generation 4 is above its generation 1 now.
+        // `b` was recreated: its old generations are above its generation 1 now.
         let previous = [status("a", Some(2), 2, None), status("b", Some(4), 4, None)];
+        assert_eq!(recreated(&sets, &previous), ["b"]);
+        assert_eq!(recreated(&sets, &[status("b", None, 1, Some((2, "x")))]), ["b"]);
+        assert!(recreated(&sets, &[status("a", Some(3), 3, None), status("b", None, 1, None)]).is_empty());
+        let previous = &previous[..1];
         assert_eq!(
-            set_statuses(&sets, &previous, Outcome::Pulling),
+            set_statuses(&sets, previous, Outcome::Pulling),
             [status("a", Some(2), 3, None), status("b", None, 1, None)]
         );
         assert_eq!(
-            set_statuses(&sets, &previous, Outcome::Done),
+            set_statuses(&sets, previous, Outcome::Done),
             [status("a", Some(3), 3, None), status("b", Some(1), 1, None)]
         );
         assert_eq!(
-            set_statuses(&sets, &previous, Outcome::Failed("failed to pull image")),
+            set_statuses(&sets, previous, Outcome::Failed("failed to pull image")),
             [
                 status("a", Some(2), 3, Some((3, "failed to pull image"))),
                 status("b", None, 1, Some((1, "failed to pull image")))

@@ -4,23 +4,24 @@
 //! more, and reports on the node's MachineConfigNode (`PinnedImageSetsProgressing`,
 //! `PinnedImageSetsDegraded`, `status.pinnedImageSets`).
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::ListParams;
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
+use mco_api::machineconfiguration::machine_config_node_condition::PINNED_IMAGE_SETS_DEGRADED;
 use mco_api::{MachineConfigNode, MachineConfigPool, PinnedImageSet};
 use mco_cri::{CONTAINERD_SOCKET, Runtime, auth};
 use mco_daemon::fsutil::host_path;
 use mco_mcn::{Recorder, Step};
+use tokio::time::Instant;
 
 use crate::backoff::Backoff;
-use crate::pinned_images::{self, Outcome, SetGeneration, Wanted};
+use crate::pinned_images::{self, Outcome, Present, SetGeneration, Wanted};
 
 /// The node's pull secret, as the kubelet reads it.
 pub const PULL_SECRET: &str = "/var/lib/kubelet/config.json";
@@ -56,88 +57,147 @@ impl Settings {
 /// Tries of one pull before it fails (upstream: 5, from 1 s doubling).
 const PULL_TRIES: u32 = 5;
 
-/// Runs until the watches end (they retry errors, so: forever). `client` reads the pools and
-/// sets; `node_client` (the node's own credentials) reads the Node and writes its
-/// MachineConfigNode.
+struct Context {
+    settings: Settings,
+    /// The node's own credentials: its Node.
+    nodes: Api<Node>,
+    /// The daemon's service account: its MachineConfigNode (the mcn-guards policy checks it).
+    machine_config_nodes: Api<MachineConfigNode>,
+    recorder: Recorder,
+    pools: Store<MachineConfigPool>,
+    sets: Store<PinnedImageSet>,
+}
+
+/// What a sync found.
+enum Synced {
+    /// The sets were those already pulled and pinned: nothing was checked.
+    Unchanged,
+    /// The node's images were checked, pulled and pinned for these sets.
+    Checked(Vec<SetGeneration>),
+}
+
+/// Runs until the watches end (they retry errors, so: forever). `client` (the daemon's service
+/// account) reads the pools and sets and writes the MachineConfigNode; `node_client` (the node's
+/// own credentials) reads the Node.
 pub async fn run(client: Client, node_client: Client, settings: Settings) {
+    let (pools, pool_writer) = reflector::store();
+    let (sets, set_writer) = reflector::store();
     let by_name = watcher::Config::default().fields(&format!("metadata.name={}", settings.node_name));
+    let nodes = Api::<Node>::all(node_client);
     let triggers = futures::stream::select_all([
         watcher(Api::<MachineConfigPool>::all(client.clone()), watcher::Config::default())
             .default_backoff()
+            .reflect(pool_writer)
             .map(|_| ())
             .boxed(),
         watcher(Api::<PinnedImageSet>::all(client.clone()), watcher::Config::default())
             .default_backoff()
+            .reflect(set_writer)
             .map(|_| ())
             .boxed(),
-        watcher(Api::<Node>::all(node_client.clone()), by_name).default_backoff().map(|_| ()).boxed(),
+        watcher(nodes.clone(), by_name).default_backoff().map(|_| ()).boxed(),
     ]);
     let mut triggers = std::pin::pin!(triggers);
-    let recorder = Recorder::new(node_client.clone());
+    let context = Context {
+        settings,
+        nodes,
+        machine_config_nodes: Api::all(client.clone()),
+        recorder: Recorder::new(client),
+        pools: pools.clone(),
+        sets: sets.clone(),
+    };
+    let name = &context.settings.node_name;
+    let ready = async { pools.wait_until_ready().await.is_ok() && sets.wait_until_ready().await.is_ok() };
+    // The watches run only while polled: they fill the stores while the first lists are awaited.
+    tokio::select! {
+        ready = ready => if !ready { return },
+        () = async { while triggers.next().await.is_some() {} } => return,
+    }
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
-    // The sets last pulled and pinned: a change of these syncs at once, the same ones wait for the recheck.
+    // The sets last pulled and pinned: other sets sync at once, the same ones at the next check.
     let mut settled: Option<Vec<SetGeneration>> = None;
-    let mut delay = Duration::ZERO;
+    let mut failing = false;
+    let mut next_check = Instant::now();
     loop {
-        tokio::select! {
-            event = triggers.next() => if event.is_none() { return },
-            () = tokio::time::sleep(delay) => settled = None,
-        }
+        let checking = tokio::select! {
+            event = triggers.next() => if event.is_none() { return } else { false },
+            () = tokio::time::sleep_until(next_check) => true,
+        };
         // Take every event that is already there: one sync for a burst.
         while let Some(Some(_)) = futures::FutureExt::now_or_never(triggers.next()) {}
-        match sync(&client, &node_client, &recorder, &settings, settled.as_deref()).await {
-            Ok(sets) => {
+        if failing && !checking {
+            // After a failure the backoff decides when to try again, not the next event.
+            continue;
+        }
+        if checking {
+            settled = None;
+        }
+        match sync(&context, settled.as_deref()).await {
+            Ok(Synced::Unchanged) => {}
+            Ok(Synced::Checked(sets)) => {
                 backoff.reset();
-                settled = sets;
-                delay = settings.recheck;
+                failing = false;
+                settled = Some(sets);
+                next_check = Instant::now() + context.settings.recheck;
             }
             Err(e) => {
+                failing = true;
                 settled = None;
-                delay = backoff.failed();
-                tracing::warn!(node = %settings.node_name, "pinned image sets: {e:#}; retrying in {delay:?}");
+                let delay = backoff.failed();
+                next_check = Instant::now() + delay;
+                tracing::warn!(node = %name, "pinned image sets: {e:#}; retrying in {delay:?}");
             }
         }
     }
 }
 
-/// One sync; returns the sets now pulled and pinned (`None`: the node is in no pool).
-async fn sync(
-    client: &Client,
-    node_client: &Client,
-    recorder: &Recorder,
-    settings: &Settings,
-    settled: Option<&[SetGeneration]>,
-) -> anyhow::Result<Option<Vec<SetGeneration>>> {
+impl Context {
+    /// Records `step` on the node's MachineConfigNode with the Node's annotations as they are now
+    /// (an update may have moved the node while images were pulled). Returns whether it is there.
+    async fn record(&self, step: &Step) -> anyhow::Result<bool> {
+        let name = &self.settings.node_name;
+        let node = self.nodes.get(name).await.with_context(|| format!("reading Node {name}"))?;
+        self.recorder.record(name, node.annotations(), step).await
+    }
+}
+
+/// One sync against the stores' pools and sets.
+async fn sync(context: &Context, settled: Option<&[SetGeneration]>) -> anyhow::Result<Synced> {
+    let settings = &context.settings;
     let name = &settings.node_name;
-    let node = Api::<Node>::all(node_client.clone()).get(name).await.with_context(|| format!("reading Node {name}"))?;
-    let pools = Api::<MachineConfigPool>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .context("listing MachineConfigPools")?
-        .items;
+    let node = context.nodes.get(name).await.with_context(|| format!("reading Node {name}"))?;
+    let pools = context.pools.state();
     let node_pools = mco_rollout::pools_for_node(&node, &pools)?;
-    if node_pools.is_empty() {
-        return Ok(None);
-    }
-    let sets = Api::<PinnedImageSet>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .context("listing PinnedImageSets")?;
-    let wanted = pinned_images::wanted(&node_pools, &sets.items);
+    let sets: Vec<PinnedImageSet> = context.sets.state().iter().map(|s| (**s).clone()).collect();
+    // A node in no pool pins nothing: what mco pinned there is unpinned.
+    let wanted = pinned_images::wanted(&node_pools, &sets);
     if settled == Some(wanted.sets.as_slice()) {
-        return Ok(Some(wanted.sets));
+        return Ok(Synced::Unchanged);
     }
-    let mcn = Api::<MachineConfigNode>::all(node_client.clone())
+    let mcn = context
+        .machine_config_nodes
         .get_opt(name)
         .await
         .with_context(|| format!("reading MachineConfigNode {name}"))?;
-    let previous = mcn.and_then(|m| m.status?.pinned_image_sets).unwrap_or_default();
+    let status = mcn.and_then(|m| m.status);
+    let degraded = status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .any(|c| c.type_ == PINNED_IMAGE_SETS_DEGRADED && c.status == "True");
+    let mut previous = status.and_then(|s| s.pinned_image_sets).unwrap_or_default();
     let socket = host_path(&settings.root, CONTAINERD_SOCKET);
     if wanted.sets.is_empty() && previous.is_empty() && !socket.exists() {
         // Nothing asked, nothing reported, and no containerd to have pinned anything.
-        return Ok(Some(Vec::new()));
+        return Ok(Synced::Checked(Vec::new()));
     }
-    let annotations = node.annotations().clone();
+    let recreated = pinned_images::recreated(&wanted.sets, &previous);
+    if !recreated.is_empty() {
+        // Their old entries go first: the API refuses a generation that decreases.
+        previous.retain(|p| !recreated.contains(&p.name));
+        let others: Vec<SetGeneration> = wanted.sets.iter().filter(|s| !recreated.contains(&s.name)).cloned().collect();
+        let statuses = pinned_images::set_statuses(&others, &previous, Outcome::Pulling);
+        context.record(&Step::prefetching(name, statuses)).await?;
+    }
     let statuses = |outcome| pinned_images::set_statuses(&wanted.sets, &previous, outcome);
     let prefetched = async {
         let runtime = Runtime::connect(&socket).await?;
@@ -145,36 +205,44 @@ async fn sync(
         if changes.is_empty() {
             return Ok::<_, anyhow::Error>(false);
         }
-        recorder.record_or_log(name, &annotations, &Step::prefetching(name, statuses(Outcome::Pulling))).await;
-        tokio::time::timeout(settings.timeout, apply(&runtime, settings, &node, &wanted, changes)).await.map_err(
-            |_| anyhow::anyhow!("requeue: prefetching images incomplete after timeout: {:?}", settings.timeout),
-        )??;
+        context.record(&Step::prefetching(name, statuses(Outcome::Pulling))).await?;
+        apply(&runtime, settings, &node, &wanted, changes).await?;
         Ok(true)
     };
-    match prefetched.await {
-        // Already so: reported only if the MachineConfigNode does not say it yet.
-        Ok(false) if previous == statuses(Outcome::Done) => Ok(Some(wanted.sets)),
+    let prefetched = match tokio::time::timeout(settings.timeout, prefetched).await {
+        Ok(result) => result,
+        Err(_) => Err(anyhow::anyhow!("requeue: prefetching images incomplete after timeout: {:?}", settings.timeout)),
+    };
+    match prefetched {
+        // Already so, and the MachineConfigNode says it.
+        Ok(false) if previous == statuses(Outcome::Done) && !degraded => Ok(Synced::Checked(wanted.sets)),
         Ok(_) => {
-            let recorded = recorder.record(name, &annotations, &Step::prefetched(statuses(Outcome::Done))).await?;
-            recorder.record_or_log(name, &annotations, &Step::prefetch_healthy()).await;
+            let recorded = context.record(&Step::prefetched(statuses(Outcome::Done))).await?;
+            if let Err(e) = context.record(&Step::prefetch_healthy()).await {
+                tracing::warn!(node = %name, "recording PinnedImageSetsDegraded=False: {e:#}");
+            }
             tracing::info!(node = %name, sets = ?wanted.sets, "pinned image sets pulled and pinned");
-            // Not recorded (no MachineConfigNode yet): settled only once it is.
-            Ok(recorded.then_some(wanted.sets))
+            // Not recorded (no MachineConfigNode yet): checked again until it is.
+            anyhow::ensure!(recorded, "MachineConfigNode {name} does not exist yet");
+            Ok(Synced::Checked(wanted.sets))
         }
         Err(e) => {
             let error = format!("{e:#}");
-            recorder.record_or_log(name, &annotations, &Step::prefetch_failed(statuses(Outcome::Failed(&error)))).await;
+            if let Err(e) = context.record(&Step::prefetch_failed(statuses(Outcome::Failed(&error)))).await {
+                tracing::warn!(node = %name, "recording PinnedImageSetsDegraded=True: {e:#}");
+            }
             Err(e)
         }
     }
 }
 
-/// What the runtime lacks for `wanted`.
+/// What the runtime lacks for `wanted`, and what it has pinned for mco that no set wants.
 async fn changes(runtime: &Runtime, wanted: &Wanted) -> anyhow::Result<pinned_images::Changes> {
     let mut present = Vec::new();
     for image in &wanted.images {
         if let Some(found) = runtime.image(image).await? {
-            present.push((image.clone(), found.pinned));
+            let record = runtime.record_name(image).await?.unwrap_or_else(|| image.clone());
+            present.push(Present { image: image.clone(), pinned: found.pinned, record });
         }
     }
     Ok(pinned_images::changes(&wanted.images, &present, &runtime.pinned_by_mco().await?))
@@ -215,8 +283,7 @@ async fn apply(
     for image in &wanted.images {
         runtime.pin(image).await?;
     }
-    let wanted_images: BTreeSet<&String> = wanted.images.iter().collect();
-    for image in changes.unpin.iter().filter(|i| !wanted_images.contains(i)) {
+    for image in &changes.unpin {
         runtime.unpin(image).await?;
         tracing::info!(node = %settings.node_name, image, "unpinned: no PinnedImageSet of the node lists it");
     }
@@ -233,7 +300,7 @@ async fn pull(runtime: &Runtime, image: &str, secret: Option<&str>) -> anyhow::R
     loop {
         tries += 1;
         match runtime.pull(image, credentials.clone()).await {
-            Ok(_) => return Ok(()),
+            Ok(()) => return Ok(()),
             Err(e) if tries >= PULL_TRIES => {
                 return Err(anyhow::anyhow!("failed to pull image {image:?} ({tries} tries): {e:#}"));
             }

@@ -26,7 +26,6 @@ pub const MCO_PIN_VALUE: &str = "PinnedImageSet";
 /// An image as the CRI reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CriImage {
-    pub id: String,
     pub pinned: bool,
     /// Its references by digest (`repo@sha256:...`), as containerd names them.
     pub repo_digests: Vec<String>,
@@ -73,19 +72,14 @@ impl Runtime {
             .await
             .map_err(rpc)
             .with_context(|| format!("asking containerd at {} for image {image}", self.socket.display()))?;
-        Ok(response.into_inner().image.map(|i| CriImage { id: i.id, pinned: i.pinned, repo_digests: i.repo_digests }))
+        Ok(response.into_inner().image.map(|i| CriImage { pinned: i.pinned, repo_digests: i.repo_digests }))
     }
 
-    /// Pulls `image` through the CRI with `auth`; returns the image's id.
-    pub async fn pull(&self, image: &str, auth: Option<AuthConfig>) -> anyhow::Result<String> {
+    /// Pulls `image` through the CRI with `auth`.
+    pub async fn pull(&self, image: &str, auth: Option<AuthConfig>) -> anyhow::Result<()> {
         let request = PullImageRequest { image: Some(spec(image)), auth, sandbox_config: None };
-        let response = self
-            .cri()
-            .pull_image(Request::new(request))
-            .await
-            .map_err(rpc)
-            .with_context(|| format!("pulling {image}"))?;
-        Ok(response.into_inner().image_ref)
+        self.cri().pull_image(Request::new(request)).await.map_err(rpc).with_context(|| format!("pulling {image}"))?;
+        Ok(())
     }
 
     /// The names of the images mco pinned.
@@ -119,6 +113,11 @@ impl Runtime {
             }
         }
         Ok(None)
+    }
+
+    /// The name of containerd's record of `image`, which carries its pin (`None`: not there).
+    pub async fn record_name(&self, image: &str) -> anyhow::Result<Option<String>> {
+        Ok(self.record(image).await?.map(|r| r.name))
     }
 
     /// Sets (or, with `None`, removes) the pin labels of `record`.

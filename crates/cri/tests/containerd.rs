@@ -12,15 +12,15 @@ use mco_testenv::{eventually, satisfying};
 const USER: &str = "puller";
 const PASSWORD: &str = "pull-pw";
 
-/// containerd's socket is there once its plugins are loaded: asked until the CRI answers.
+/// A client once containerd's CRI answers.
 async fn connect(containerd: &Containerd) -> Runtime {
-    eventually("containerd's CRI to answer", || async {
-        let log = || containerd.log();
-        let runtime = Runtime::connect(&containerd.socket).await.map_err(|e| format!("{e:#}\n{}", log()))?;
-        runtime.image("127.0.0.1:1/none:1").await.map_err(|e| format!("{e:#}\n{}", log()))?;
-        Ok::<_, String>(runtime)
-    })
-    .await
+    containerd
+        .eventually_serving(|| async {
+            let runtime = Runtime::connect(&containerd.socket).await?;
+            runtime.image("127.0.0.1:1/none:1").await?;
+            Ok(runtime)
+        })
+        .await
 }
 
 /// Pushes an image (one label, so that each is another) with the registry's credentials; returns
@@ -47,8 +47,11 @@ async fn images_are_pulled_with_the_pull_secret_pinned_and_unpinned_as_the_cri_r
     let registry = LocalRegistry::start_authenticated(&tmp.path().join("registry"), &htpasswd).unwrap();
     let first = push_image(tmp.path(), &registry, "lab/first:1");
     let second = push_image(tmp.path(), &registry, "lab/second:1");
+    // containerd pins its sandbox image itself: mco's pins leave it alone.
+    let sandbox = push_image(tmp.path(), &registry, "lab/sandbox:1");
     let dir = tmp.path().join("containerd");
-    let containerd = Containerd::start(&dir, &dir.join("containerd.sock"), &[&registry.host()]).unwrap();
+    let host = registry.host();
+    let containerd = Containerd::start(&dir, &dir.join("containerd.sock"), &[(&host, &host)], Some(&sandbox)).unwrap();
     let runtime = connect(&containerd).await;
 
     // Without credentials the registry's refusal is the error, naming the image.
@@ -62,12 +65,12 @@ async fn images_are_pulled_with_the_pull_secret_pinned_and_unpinned_as_the_cri_r
         registry.host(),
         base64_of(&format!("{USER}:{PASSWORD}"))
     );
-    for image in [&first, &second] {
+    for image in [&first, &second, &sandbox] {
         let credentials = auth::for_image(&secret, image).unwrap();
         assert!(credentials.is_some(), "the secret has credentials for {image}");
         runtime.pull(image, credentials).await.unwrap();
         let pulled = runtime.image(image).await.unwrap().expect("pulled");
-        assert!(!pulled.pinned, "a pulled image is not pinned: {pulled:?}");
+        assert_eq!(pulled.pinned, image == &sandbox, "only containerd's sandbox image is pinned: {image}");
     }
 
     runtime.pin(&first).await.unwrap();
@@ -82,6 +85,11 @@ async fn images_are_pulled_with_the_pull_secret_pinned_and_unpinned_as_the_cri_r
     .await;
     assert_eq!(pinned(second.clone()).await, Some(false), "only the first image is pinned");
     assert_eq!(runtime.pinned_by_mco().await.unwrap(), [first.clone()].into());
+    // Pinning what containerd pinned does not make it mco's, and unpinning leaves it pinned.
+    runtime.pin(&sandbox).await.unwrap();
+    runtime.unpin(&sandbox).await.unwrap();
+    assert_eq!(runtime.pinned_by_mco().await.unwrap(), [first.clone()].into());
+    assert_eq!(pinned(sandbox.clone()).await, Some(true));
 
     runtime.unpin(&first).await.unwrap();
     eventually("the CRI to report the first image unpinned", || async {

@@ -439,6 +439,7 @@ fn same_status(old: &MachineConfigNodeStatus, new: &MachineConfigNodeStatus) -> 
     };
     old.observed_generation == new.observed_generation
         && old.config_version == new.config_version
+        && old.pinned_image_sets == new.pinned_image_sets
         && key(old) == key(new)
 }
 

@@ -230,3 +230,34 @@ fn spec_and_owner() {
     let owner = owner_reference("worker-0", "uid-1");
     assert_eq!((owner.api_version.as_str(), owner.kind.as_str(), owner.uid.as_str()), ("v1", "Node", "uid-1"));
 }
+
+#[test]
+fn pinned_image_set_steps_write_their_sets_even_when_the_conditions_say_the_same() {
+    use mco_api::MachineConfigNodeStatusPinnedImageSet as Set;
+    let set = |name: &str, desired: i32, current: Option<i32>| Set {
+        name: name.into(),
+        desired_generation: Some(desired),
+        current_generation: current,
+        ..Default::default()
+    };
+    let a = annotations("rendered-a", "rendered-a");
+    let first =
+        next_status(None, 1, "rendered-a", &a, &Step::prefetched(vec![set("tools", 1, Some(1))]), &at(0)).unwrap();
+    assert_eq!(
+        conditions(&first)["PinnedImageSetsProgressing"],
+        ("False".into(), "AsExpected".into(), "All pinned image sets complete".into())
+    );
+    assert_eq!(first.pinned_image_sets, Some(vec![set("tools", 1, Some(1))]));
+    // The same condition with another list of sets is written; the same list again is not.
+    let more = Step::prefetched(vec![set("tools", 1, Some(1)), set("more", 1, Some(1))]);
+    let second = next_status(Some(&first), 1, "rendered-a", &a, &more, &at(1)).unwrap();
+    assert_eq!(second.pinned_image_sets.as_ref().map(Vec::len), Some(2));
+    assert_eq!(next_status(Some(&second), 1, "rendered-a", &a, &more, &at(2)), None);
+    // No set left: no list at all.
+    let none = next_status(Some(&second), 1, "rendered-a", &a, &Step::prefetched(Vec::new()), &at(3)).unwrap();
+    assert_eq!(none.pinned_image_sets, None);
+    // Other steps leave the sets as they are.
+    let healthy = next_status(Some(&second), 1, "rendered-a", &a, &Step::prefetch_healthy(), &at(4)).unwrap();
+    assert_eq!(healthy.pinned_image_sets, second.pinned_image_sets);
+    assert_eq!(status_of(&healthy, "PinnedImageSetsDegraded"), "False");
+}

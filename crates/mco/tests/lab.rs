@@ -487,9 +487,11 @@ fn workers() -> ListParams {
 
 /// The digest of `image` (a tag in the lab registry).
 fn registry_digest(lab: &Lab, image: &str) -> String {
+    // Debian's skopeo ignores CONTAINERS_REGISTRIES_CONF: the lab's settings are passed as a flag.
     let inspected = std::process::Command::new("skopeo")
+        .arg("--registries-conf")
+        .arg(lab.state_dir().join("registries.conf"))
         .args(["inspect", "--format", "{{.Digest}}", &format!("docker://{image}")])
-        .env("CONTAINERS_REGISTRIES_CONF", lab.state_dir().join("registries.conf"))
         .output()
         .unwrap();
     assert!(inspected.status.success(), "skopeo inspect {image}: {}", String::from_utf8_lossy(&inspected.stderr));
@@ -517,13 +519,15 @@ async fn workers_pinned_image_sets(client: &Client) -> Vec<Vec<(String, Option<i
         .collect()
 }
 
-/// Whether each worker's containerd has `image` and reports it pinned (the CRI's answer).
-async fn workers_pinned(lab: &Lab, image: &str) -> Vec<Option<bool>> {
+/// Whether each worker's containerd has `image` and reports it pinned (the CRI's answer), or why
+/// it could not be asked.
+async fn workers_pinned(lab: &Lab, image: &str) -> Vec<Result<Option<bool>, String>> {
     let mut seen = Vec::new();
     for root in worker_roots(lab) {
         let socket = mco_daemon::fsutil::host_path(&root, mco_cri::CONTAINERD_SOCKET);
-        let runtime = mco_cri::Runtime::connect(&socket).await.unwrap();
-        seen.push(runtime.image(image).await.unwrap().map(|i| i.pinned));
+        let asked =
+            async { anyhow::Ok(mco_cri::Runtime::connect(&socket).await?.image(image).await?.map(|i| i.pinned)) };
+        seen.push(asked.await.map_err(|e| format!("{e:#}")));
     }
     seen
 }
@@ -1009,7 +1013,7 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     })
     .await;
     eventually("every worker's containerd to report the image pinned", || async {
-        satisfying(workers_pinned(&lab, &pinned_image).await, |seen| seen.iter().all(|p| *p == Some(true)))
+        satisfying(workers_pinned(&lab, &pinned_image).await, |seen| seen.iter().all(|p| p == &Ok(Some(true))))
     })
     .await;
     eventually("the worker pool's PinnedImageSets synchronizer to count every worker", || async {
@@ -1024,7 +1028,7 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     .await;
     Api::<mco_api::PinnedImageSet>::all(client.clone()).delete("workload", &Default::default()).await.unwrap();
     eventually("the image unpinned on every worker", || async {
-        satisfying(workers_pinned(&lab, &pinned_image).await, |seen| seen.iter().all(|p| *p == Some(false)))
+        satisfying(workers_pinned(&lab, &pinned_image).await, |seen| seen.iter().all(|p| p == &Ok(Some(false))))
     })
     .await;
     eventually("no worker's MachineConfigNode to list a set", || async {

@@ -6,8 +6,8 @@ use std::process::{Child, Command, Stdio};
 
 use crate::find_binaries;
 
-/// A containerd serving its API (CRI included) on `socket`, reaching the registries it is given
-/// over plain HTTP (as the lab's nodes reach theirs). Killed when dropped.
+/// A containerd serving its API (CRI included) on `socket`, reaching registries over plain HTTP
+/// (as the lab's nodes reach theirs). Killed when dropped.
 pub struct Containerd {
     child: Child,
     pub socket: PathBuf,
@@ -15,15 +15,22 @@ pub struct Containerd {
 }
 
 impl Containerd {
-    /// Starts containerd with its state in `dir`, serving on `socket`.
-    pub fn start(dir: &Path, socket: &Path, registries: &[&str]) -> anyhow::Result<Containerd> {
+    /// Starts containerd with its state in `dir`, serving on `socket`. `registries`: each name
+    /// images use (`docker.io`, `127.0.0.1:5000`) with the `host:port` that serves it; `sandbox`:
+    /// an image containerd pins itself (its sandbox image), as a node's does.
+    pub fn start(
+        dir: &Path,
+        socket: &Path,
+        registries: &[(&str, &str)],
+        sandbox: Option<&str>,
+    ) -> anyhow::Result<Containerd> {
         let [containerd] = find_binaries(["containerd"])?;
         let certs = dir.join("certs.d");
-        for registry in registries {
-            let hosts = certs.join(registry);
+        for (name, address) in registries {
+            let hosts = certs.join(name);
             std::fs::create_dir_all(&hosts)?;
             let text = format!(
-                "server = \"http://{registry}\"\n[host.\"http://{registry}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
+                "server = \"http://{address}\"\n[host.\"http://{address}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
             );
             std::fs::write(hosts.join("hosts.toml"), text)?;
         }
@@ -33,11 +40,16 @@ impl Containerd {
         let config = dir.join("config.toml");
         let text = format!(
             "version = 3\nroot = \"{root}\"\nstate = \"{state}\"\n[grpc]\n  address = \"{socket}\"\n[ttrpc]\n  address = \
-             \"{socket}.ttrpc\"\n[plugins.'io.containerd.cri.v1.images'.registry]\n  config_path = \"{certs}\"\n",
+             \"{socket}.ttrpc\"\n[plugins.'io.containerd.cri.v1.images'.registry]\n  config_path = \"{certs}\"\n{sandbox}",
             root = dir.join("root").display(),
             state = dir.join("state").display(),
             socket = socket.display(),
             certs = certs.display(),
+            sandbox = sandbox
+                .map(|image| format!(
+                    "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = \"{image}\"\n"
+                ))
+                .unwrap_or_default(),
         );
         std::fs::write(&config, text)?;
         let log = dir.join("containerd.log");
@@ -53,6 +65,20 @@ impl Containerd {
     /// What containerd has logged, for failure messages.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until `probe` (a client's first request) succeeds: containerd serves its socket once
+    /// its plugins are loaded, the CRI a moment later. A failure shows containerd's log.
+    pub async fn eventually_serving<T, F, Fut>(&self, mut probe: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<T>>,
+    {
+        crate::eventually("containerd to answer", || {
+            let answer = probe();
+            async move { answer.await.map_err(|e| crate::Verbatim(format!("{e:#}\n{}", self.log()))) }
+        })
+        .await
     }
 }
 

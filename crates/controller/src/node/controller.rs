@@ -108,7 +108,7 @@ struct Context {
     schedulers: Store<DynamicObject>,
     /// The nodes' progress on their PinnedImageSets, for the pools' synchronizer status.
     machine_config_node_store: Store<MachineConfigNode>,
-    /// True once the node, ControllerConfig, MachineOSConfig and MachineOSBuild caches hold their
+    /// True once the node, ControllerConfig, MachineOSConfig, MachineOSBuild and MachineConfigNode caches hold their
     /// first full list. (One waiter per store, here, rather than one per sync: concurrent
     /// `Store::wait_until_ready` calls were seen to miss the wake-up.)
     caches_ready: tokio::sync::watch::Receiver<bool>,
@@ -178,15 +178,33 @@ pub async fn run(client: Client, options: Options) {
         watcher::Config::default().fields(&format!("metadata.name={SCHEDULER_NAME}")),
         scheduler_writer,
     );
+    // A pool's synchronizer status follows its nodes' PinnedImageSets progress: only changes of
+    // that part of a MachineConfigNode (they change at every update step) sync the pool.
+    let (machine_config_node_store, machine_config_node_writer) = reflector::store();
+    let machine_config_node_events = logging_errors(
+        "MachineConfigNodes",
+        watcher(Api::<MachineConfigNode>::all(client.clone()), watcher::Config::default())
+            .default_backoff()
+            .reflect(machine_config_node_writer)
+            .touched_objects()
+            .predicate_filter(pinned_image_set_progress, Default::default()),
+    );
     let (caches_ready_tx, caches_ready) = tokio::sync::watch::channel(false);
-    let stores = (nodes.clone(), controller_configs.clone(), os_configs.clone(), os_builds.clone());
+    let stores = (
+        nodes.clone(),
+        controller_configs.clone(),
+        os_configs.clone(),
+        os_builds.clone(),
+        machine_config_node_store.clone(),
+    );
     let readiness = async move {
-        let (nodes, controller_configs, os_configs, os_builds) = stores;
+        let (nodes, controller_configs, os_configs, os_builds, machine_config_nodes) = stores;
         let ready = [
             nodes.wait_until_ready().await,
             controller_configs.wait_until_ready().await,
             os_configs.wait_until_ready().await,
             os_builds.wait_until_ready().await,
+            machine_config_nodes.wait_until_ready().await,
         ];
         if ready.iter().all(Result::is_ok) {
             let _ = caches_ready_tx.send(true);
@@ -203,17 +221,6 @@ pub async fn run(client: Client, options: Options) {
         controller_configs.clone(),
         caches_ready.clone(),
         options.metrics.clone(),
-    );
-    // A pool's synchronizer status follows its nodes' PinnedImageSets progress: only changes of
-    // that part of a MachineConfigNode (they change at every update step) sync the pool.
-    let (machine_config_node_store, machine_config_node_writer) = reflector::store();
-    let machine_config_node_events = logging_errors(
-        "MachineConfigNodes",
-        watcher(Api::<MachineConfigNode>::all(client.clone()), watcher::Config::default())
-            .default_backoff()
-            .reflect(machine_config_node_writer)
-            .touched_objects()
-            .predicate_filter(pinned_image_set_progress, Default::default()),
     );
     let os_image_stream_events = logging_errors(
         "OSImageStreams",
