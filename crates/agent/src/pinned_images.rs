@@ -88,7 +88,7 @@ pub fn changes(wanted: &[String], present: &[Present], pinned_by_mco: &BTreeSet<
 }
 
 /// Whether `node` may pull images now, as upstream's storage gate: Ready, and at least
-/// `min_free` bytes of allocatable ephemeral storage.
+/// `min_free` bytes of allocatable ephemeral storage (0: storage is not checked).
 pub fn may_pull(node: &Node, min_free: i64) -> Result<(), String> {
     let status = node.status.as_ref();
     let ready = status.and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
@@ -101,6 +101,9 @@ pub fn may_pull(node: &Node, min_free: i64) -> Result<(), String> {
     let full = ["OutOfDisk", "DiskPressure"];
     if let Some(full) = conditions.iter().find(|c| full.contains(&c.type_.as_str()) && c.status == "True") {
         return Err(format!("node {} is reporting {}=True", node.name_any(), full.type_));
+    }
+    if min_free == 0 {
+        return Ok(());
     }
     let allocatable = status.and_then(|s| s.allocatable.as_ref()).and_then(|a| a.get("ephemeral-storage"));
     let Some(allocatable) = allocatable else {
@@ -268,6 +271,9 @@ mod tests {
         for (node, expected) in cases {
             assert_eq!(may_pull(&node, MIN_FREE_STORAGE), expected.map_err(String::from));
         }
+        // Not checked: a node that reports no storage may pull, one that is not Ready may not.
+        assert_eq!(may_pull(&node("True", None), 0), Ok(()));
+        assert!(may_pull(&node("False", None), 0).is_err());
     }
 
     #[test]

@@ -30,6 +30,11 @@ pub struct RunArgs {
     /// Answer `GET /metrics` (Prometheus) on this address.
     #[arg(long, value_name = "ADDR", value_parser = crate::listen_address)]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// PinnedImageSets' images are pulled only while the node's allocatable ephemeral storage is at
+    /// least this (a Kubernetes quantity; upstream's 16Gi). 0: no storage check, for kubelets that
+    /// report no ephemeral storage.
+    #[arg(long, value_name = "QUANTITY", default_value = "16Gi", value_parser = storage_quantity)]
+    pinned_images_min_free_storage: i64,
     /// The kubelet's healthz endpoint, checked every 30 s (`mcd_kubelet_state`: failures in a row).
     #[arg(long, value_name = "URL", default_value = "http://localhost:10248/healthz")]
     kubelet_healthz_endpoint: HealthzUrl,
@@ -46,7 +51,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut registry = mco_metrics::Registry::default();
     let metrics = mco_metrics::daemon::DaemonMetrics::register(&mut registry);
     let kubelet_state = metrics.kubelet_state.clone();
-    let pinning = mco_agent::pinning::Settings::new(args.node_name.clone(), node.root.clone());
+    let mut pinning = mco_agent::pinning::Settings::new(args.node_name.clone(), node.root.clone());
+    pinning.min_free_storage = args.pinned_images_min_free_storage;
     let settings = Settings { node_name: args.node_name, aleph: args.node.aleph(), timing: Timing::default(), metrics };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
@@ -76,6 +82,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Stopped::RebootRequested => Ok(ExitCode::SUCCESS),
         }
     })
+}
+
+/// A storage size as a Kubernetes quantity (`16Gi`, `17179869184`), in bytes.
+fn storage_quantity(text: &str) -> Result<i64, String> {
+    let bytes = mco_api::quantity::Quantity::parse(text)?.value();
+    if bytes < 0 { Err(format!("{text} is negative")) } else { Ok(bytes) }
 }
 
 /// A client with the credentials of the kubeconfig at `path`, whose absolute file paths are under
@@ -110,6 +122,14 @@ fn reroot(kubeconfig: &mut Kubeconfig, root: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn storage_sizes_are_quantities() {
+        assert_eq!(storage_quantity("16Gi"), Ok(16 << 30));
+        assert_eq!(storage_quantity("0"), Ok(0));
+        assert_eq!(storage_quantity("-1Gi"), Err("-1Gi is negative".to_string()));
+        assert!(storage_quantity("lots").is_err());
+    }
 
     #[test]
     fn a_mounted_host_roots_kubeconfig_paths_are_read_under_it() {

@@ -75,6 +75,11 @@ fn file_mc(name: &str, path: &str, text: &str) -> String {
 
 /// A worker MachineConfig that writes each (path, text).
 fn files_mc(name: &str, files: &[(&str, &str)]) -> String {
+    role_files_mc("worker", name, files)
+}
+
+/// A MachineConfig of `role` that writes each (path, text).
+fn role_files_mc(role: &str, name: &str, files: &[(&str, &str)]) -> String {
     let files: String = files
         .iter()
         .map(|(path, text)| {
@@ -84,7 +89,7 @@ fn files_mc(name: &str, files: &[(&str, &str)]) -> String {
         .collect();
     format!(
         "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: {name}\n  labels:\n    \
-         machineconfiguration.openshift.io/role: worker\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    \
+         machineconfiguration.openshift.io/role: {role}\nspec:\n  config:\n    ignition:\n      version: 3.4.0\n    \
          storage:\n      files:\n{files}"
     )
 }
@@ -279,6 +284,19 @@ async fn rolled_out(client: &Client, old: &str) -> String {
         } else {
             Err((format!("target {new}, updatedMachineCount {updated:?}"), all.iter().map(summary).collect::<Vec<_>>()))
         }
+    })
+    .await
+}
+
+/// Waits until the master pool's target is not `old` and master-0 runs it (Done); returns it.
+async fn master_rolled_out(client: &Client, old: &str) -> String {
+    let (pools, nodes) = (Api::<MachineConfigPool>::all(client.clone()), Api::<Node>::all(client.clone()));
+    eventually_within(ROLLOUT_TIMEOUT, &format!("the master pool's rollout from {old:?}"), || async {
+        let pool = pools.get(MASTER_POOL).await.unwrap();
+        let new = target(&pool);
+        let master = nodes.get(MASTER).await.unwrap();
+        let updated = pool.status.as_ref().and_then(|s| s.updated_machine_count);
+        if new != old && done_on(&master, &new) && updated == Some(1) { Ok(new) } else { Err((new, summary(&master))) }
     })
     .await
 }
@@ -922,7 +940,8 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     // Two OS streams (upstream's OSImageStream): mco's controller found the release's streams by
     // its images' labels, and every pool renders from the default one. The worker pool names the
     // other stream: its nodes reboot into that stream's image while the master pool stays on the
-    // default, and each pool reports the stream it runs. Naming none brings the workers back.
+    // default, and each pool reports the stream it runs; then both pools roll out a change side by
+    // side, each on its stream. Naming none brings the workers back.
     let streams: Api<OSImageStream> = Api::all(client.clone());
     let stream = eventually("the OSImageStream with the lab's two streams", || async {
         let stream = streams.get_opt("cluster").await.unwrap();
@@ -967,6 +986,26 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     );
     assert!(said.contains(&why), "{said}");
     assert!(nodes.get_opt("worker-9").await.unwrap().is_none());
+    // Both pools roll out a change side by side, each rendered from its own stream (last: the
+    // master's drain moves the server's pod away until master-0 is back).
+    let master_config = target(&Api::<MachineConfigPool>::all(client.clone()).get(MASTER_POOL).await.unwrap());
+    let stream_file = "/etc/lab/stream";
+    lab.apply("99-master-stream", &role_files_mc("master", "99-master-stream", &[(stream_file, "master\n")]));
+    lab.apply("99-worker-stream", &files_mc("99-worker-stream", &[(stream_file, "worker\n")]));
+    current = rolled_out(&client, &current).await;
+    let master_config = master_rolled_out(&client, &master_config).await;
+    let rendered_image = |name: String| {
+        let configs = Api::<mco_api::MachineConfig>::all(client.clone());
+        async move { configs.get(&name).await.unwrap().spec.os_image_url }
+    };
+    assert_eq!(rendered_image(master_config).await, sets[1].os_image, "the master pool renders from rhel-9");
+    assert_eq!(rendered_image(current.clone()).await, sets[0].os_image, "the worker pool renders from rhel-10");
+    let master_root = lab.state_dir().join(format!("nodes/{MASTER}/root"));
+    assert_eq!(read(&mco_daemon::fsutil::host_path(&master_root, stream_file)), "master\n");
+    for root in worker_roots(&lab) {
+        assert_eq!(read(&mco_daemon::fsutil::host_path(&root, stream_file)), "worker\n");
+    }
+    workers_report_os(&nodes, |os| os == mco_lab::images::OTHER_STREAM_OS).await;
     set_pool(&client, json!({"osImageStream": null})).await;
     current = rolled_out(&client, &current).await;
     workers_report_os(&nodes, |os| os != mco_lab::images::OTHER_STREAM_OS).await;
