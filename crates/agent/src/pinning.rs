@@ -13,7 +13,9 @@ use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
-use mco_api::machineconfiguration::machine_config_node_condition::PINNED_IMAGE_SETS_DEGRADED;
+use mco_api::machineconfiguration::machine_config_node_condition::{
+    PINNED_IMAGE_SETS_DEGRADED, PINNED_IMAGE_SETS_PROGRESSING,
+};
 use mco_api::{MachineConfigNode, MachineConfigPool, PinnedImageSet};
 use mco_cri::{CONTAINERD_SOCKET, Runtime, auth};
 use mco_daemon::fsutil::host_path;
@@ -73,7 +75,7 @@ enum Synced {
     /// The sets were those already pulled and pinned: nothing was checked.
     Unchanged,
     /// The node's images were checked, pulled and pinned for these sets.
-    Checked(Vec<SetGeneration>),
+    Checked(Wanted),
 }
 
 /// Runs until the watches end (they retry errors, so: forever). `client` (the daemon's service
@@ -85,17 +87,12 @@ pub async fn run(client: Client, node_client: Client, settings: Settings) {
     let by_name = watcher::Config::default().fields(&format!("metadata.name={}", settings.node_name));
     let nodes = Api::<Node>::all(node_client);
     let triggers = futures::stream::select_all([
-        watcher(Api::<MachineConfigPool>::all(client.clone()), watcher::Config::default())
-            .default_backoff()
-            .reflect(pool_writer)
-            .map(|_| ())
-            .boxed(),
-        watcher(Api::<PinnedImageSet>::all(client.clone()), watcher::Config::default())
-            .default_backoff()
-            .reflect(set_writer)
-            .map(|_| ())
-            .boxed(),
-        watcher(nodes.clone(), by_name).default_backoff().map(|_| ()).boxed(),
+        logged(
+            "MachineConfigPools",
+            watcher(Api::all(client.clone()), watcher::Config::default()).reflect(pool_writer),
+        ),
+        logged("PinnedImageSets", watcher(Api::all(client.clone()), watcher::Config::default()).reflect(set_writer)),
+        logged("its Node", watcher(nodes.clone(), by_name)),
     ]);
     let mut triggers = std::pin::pin!(triggers);
     let context = Context {
@@ -114,8 +111,9 @@ pub async fn run(client: Client, node_client: Client, settings: Settings) {
         () = async { while triggers.next().await.is_some() {} } => return,
     }
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
-    // The sets last pulled and pinned: other sets sync at once, the same ones at the next check.
-    let mut settled: Option<Vec<SetGeneration>> = None;
+    // The sets (and their images) last pulled and pinned: others sync at once, the same ones at
+    // the next check.
+    let mut settled: Option<Wanted> = None;
     let mut failing = false;
     let mut next_check = Instant::now();
     loop {
@@ -132,12 +130,12 @@ pub async fn run(client: Client, node_client: Client, settings: Settings) {
         if checking {
             settled = None;
         }
-        match sync(&context, settled.as_deref()).await {
+        match sync(&context, settled.as_ref()).await {
             Ok(Synced::Unchanged) => {}
-            Ok(Synced::Checked(sets)) => {
+            Ok(Synced::Checked(wanted)) => {
                 backoff.reset();
                 failing = false;
-                settled = Some(sets);
+                settled = Some(wanted);
                 next_check = Instant::now() + context.settings.recheck;
             }
             Err(e) => {
@@ -151,6 +149,21 @@ pub async fn run(client: Client, node_client: Client, settings: Settings) {
     }
 }
 
+/// A watch as a trigger, its errors logged (it retries them with backoff).
+fn logged<K: std::fmt::Debug + Send + 'static>(
+    what: &'static str,
+    events: impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+) -> futures::stream::BoxStream<'static, ()> {
+    events
+        .default_backoff()
+        .map(move |event| {
+            if let Err(e) = event {
+                tracing::warn!("watching {what}: {e}");
+            }
+        })
+        .boxed()
+}
+
 impl Context {
     /// Records `step` on the node's MachineConfigNode with the Node's annotations as they are now
     /// (an update may have moved the node while images were pulled). Returns whether it is there.
@@ -162,7 +175,7 @@ impl Context {
 }
 
 /// One sync against the stores' pools and sets.
-async fn sync(context: &Context, settled: Option<&[SetGeneration]>) -> anyhow::Result<Synced> {
+async fn sync(context: &Context, settled: Option<&Wanted>) -> anyhow::Result<Synced> {
     let settings = &context.settings;
     let name = &settings.node_name;
     let node = context.nodes.get(name).await.with_context(|| format!("reading Node {name}"))?;
@@ -171,7 +184,7 @@ async fn sync(context: &Context, settled: Option<&[SetGeneration]>) -> anyhow::R
     let sets: Vec<PinnedImageSet> = context.sets.state().iter().map(|s| (**s).clone()).collect();
     // A node in no pool pins nothing: what mco pinned there is unpinned.
     let wanted = pinned_images::wanted(&node_pools, &sets);
-    if settled == Some(wanted.sets.as_slice()) {
+    if settled == Some(&wanted) {
         return Ok(Synced::Unchanged);
     }
     let mcn = context
@@ -180,15 +193,15 @@ async fn sync(context: &Context, settled: Option<&[SetGeneration]>) -> anyhow::R
         .await
         .with_context(|| format!("reading MachineConfigNode {name}"))?;
     let status = mcn.and_then(|m| m.status);
-    let degraded = status
-        .iter()
-        .flat_map(|s| s.conditions.iter().flatten())
-        .any(|c| c.type_ == PINNED_IMAGE_SETS_DEGRADED && c.status == "True");
+    let conditions: Vec<_> = status.iter().flat_map(|s| s.conditions.iter().flatten()).cloned().collect();
+    let is_true = |kind: &str| conditions.iter().any(|c| c.type_ == kind && c.status == "True");
+    // What the MachineConfigNode says beyond the sets: a sync cut short may have left these.
+    let unsettled = is_true(PINNED_IMAGE_SETS_DEGRADED) || is_true(PINNED_IMAGE_SETS_PROGRESSING);
     let mut previous = status.and_then(|s| s.pinned_image_sets).unwrap_or_default();
     let socket = host_path(&settings.root, CONTAINERD_SOCKET);
     if wanted.sets.is_empty() && previous.is_empty() && !socket.exists() {
         // Nothing asked, nothing reported, and no containerd to have pinned anything.
-        return Ok(Synced::Checked(Vec::new()));
+        return Ok(Synced::Checked(wanted));
     }
     let recreated = pinned_images::recreated(&wanted.sets, &previous);
     if !recreated.is_empty() {
@@ -215,16 +228,14 @@ async fn sync(context: &Context, settled: Option<&[SetGeneration]>) -> anyhow::R
     };
     match prefetched {
         // Already so, and the MachineConfigNode says it.
-        Ok(false) if previous == statuses(Outcome::Done) && !degraded => Ok(Synced::Checked(wanted.sets)),
+        Ok(false) if previous == statuses(Outcome::Done) && !unsettled => Ok(Synced::Checked(wanted)),
         Ok(_) => {
             let recorded = context.record(&Step::prefetched(statuses(Outcome::Done))).await?;
-            if let Err(e) = context.record(&Step::prefetch_healthy()).await {
-                tracing::warn!(node = %name, "recording PinnedImageSetsDegraded=False: {e:#}");
-            }
+            context.record(&Step::prefetch_healthy()).await?;
             tracing::info!(node = %name, sets = ?wanted.sets, "pinned image sets pulled and pinned");
             // Not recorded (no MachineConfigNode yet): checked again until it is.
             anyhow::ensure!(recorded, "MachineConfigNode {name} does not exist yet");
-            Ok(Synced::Checked(wanted.sets))
+            Ok(Synced::Checked(wanted))
         }
         Err(e) => {
             let error = format!("{e:#}");

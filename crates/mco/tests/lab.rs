@@ -986,8 +986,8 @@ async fn lab_boots_nodes_and_rolls_out_within_max_unavailable() {
     );
     assert!(said.contains(&why), "{said}");
     assert!(nodes.get_opt("worker-9").await.unwrap().is_none());
-    // Both pools roll out a change side by side, each rendered from its own stream (last: the
-    // master's drain moves the server's pod away until master-0 is back).
+    // Both pools roll out a change side by side, each rendered from its own stream (after the
+    // new machine's refusal: the server on master-0 is down while master-0 reboots).
     let master_config = target(&Api::<MachineConfigPool>::all(client.clone()).get(MASTER_POOL).await.unwrap());
     let stream_file = "/etc/lab/stream";
     lab.apply("99-master-stream", &role_files_mc("master", "99-master-stream", &[(stream_file, "master\n")]));
