@@ -78,6 +78,15 @@ pub const OS_IMAGE_URL_OVERRIDDEN_ANNOTATION: &str = "machineconfiguration.opens
 /// Machine Config Server deploy that digest, so a moving tag cannot split a pool. Removing it
 /// asks the controller to resolve and check the image again.
 pub const PINNED_OS_IMAGE_ANNOTATION: &str = "mco.dev/pinned-os-image";
+/// mco's own, on a MachineConfigPool, set by the admin (any value): resolve the tag of the OS image
+/// of the pool's target config again, check it, and move the pool's nodes to the digest it
+/// names now. The controller removes it once done.
+pub const RESOLVE_OS_IMAGE_ANNOTATION: &str = "mco.dev/resolve-os-image";
+/// mco's own, on a MachineConfigPool, written by the controller: `<rendered config> <HOST/NAME@sha256:…>`,
+/// the digest the config's OS image tag was resolved to again on request
+/// ([`RESOLVE_OS_IMAGE_ANNOTATION`]) when it differs from the config's own pin. The pool's nodes
+/// deploy it while the pool targets that config.
+pub const RESOLVED_OS_IMAGE_ANNOTATION: &str = "mco.dev/resolved-os-image";
 /// On a node, written by the node controller: the OS image (by digest) to pull ahead of the
 /// node's update (mco's pre-staging).
 pub const PRESTAGE_ANNOTATION: &str = "mco.dev/prestage-os-image";

@@ -1,6 +1,7 @@
 //! The OS image check of the render controller against a real API server and a real registry on
 //! loopback: a tag is resolved once to a digest recorded on the rendered config before the pool
-//! targets it, and resolved again only when asked; an image that does not exist, is not
+//! targets it, and resolved again only for a new config or when the admin asks (the digest found
+//! then recorded on the pool); an image that does not exist, is not
 //! bootable or is built for another architecture than the pool's nodes degrades the pool with
 //! the reason and leaves its target alone; fixing the MachineConfig or the registry clears it.
 //!
@@ -17,8 +18,8 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use mco_api::constants::PINNED_OS_IMAGE_ANNOTATION;
-use mco_api::machineconfiguration::pool_condition;
+use mco_api::constants::{PINNED_OS_IMAGE_ANNOTATION, RESOLVE_OS_IMAGE_ANNOTATION, RESOLVED_OS_IMAGE_ANNOTATION};
+use mco_api::machineconfiguration::{pool_condition, resolved_os_image_record};
 use mco_api::{MachineConfig, MachineConfigPool};
 use mco_controller::conditions;
 use mco_controller::render::controller::{Options, run};
@@ -59,6 +60,16 @@ async fn push_os_image(dir: &Path, registry: &LocalRegistry, version: &str, tag:
     let push = PullConfig { registries_conf: Some(registry.registries_conf.clone()), ..Default::default() };
     let to = format!("docker://{}/mco/os:{tag}", registry.host());
     mco_os::image::encapsulate_with(&repo, "mco/os", &to, &push, Default::default()).await.unwrap()
+}
+
+/// Points `name_tag` of the registry at the image `from` (the same manifest, so the same digest).
+fn retag(registry: &LocalRegistry, from: &str, name_tag: &str) {
+    run_ok(Command::new("skopeo").arg("--registries-conf").arg(&registry.registries_conf).args([
+        "copy",
+        "--preserve-digests",
+        &format!("docker://{from}"),
+        &format!("docker://{}/{name_tag}", registry.host()),
+    ]));
 }
 
 fn render_degraded(pool: &MachineConfigPool) -> Option<(String, String)> {
@@ -207,6 +218,78 @@ async fn new_os_images_are_checked_and_pinned_before_the_pool_targets_them() {
     assert_eq!(pinned_of(&mcs.get(&refreshed).await.unwrap()), Some(format!("{host}/mco/os@{second}")));
     assert_eq!(pinned_of(&mcs.get(&tagged).await.unwrap()), Some(pinned.clone()), "a config's digest stays");
 
+    // The admin asks for the tag to be resolved again: the pool records the digest it names now
+    // (the rendered config keeps what it was checked with), for its nodes to move to.
+    let third = push_os_image(tmp.path(), &registry, "4", "latest").await;
+    let request_resolution = || async {
+        let patch = json!({"metadata": {"annotations": {RESOLVE_OS_IMAGE_ANNOTATION: "please"}}});
+        pools.patch("worker", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    };
+    let annotations_of = |pool: &MachineConfigPool| {
+        let get = |key: &str| pool.annotations().get(key).cloned();
+        (get(RESOLVE_OS_IMAGE_ANNOTATION), get(RESOLVED_OS_IMAGE_ANNOTATION))
+    };
+    let resolved_again_note = |needle: String| {
+        let events = events.clone();
+        async move {
+            eventually(&format!("an OSImageResolvedAgain event saying {needle:?}"), || async {
+                let list = events.list(&ListParams::default()).await.unwrap().items;
+                let again = list.into_iter().filter(|e| e.reason.as_deref() == Some("OSImageResolvedAgain"));
+                let notes: Vec<String> = again.filter_map(|e| e.note).collect();
+                notes.iter().find(|n| n.contains(&needle)).cloned().ok_or(notes)
+            })
+            .await
+        }
+    };
+    request_resolution().await;
+    let (moved_from, moved_to) = (format!("{host}/mco/os@{second}"), format!("{host}/mco/os@{third}"));
+    let record = resolved_os_image_record(&refreshed, &moved_to);
+    eventually("the request done and the new digest recorded on the pool", || async {
+        let pool = pools.get("worker").await.unwrap();
+        satisfying(annotations_of(&pool), |seen| *seen == (None, Some(record.clone())))
+    })
+    .await;
+    let pool = pools.get("worker").await.unwrap();
+    assert_eq!(target_of(&pool).as_deref(), Some(refreshed.as_str()), "the same rendered config");
+    assert_eq!(pool.resolved_target_os_image(), Some(moved_to.as_str()));
+    assert_eq!(pinned_of(&mcs.get(&refreshed).await.unwrap()), Some(moved_from.clone()));
+    let note = resolved_again_note(format!(" of {refreshed} ")).await;
+    assert_eq!(
+        note,
+        format!(
+            "OS image {host}/mco/os:latest of {refreshed} resolved again on request: nodes move from {moved_from} to \
+             {moved_to}"
+        )
+    );
+    // Asked again with the tag where it was: nothing moves.
+    request_resolution().await;
+    resolved_again_note(format!("still {moved_to}")).await;
+    let seen = annotations_of(&pools.get("worker").await.unwrap());
+    assert_eq!(seen, (None, Some(record.clone())), "the record stays");
+    // The tag now names an image that is not bootable: refused, the nodes stay where they are,
+    // and the request waits for the registry.
+    push_buildah_image(tmp.path(), &registry, "mco/os:latest", &["--label", "purpose=not-an-os"]);
+    request_resolution().await;
+    let message = render_degraded_with(&pools, "RenderDegraded for the tag resolved again", "not a bootable").await;
+    assert!(
+        message.starts_with(&format!(
+            "Failed to render configuration for pool worker: OS image {host}/mco/os:latest of {refreshed} refused \
+             before any node gets it: it is not a bootable OS image"
+        )),
+        "{message}"
+    );
+    let pool = pools.get("worker").await.unwrap();
+    assert_eq!(annotations_of(&pool), (Some("please".to_string()), Some(record.clone())));
+    // The tag back on the config's own digest: resolved, the record goes (nodes deploy the
+    // config's pin again) and the pool is no longer degraded, nobody touching it.
+    retag(&registry, &moved_from, "mco/os:latest");
+    eventually("the request done, the record gone and RenderDegraded cleared", || async {
+        let pool = pools.get("worker").await.unwrap();
+        let seen = (annotations_of(&pool), render_degraded(&pool).map(|(status, _)| status));
+        satisfying(seen, |seen| *seen == ((None, None), Some("False".to_string())))
+    })
+    .await;
+
     // Refused images degrade the pool with the reason and leave its target alone.
     for (image, why) in [
         (
@@ -279,18 +362,7 @@ async fn os_images_are_refused_before_any_node_unless_signed_as_the_pool_require
     trusted
         .sign(&registry.registries_conf, &store.dir, &format!("{host}/mco/os@{debug}"), &format!("{host}/mco/os:debug"))
         .unwrap();
-    let crossed = Command::new("skopeo")
-        .arg("--registries-conf")
-        .arg(&registry.registries_conf)
-        .args([
-            "copy",
-            "--preserve-digests",
-            &format!("docker://{host}/mco/os:debug"),
-            &format!("docker://{host}/mco/os:crossed"),
-        ])
-        .output()
-        .unwrap();
-    assert!(crossed.status.success(), "{}", String::from_utf8_lossy(&crossed.stderr));
+    retag(&registry, &format!("{host}/mco/os:debug"), "mco/os:crossed");
     let foreign = push_os_image(tmp.path(), &registry, "3", "foreign").await;
     other
         .sign(

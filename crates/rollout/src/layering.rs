@@ -8,7 +8,7 @@ use std::borrow::Borrow;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use mco_api::constants::CURRENT_MACHINE_OS_BUILD_ANNOTATION;
 use mco_api::machineconfiguration::machine_os_build_condition::{BUILDING, FAILED, PREPARED, SUCCEEDED};
-use mco_api::{MachineOSBuild, MachineOSConfig};
+use mco_api::{MachineConfigPool, MachineOSBuild, MachineOSConfig};
 
 /// A layered pool as the node controller sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +34,9 @@ pub enum BuildState {
     Unpublished { build: String, config: String },
     /// The build succeeded and is the MachineOSConfig's current image.
     Ready,
+    /// Nothing is built: a plain pool whose OS image tag the controller resolved again on request
+    /// ([`mco_api::constants::RESOLVED_OS_IMAGE_ANNOTATION`]) moves its nodes to that digest like a built image.
+    Resolved,
 }
 
 impl BuildState {
@@ -47,7 +50,7 @@ impl BuildState {
             BuildState::Unpublished { build, config } => {
                 Some(format!("MachineOSBuild {build} is not yet the current image of MachineOSConfig {config}"))
             }
-            BuildState::Failed { .. } | BuildState::Ready => None,
+            BuildState::Failed { .. } | BuildState::Ready | BuildState::Resolved => None,
         }
     }
 
@@ -56,6 +59,13 @@ impl BuildState {
     pub fn holds_the_pool(&self) -> bool {
         matches!(self, BuildState::Running { .. } | BuildState::Failed { .. } | BuildState::Unpublished { .. })
     }
+}
+
+/// A plain pool's image target: the digest its OS image tag was resolved to again on request, for
+/// the config the pool targets.
+pub fn resolved(pool: &MachineConfigPool) -> Option<Layered> {
+    let image = pool.resolved_target_os_image()?;
+    Some(Layered { image: image.to_string(), build: BuildState::Resolved })
 }
 
 /// The MachineOSConfig of `pool` (`spec.machineConfigPool.name`), if the pool is layered.

@@ -673,6 +673,33 @@ mod tests {
     }
 
     #[test]
+    fn nodes_of_a_plain_pool_move_to_a_tag_resolved_again_one_slot_at_a_time() {
+        use mco_api::constants::{CURRENT_IMAGE_ANNOTATION, DESIRED_IMAGE_ANNOTATION, RESOLVED_OS_IMAGE_ANNOTATION};
+        const IMAGE: &str = "reg/os@sha256:2";
+        // All on the target config; b already moved to the image resolved again.
+        let mut nodes: Vec<Node> = ["a", "b", "c"].iter().map(|n| node(n, "new", "new", "Done", true)).collect();
+        for key in [DESIRED_IMAGE_ANNOTATION, CURRENT_IMAGE_ANNOTATION] {
+            nodes[1].metadata.annotations.as_mut().unwrap().insert(key.into(), IMAGE.into());
+        }
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let mut plain = pool("worker", json!(1), false);
+        let record = mco_api::machineconfiguration::resolved_os_image_record("new", IMAGE);
+        plain.metadata.annotations = Some([(RESOLVED_OS_IMAGE_ANNOTATION.to_string(), record)].into());
+        let resolved = crate::layering::resolved(&plain).unwrap();
+        let inputs = Inputs { layered: Some(&resolved), ..Inputs::default() };
+        let Ok(Plan::Update(u)) = plan(&plain, &refs, &inputs) else { panic!() };
+        assert_eq!(u.target, Target { config: "new".into(), image: Some(IMAGE.into()) });
+        assert_eq!(u.to_target, ["a"], "one node at a time, b being done");
+        assert_eq!(u.waiting, ["c"]);
+        // Without the record (a new rendered config, or the tag back on the config's own pin)
+        // the nodes leave the image.
+        plain.metadata.annotations = None;
+        assert!(crate::layering::resolved(&plain).is_none());
+        let Ok(Plan::Update(u)) = plan(&plain, &refs, &Inputs::default()) else { panic!() };
+        assert_eq!(u.to_target, ["b"]);
+    }
+
+    #[test]
     fn pools_that_do_not_move() {
         let n = node("a", "old", "old", "Done", true);
         assert_eq!(

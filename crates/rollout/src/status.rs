@@ -181,7 +181,7 @@ fn build_phase_updating(build: &BuildState, degraded: bool) -> Option<(bool, Str
         BuildState::Failed { build } => {
             Some((false, format!("Pool update stopped due to OS image build failure (mosb: {build})")))
         }
-        BuildState::Stalled { .. } | BuildState::Unpublished { .. } | BuildState::Ready => None,
+        BuildState::Stalled { .. } | BuildState::Unpublished { .. } | BuildState::Ready | BuildState::Resolved => None,
     }
 }
 
@@ -196,7 +196,8 @@ fn build_degraded_cleared(build: Option<&BuildState>, was_degraded: bool) -> Opt
         Some(BuildState::NotStarted { .. }) if was_degraded => {
             Some(("BuildPending", "MachineOSConfig updated/created, waiting for MachineOSBuild"))
         }
-        None if was_degraded => {
+        // A plain pool on a tag resolved again has no layering objects either.
+        None | Some(BuildState::Resolved) if was_degraded => {
             Some(("NoLayeredObjects", "No layered pool objects found, clearing stale build degraded condition"))
         }
         _ => None,
@@ -372,6 +373,12 @@ mod tests {
                 updating(true, "All nodes are updating to MachineConfig new / Image registry/os@sha256:1"),
             ),
             (
+                "a plain pool's tag resolved again: the nodes' view",
+                pool(false),
+                BuildState::Resolved,
+                updating(true, "All nodes are updating to MachineConfig new / Image registry/os@sha256:1"),
+            ),
+            (
                 "degraded otherwise",
                 pool_with(false, NODE_DEGRADED),
                 BuildState::Running { build: b() },
@@ -436,6 +443,20 @@ mod tests {
                 "no longer layered",
                 pool_with(false, IMAGE_BUILD_DEGRADED),
                 None,
+                cleared("NoLayeredObjects", "No layered pool objects found, clearing stale build degraded condition"),
+                None,
+            ),
+            (
+                "a plain pool on a resolved tag: no build condition",
+                pool(false),
+                Some(layered(BuildState::Resolved)),
+                None,
+                None,
+            ),
+            (
+                "a plain pool on a resolved tag, once layered and degraded",
+                pool_with(false, IMAGE_BUILD_DEGRADED),
+                Some(layered(BuildState::Resolved)),
                 cleared("NoLayeredObjects", "No layered pool objects found, clearing stale build degraded condition"),
                 None,
             ),

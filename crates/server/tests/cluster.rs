@@ -16,7 +16,11 @@ use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use mco_api::constants::{MCO_NAMESPACE, PINNED_OS_IMAGE_ANNOTATION};
+use mco_api::constants::{
+    CURRENT_IMAGE_ANNOTATION, DESIRED_IMAGE_ANNOTATION, MCO_NAMESPACE, PINNED_OS_IMAGE_ANNOTATION,
+    RESOLVED_OS_IMAGE_ANNOTATION,
+};
+use mco_api::machineconfiguration::resolved_os_image_record;
 use mco_api::{
     ControllerConfig, MachineConfig, MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig,
 };
@@ -214,6 +218,29 @@ async fn cluster_mode_against_a_real_apiserver() {
     });
     mcs.patch("rendered-worker-new", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
     eventually("the pinned digest served", || async {
+        satisfying(encapsulated_image(&served.get("worker").await.json()), |image| *image == pinned)
+    })
+    .await;
+    // The tag resolved again on request: new machines boot the pool's record, with the image
+    // annotations the node controller gives the pool's other nodes.
+    let resolved = format!("quay.io/os@sha256:{}", "4".repeat(64));
+    let record = resolved_os_image_record("rendered-worker-new", &resolved);
+    let patch = json!({"metadata": {"annotations": {RESOLVED_OS_IMAGE_ANNOTATION: record}}});
+    pools.patch("worker", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let body = eventually("the digest resolved again served", || async {
+        let body = served.get("worker").await.json();
+        satisfying(body, |body| encapsulated_image(body) == resolved)
+    })
+    .await;
+    let seed: Value = serde_json::from_slice(&contents(&body, NODE_ANNOTATIONS_PATH)).unwrap();
+    for key in [CURRENT_IMAGE_ANNOTATION, DESIRED_IMAGE_ANNOTATION] {
+        assert_eq!(seed[key], resolved, "{key}");
+    }
+    // A record of another config is not the pool's.
+    let other = resolved_os_image_record("rendered-worker-old", &resolved);
+    let patch = json!({"metadata": {"annotations": {RESOLVED_OS_IMAGE_ANNOTATION: other}}});
+    pools.patch("worker", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    eventually("the config's own pin served again", || async {
         satisfying(encapsulated_image(&served.get("worker").await.json()), |image| *image == pinned)
     })
     .await;

@@ -37,7 +37,7 @@ pub use osimagestream::{OSImageStream, OSImageStreamSet, OSImageStreamSpec, OSIm
 pub use pinnedimageset::{PinnedImageRef, PinnedImageSet, PinnedImageSetSpec};
 pub use pool::{
     CertExpiry, MachineConfigPool, MachineConfigPoolCondition, MachineConfigPoolSpec, MachineConfigPoolStatus,
-    MachineConfigPoolStatusConfiguration, PoolSynchronizerStatus, pool_condition,
+    MachineConfigPoolStatusConfiguration, PoolSynchronizerStatus, pool_condition, resolved_os_image_record,
 };
 
 use schemars::JsonSchema;

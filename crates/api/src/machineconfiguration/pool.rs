@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::NameReference;
+use crate::constants::RESOLVED_OS_IMAGE_ANNOTATION;
 
 /// A set of nodes (`nodeSelector`) and the MachineConfigs they run (`machineConfigSelector`).
 // Every print column repeats `type_ = ...`, which clippy takes for a duplicated attribute.
@@ -289,4 +290,53 @@ pub mod pool_condition {
     pub const BUILD_FAILED: &str = "BuildFailed";
     /// An image build was interrupted.
     pub const BUILD_INTERRUPTED: &str = "BuildInterrupted";
+}
+
+impl MachineConfigPool {
+    /// The OS image the controller resolved again on request for the rendered config `config`
+    /// ([`RESOLVED_OS_IMAGE_ANNOTATION`]), when the pool's record is of that config and by digest.
+    pub fn resolved_os_image(&self, config: &str) -> Option<&str> {
+        let record = self.metadata.annotations.as_ref()?.get(RESOLVED_OS_IMAGE_ANNOTATION)?;
+        let (named, image) = record.split_once(' ')?;
+        (named == config && super::is_by_digest(image)).then_some(image)
+    }
+
+    /// [`Self::resolved_os_image`] for the pool's target config.
+    pub fn resolved_target_os_image(&self) -> Option<&str> {
+        self.resolved_os_image(self.spec.configuration.as_ref()?.name.as_deref()?)
+    }
+}
+
+/// The value of [`RESOLVED_OS_IMAGE_ANNOTATION`] for `image`, resolved again for `config`.
+pub fn resolved_os_image_record(config: &str, image: &str) -> String {
+    format!("{config} {image}")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_resolved_os_image_counts_for_the_config_it_names_and_only_by_digest() {
+        let image = "registry.example/os@sha256:1";
+        let pool = |record: Option<&str>| -> MachineConfigPool {
+            let annotations = record.map(|r| json!({RESOLVED_OS_IMAGE_ANNOTATION: r})).unwrap_or(json!({}));
+            serde_json::from_value(json!({
+                "apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool",
+                "metadata": {"name": "worker", "annotations": annotations},
+                "spec": {"configuration": {"name": "rendered-worker-1"}},
+            }))
+            .unwrap()
+        };
+        let record = resolved_os_image_record("rendered-worker-1", image);
+        assert_eq!(pool(Some(&record)).resolved_target_os_image(), Some(image));
+        assert_eq!(pool(Some(&record)).resolved_os_image("rendered-worker-2"), None);
+        let other = resolved_os_image_record("rendered-worker-0", image);
+        assert_eq!(pool(Some(&other)).resolved_target_os_image(), None, "a record of another config");
+        assert_eq!(pool(Some("rendered-worker-1 registry.example/os:latest")).resolved_target_os_image(), None);
+        assert_eq!(pool(Some("rendered-worker-1")).resolved_target_os_image(), None);
+        assert_eq!(pool(None).resolved_target_os_image(), None);
+    }
 }

@@ -583,11 +583,14 @@ async fn first_config_pools(
     found
 }
 
-/// The pool's image build if the pool is layered (has a MachineOSConfig). A `current-machine-os-build`
-/// annotation naming a build of another rendered config is removed from the MachineOSConfig.
+/// The pool's image build if the pool is layered (has a MachineOSConfig), else the image its OS
+/// image tag was resolved to again, if it was. A `current-machine-os-build` annotation naming a
+/// build of another rendered config is removed from the MachineOSConfig.
 async fn pool_layering(context: &Context, pool: &MachineConfigPool) -> Result<Option<Layered>, Error> {
     let configs = context.os_configs.state();
-    let Some(config) = layering::config_for_pool(&pool.name_any(), &configs) else { return Ok(None) };
+    let Some(config) = layering::config_for_pool(&pool.name_any(), &configs) else {
+        return Ok(layering::resolved(pool));
+    };
     let target = pool.spec.configuration.as_ref().and_then(|c| c.name.as_deref()).unwrap_or_default();
     let builds = context.os_builds.state();
     let (build, stale) = layering::choose_build(config, &builds, target);

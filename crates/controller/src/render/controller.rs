@@ -11,12 +11,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt as _, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use mco_api::constants::{
-    CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME, OS_IMAGE_STREAM_NAME, PINNED_OS_IMAGE_ANNOTATION, WORKER_POOL,
+    CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME, OS_IMAGE_STREAM_NAME, PINNED_OS_IMAGE_ANNOTATION,
+    RESOLVE_OS_IMAGE_ANNOTATION, WORKER_POOL,
 };
 use mco_api::containers_policy::{self, POLICY_PATH, REGISTRIES_D};
 use mco_api::machineconfiguration::is_by_digest;
@@ -99,7 +100,6 @@ struct Context {
     client: Client,
     version: ControllerVersion,
     options: Options,
-    recorder: Recorder,
 }
 
 /// Every change of `K`, for the Controller's triggers (see [`logging_errors`]).
@@ -117,8 +117,7 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
     let pools = controller.store();
     let (for_controller_config, for_configuration) = (every_pool(pools.clone()), every_pool(pools.clone()));
     let (for_streams, for_worker) = (every_pool(pools.clone()), every_pool(pools.clone()));
-    let recorder = Recorder::new(client.clone(), Reporter { controller: CONTROLLER_NAME.to_string(), instance: None });
-    let context = Arc::new(Context { client: client.clone(), version, options, recorder });
+    let context = Arc::new(Context { client: client.clone(), version, options });
     controller
         .watches_stream(events("MachineConfigs", Api::<MachineConfig>::all(client.clone())), move |mc| {
             pools_for_machine_config(&pools.state(), &mc)
@@ -250,6 +249,10 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
             let current =
                 current.and_then(|c| machine_configs.iter().find(|mc| mc.metadata.name.as_deref() == Some(c)));
             let base = Some(target.base_os_image.as_str());
+            let resolve_requested =
+                pool.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(RESOLVE_OS_IMAGE_ANNOTATION));
+            // A tag resolved again on request: (the config's pin, the digest found now).
+            let mut resolved_again = None;
             let checked = match os_image::gate(existing.unwrap_or(&target.rendered), current, base) {
                 Gate::Check(image) => match check_os_image(&context, &pool, &target.rendered, &image).await? {
                     Ok(pinned) => Ok(Some((image, pinned))),
@@ -260,6 +263,17 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
                     match check_new_policy(&context, &pool, rendered, current).await? {
                         Ok(()) => Ok(None),
                         Err(why) => Err((rendered.spec.os_image_url.clone(), why)),
+                    }
+                }
+                Gate::Pinned(pinned) if resolve_requested && !is_by_digest(&target.rendered.spec.os_image_url) => {
+                    let rendered = existing.unwrap_or(&target.rendered);
+                    let image = &rendered.spec.os_image_url;
+                    match check_os_image(&context, &pool, rendered, image).await? {
+                        Ok(now) => {
+                            resolved_again = Some((pinned, now));
+                            Ok(None)
+                        }
+                        Err(why) => Err((image.clone(), why)),
                     }
                 }
                 Gate::Pinned(_) => Ok(None),
@@ -282,19 +296,34 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
                 tracing::info!(pool = %name, "{note}");
                 publish(&context, &pool, EventType::Normal, "OSImagePinned", note).await;
             }
-            let pool = match &target.configuration {
-                Some(configuration) => {
-                    let patch = json!({ "spec": { "configuration": configuration } });
-                    let updated = Api::<MachineConfigPool>::all(client.clone())
-                        .patch(&name, &patch_params(), &Patch::Merge(&patch))
-                        .await
-                        .map_err(kube_error(format!("updating MachineConfigPool {name}")))?;
-                    tracing::info!(pool = %name, "now targeting {}", target.rendered.name_any());
+            if let Some((pinned, now)) = &resolved_again {
+                let was = pool.resolved_os_image(&rendered_name).unwrap_or(pinned);
+                let note = os_image::resolved_again_note(&target.rendered.spec.os_image_url, &rendered_name, was, now);
+                tracing::info!(pool = %name, "{note}");
+                publish(&context, &pool, EventType::Normal, "OSImageResolvedAgain", note).await;
+            }
+            let resolved = resolved_again.as_ref().map(|(pinned, now)| (pinned.as_str(), now.as_str()));
+            let annotations = os_image::pool_annotations(&pool, &rendered_name, resolved);
+            let mut patch = json!({});
+            if let Some(configuration) = &target.configuration {
+                patch["spec"] = json!({ "configuration": configuration });
+            }
+            if !annotations.is_empty() {
+                patch["metadata"] = json!({ "annotations": annotations });
+            }
+            let pool = if patch == json!({}) {
+                pool
+            } else {
+                let updated = Api::<MachineConfigPool>::all(client.clone())
+                    .patch(&name, &patch_params(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(kube_error(format!("updating MachineConfigPool {name}")))?;
+                if target.configuration.is_some() {
+                    tracing::info!(pool = %name, "now targeting {rendered_name}");
                     let now = mco_metrics::unix_seconds(std::time::SystemTime::now());
                     metrics.set_sub_controller_state(SubControllerSync::PoolRendered, &name, now);
-                    Arc::new(updated)
                 }
-                None => pool,
+                Arc::new(updated)
             };
             write_render_degraded(&context, &pool, None).await?;
             Ok(Action::await_change())
@@ -573,11 +602,6 @@ async fn write_render_degraded(
     }
 }
 
-/// Events are for people; failing to record one must not fail the sync.
 async fn publish(context: &Context, pool: &MachineConfigPool, type_: EventType, reason: &str, note: String) {
-    let event =
-        Event { type_, reason: reason.to_string(), note: Some(note), action: "Render".to_string(), secondary: None };
-    if let Err(e) = context.recorder.publish(&event, &pool.object_ref(&())).await {
-        tracing::warn!(pool = %pool.name_any(), "recording event {reason}: {e}");
-    }
+    crate::publish(&context.client, &pool.object_ref(&()), type_, reason, &note, "Render").await;
 }

@@ -12,10 +12,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use mco_api::MachineConfig;
-use mco_api::constants::PINNED_OS_IMAGE_ANNOTATION;
-use mco_api::machineconfiguration::{image_repository, is_by_digest};
+use mco_api::constants::{PINNED_OS_IMAGE_ANNOTATION, RESOLVE_OS_IMAGE_ANNOTATION, RESOLVED_OS_IMAGE_ANNOTATION};
+use mco_api::machineconfiguration::{image_repository, is_by_digest, resolved_os_image_record};
+use mco_api::{MachineConfig, MachineConfigPool};
 use serde::Deserialize;
+use serde_json::{Map, Value};
 
 /// What the OS image of a pool's target config needs before nodes may get it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +47,38 @@ pub fn gate(rendered: &MachineConfig, current: Option<&MachineConfig>, base: Opt
     }
     let known = current.map(|c| c.spec.os_image_url.as_str()) == Some(image) || base == Some(image);
     if is_by_digest(image) && known { Gate::Clear } else { Gate::Check(image.to_string()) }
+}
+
+/// The pool's annotation changes once it targets `config`: an admin's request to resolve its OS
+/// image again ([`RESOLVE_OS_IMAGE_ANNOTATION`]) is done, and the record of a tag resolved again
+/// ([`RESOLVED_OS_IMAGE_ANNOTATION`]) is set to what `resolved` found (`(config's pin, digest now)`;
+/// dropped when it is the config's own pin) or dropped when it is of another config.
+pub fn pool_annotations(pool: &MachineConfigPool, config: &str, resolved: Option<(&str, &str)>) -> Map<String, Value> {
+    let annotations = pool.metadata.annotations.as_ref();
+    let has = |key: &str| annotations.is_some_and(|a| a.contains_key(key));
+    let mut changes = Map::new();
+    if has(RESOLVE_OS_IMAGE_ANNOTATION) {
+        changes.insert(RESOLVE_OS_IMAGE_ANNOTATION.into(), Value::Null);
+    }
+    let record = match resolved {
+        Some((pinned, now)) if pinned != now => Some(resolved_os_image_record(config, now)),
+        Some(_) => None,
+        None => pool.resolved_os_image(config).map(|image| resolved_os_image_record(config, image)),
+    };
+    let current = annotations.and_then(|a| a.get(RESOLVED_OS_IMAGE_ANNOTATION));
+    if current != record.as_ref() {
+        changes.insert(RESOLVED_OS_IMAGE_ANNOTATION.into(), record.map_or(Value::Null, Value::String));
+    }
+    changes
+}
+
+/// The Event of a tag resolved again on request: `image` of `config` from `was` to `now`.
+pub fn resolved_again_note(image: &str, config: &str, was: &str, now: &str) -> String {
+    if was == now {
+        format!("OS image {image} of {config} resolved again on request: still {now}")
+    } else {
+        format!("OS image {image} of {config} resolved again on request: nodes move from {was} to {now}")
+    }
 }
 
 /// What the registry says of an image for one architecture (`skopeo inspect`'s fields).
@@ -223,6 +256,67 @@ mod tests {
             architecture: arch.to_string(),
             labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         })
+    }
+
+    #[test]
+    fn a_request_to_resolve_again_is_done_and_its_result_recorded_for_its_config() {
+        use serde_json::json;
+        let (pinned, moved) = (format!("reg/os@{D1}"), format!("reg/os@{D2}"));
+        let pool = |annotations: &[(&str, &str)]| -> MachineConfigPool {
+            let annotations: BTreeMap<&str, &str> = annotations.iter().copied().collect();
+            serde_json::from_value(json!({"metadata": {"name": "worker", "annotations": annotations}, "spec": {}}))
+                .unwrap()
+        };
+        let request = (RESOLVE_OS_IMAGE_ANNOTATION, "");
+        let record_of = |config: &str, image: &str| resolved_os_image_record(config, image);
+        let (moved_1, moved_0) = (record_of("rendered-1", &moved), record_of("rendered-0", &moved));
+        let changes = |pool: &MachineConfigPool, resolved: Option<(&str, &str)>| {
+            Value::Object(pool_annotations(pool, "rendered-1", resolved))
+        };
+        for (what, pool, resolved, want) in [
+            ("nothing asked, nothing recorded", pool(&[]), None, json!({})),
+            (
+                "the tag moved: recorded, the request done",
+                pool(&[request]),
+                Some((pinned.as_str(), moved.as_str())),
+                json!({RESOLVE_OS_IMAGE_ANNOTATION: null, RESOLVED_OS_IMAGE_ANNOTATION: moved_1}),
+            ),
+            (
+                "the tag did not move",
+                pool(&[request]),
+                Some((pinned.as_str(), pinned.as_str())),
+                json!({RESOLVE_OS_IMAGE_ANNOTATION: null}),
+            ),
+            (
+                "the tag back on the config's own pin: the record goes",
+                pool(&[request, (RESOLVED_OS_IMAGE_ANNOTATION, &moved_1)]),
+                Some((pinned.as_str(), pinned.as_str())),
+                json!({RESOLVE_OS_IMAGE_ANNOTATION: null, RESOLVED_OS_IMAGE_ANNOTATION: null}),
+            ),
+            ("the record of the target stays", pool(&[(RESOLVED_OS_IMAGE_ANNOTATION, &moved_1)]), None, json!({})),
+            (
+                "the record of another config goes",
+                pool(&[(RESOLVED_OS_IMAGE_ANNOTATION, &moved_0)]),
+                None,
+                json!({RESOLVED_OS_IMAGE_ANNOTATION: null}),
+            ),
+            (
+                "a request for a config that was resolved anyway (new, or by digest) is done",
+                pool(&[request]),
+                None,
+                json!({RESOLVE_OS_IMAGE_ANNOTATION: null}),
+            ),
+        ] {
+            assert_eq!(changes(&pool, resolved), want, "{what}");
+        }
+        assert_eq!(
+            resolved_again_note("reg/os:9", "rendered-1", &pinned, &moved),
+            format!("OS image reg/os:9 of rendered-1 resolved again on request: nodes move from {pinned} to {moved}")
+        );
+        assert_eq!(
+            resolved_again_note("reg/os:9", "rendered-1", &pinned, &pinned),
+            format!("OS image reg/os:9 of rendered-1 resolved again on request: still {pinned}")
+        );
     }
 
     #[test]

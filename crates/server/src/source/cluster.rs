@@ -280,9 +280,10 @@ impl Inner {
             .and_then(|cm| cm.binary_data.as_ref()?.get(KUBECONFIG_DATA_CA_KEY))
             .map(|ca| ca.0.as_slice());
         let kubeconfig = self.node_kubeconfig.get(ca_override)?;
-        // Most pools are not layered: the builds are only looked at for those that are.
+        // Most pools are not layered: the builds are only looked at for those that are. A plain
+        // pool's nodes run the image its tag was resolved to again, if it was.
         let desired_image = match self.machine_os_configs.find(|c| c.spec.machine_config_pool.name == pool) {
-            None => String::new(),
+            None => mcp.resolved_os_image(&config_name).unwrap_or_default().to_string(),
             Some(os_config) => layered_image(
                 &mcp,
                 &config_name,
