@@ -264,8 +264,11 @@ async fn new_os_images_are_checked_and_pinned_before_the_pool_targets_them() {
     // Asked again with the tag where it was: nothing moves.
     request_resolution().await;
     resolved_again_note(format!("still {moved_to}")).await;
-    let seen = annotations_of(&pools.get("worker").await.unwrap());
-    assert_eq!(seen, (None, Some(record.clone())), "the record stays");
+    eventually("the request done and the record kept", || async {
+        let pool = pools.get("worker").await.unwrap();
+        satisfying(annotations_of(&pool), |seen| *seen == (None, Some(record.clone())))
+    })
+    .await;
     // The tag now names an image that is not bootable: refused, the nodes stay where they are,
     // and the request waits for the registry.
     push_buildah_image(tmp.path(), &registry, "mco/os:latest", &["--label", "purpose=not-an-os"]);

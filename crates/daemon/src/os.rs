@@ -37,9 +37,10 @@ pub trait OsBackend: Send + Sync {
     fn status(&self) -> anyhow::Result<OsStatus>;
     /// Fetches the OS image `image` ahead of [`OsBackend::apply`], which then finds it there, if
     /// this backend can and the image is not the booted one; returns whether it pulled. A pull
-    /// ahead is timed apart and fails before anything on the node has changed. Hosts pull in
-    /// `apply`: rpm-ostree and bootc fetch inside their daemons, which make the read-only
-    /// `/sysroot` writable in a mount namespace of their own and hold the sysroot's lock.
+    /// ahead is timed apart and fails before anything on the node has changed. On hosts the host's
+    /// daemon pulls (it makes the read-only `/sysroot` writable in a mount namespace of its own and
+    /// holds the sysroot's lock): rpm-ostree can pull without deploying; bootc pulls in `apply`
+    /// (its `switch --download-only`, from mid-2026 releases, stages a locked deployment instead).
     fn pull_ahead(&self, _image: &str) -> anyhow::Result<bool> {
         Ok(false)
     }
@@ -77,6 +78,27 @@ fn rpm_ostree<S: Into<String>>(args: impl IntoIterator<Item = S>) -> Cmd {
     Cmd::new(RPM_OSTREE, args)
 }
 
+/// `rpm-ostree rebase` to `image` (upstream's), or with `download_only` only its pull into the
+/// host's repository: rpm-ostreed stops short of deploying, and the later rebase finds the image
+/// there (`cleanup -p` before it prunes images only when it removes a staged deployment).
+fn rpm_ostree_rebase(image: &str, download_only: bool) -> Cmd {
+    let mut args = vec!["rebase".to_string(), "--experimental".into()];
+    if download_only {
+        args.push("--download-only".into());
+    }
+    args.push(format!("ostree-unverified-registry:{image}"));
+    rpm_ostree(args)
+}
+
+/// The command that pulls `image` ahead of its update on a host in state `status`: none when the
+/// host runs it already, or has packages layered or removed (extensions, a realtime kernel): a
+/// download-only rebase resolves those against the new base too, from repositories the update
+/// itself sets up, so it pulls in the update then.
+pub fn rpm_ostree_pull_ahead(image: &str, status: &OsStatus) -> Option<Cmd> {
+    let layered = !status.requested_packages.is_empty() || !status.requested_base_removals.is_empty();
+    (status.booted_image.as_deref() != Some(image) && !layered).then(|| rpm_ostree_rebase(image, true))
+}
+
 /// The rpm-ostree commands that stage `changes` on a host in state `status` (upstream
 /// `applyOSChanges`, in its order).
 pub fn rpm_ostree_commands(changes: &OsChanges, status: &OsStatus, arch: &str) -> anyhow::Result<Vec<Cmd>> {
@@ -100,11 +122,7 @@ pub fn rpm_ostree_commands(changes: &OsChanges, status: &OsStatus, arch: &str) -
         }
     }
     if let Some(img) = image {
-        cmds.push(rpm_ostree([
-            "rebase".to_string(),
-            "--experimental".into(),
-            format!("ostree-unverified-registry:{img}"),
-        ]));
+        cmds.push(rpm_ostree_rebase(img, false));
     }
     if let Some(k) = &changes.kargs {
         let args = std::iter::once("kargs".to_string())
@@ -217,6 +235,19 @@ impl OsBackend for RpmOstree {
         let json = self.runner.run(&rpm_ostree(["status", "--json"]))?;
         let kargs = self.runner.run(&rpm_ostree(["kargs"]))?;
         parse_rpm_ostree_status(&json, &kargs)
+    }
+
+    #[context("Pulling OS image {image} ahead with rpm-ostree")]
+    fn pull_ahead(&self, image: &str) -> anyhow::Result<bool> {
+        let Some(cmd) = rpm_ostree_pull_ahead(image, &self.status()?) else { return Ok(false) };
+        self.runner.run(&cmd)?;
+        Ok(true)
+    }
+
+    /// `rpm-ostree cleanup --base` prunes the images no deployment uses (rpm-ostree does not name them).
+    fn drop_pulled(&self) -> anyhow::Result<Vec<String>> {
+        self.runner.run(&rpm_ostree(["cleanup", "--base"]))?;
+        Ok(Vec::new())
     }
 
     #[context("Staging OS changes with rpm-ostree")]

@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
 use mco_api::constants::{
-    CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, MACHINE_CONFIGURATION_NAME, REASON_ANNOTATION,
-    STATE_ANNOTATION,
+    CURRENT_CONFIG_ANNOTATION, CURRENT_IMAGE_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_IMAGE_ANNOTATION,
+    MACHINE_CONFIGURATION_NAME, REASON_ANNOTATION, STATE_ANNOTATION,
 };
 use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool, MachineConfiguration};
 use mco_render::select::Selection;
@@ -244,12 +244,15 @@ pub fn progress_lines(nodes: &[Node], pools: &[MachineConfigPool]) -> Vec<String
     for pool in pools {
         let pool_name = pool.metadata.name.as_deref().unwrap_or_default();
         let target = target(pool);
+        // A tag resolved again on request: the nodes move to its digest under the same config.
+        let image = pool.resolved_os_image(target);
         let members: Vec<&Node> = nodes.iter().filter(|n| primary_pool(n, pools) == pool_name).collect();
         let done = members
             .iter()
             .filter(|n| {
                 annotation(n, CURRENT_CONFIG_ANNOTATION) == Some(target)
                     && annotation(n, STATE_ANNOTATION) == Some("Done")
+                    && image.is_none_or(|image| annotation(n, CURRENT_IMAGE_ANNOTATION) == Some(image))
             })
             .count();
         if target.is_empty() || (done == members.len() && pool_config(pool) == target) {
@@ -260,6 +263,7 @@ pub fn progress_lines(nodes: &[Node], pools: &[MachineConfigPool]) -> Vec<String
             .filter(|n| {
                 unavailable_for_update(n)
                     || annotation(n, DESIRED_CONFIG_ANNOTATION) != annotation(n, CURRENT_CONFIG_ANNOTATION)
+                    || annotation(n, DESIRED_IMAGE_ANNOTATION) != annotation(n, CURRENT_IMAGE_ANNOTATION)
             })
             .map(|n| {
                 let state = annotation(n, STATE_ANNOTATION).unwrap_or("-");
@@ -270,7 +274,8 @@ pub fn progress_lines(nodes: &[Node], pools: &[MachineConfigPool]) -> Vec<String
         let paused = if pool.spec.paused.unwrap_or(false) { " [paused]" } else { "" };
         let moving = if moving.is_empty() { String::new() } else { format!("; updating: {}", moving.join(", ")) };
         let held = held_message(pool).map(|m| format!("; {m}")).unwrap_or_default();
-        lines.push(format!("{pool_name}{paused}: {done}/{} nodes on {target}{moving}{held}", members.len()));
+        let image = image.map(|i| format!(" (OS image {i})")).unwrap_or_default();
+        lines.push(format!("{pool_name}{paused}: {done}/{} nodes on {target}{image}{moving}{held}", members.len()));
     }
     lines
 }
@@ -455,6 +460,29 @@ mod tests {
         );
         let nodes = [node("worker-0", "worker", "rendered-worker-a", "rendered-worker-a", "Done", true, false)];
         assert_eq!(progress_lines(&nodes, &[held]), [format!("worker: 0/1 nodes on rendered-worker-b; {message}")]);
+    }
+
+    #[test]
+    fn a_tag_resolved_again_counts_nodes_on_its_digest() {
+        const IMAGE: &str = "reg/os@sha256:2";
+        let mut pool = pool("worker", "rendered-worker-a", "rendered-worker-a", &[("Updating", "True")], [2, 1, 1, 0]);
+        let record = mco_api::machineconfiguration::resolved_os_image_record("rendered-worker-a", IMAGE);
+        pool.metadata.annotations =
+            Some([(mco_api::constants::RESOLVED_OS_IMAGE_ANNOTATION.to_string(), record)].into());
+        let mut nodes = [
+            node("worker-0", "worker", "rendered-worker-a", "rendered-worker-a", "Done", true, false),
+            node("worker-1", "worker", "rendered-worker-a", "rendered-worker-a", "Working", true, true),
+        ];
+        nodes[0].metadata.annotations.as_mut().unwrap().extend(
+            [CURRENT_IMAGE_ANNOTATION, DESIRED_IMAGE_ANNOTATION].map(|key| (key.to_string(), IMAGE.to_string())),
+        );
+        nodes[1].metadata.annotations.as_mut().unwrap().insert(DESIRED_IMAGE_ANNOTATION.into(), IMAGE.into());
+        assert_eq!(
+            progress_lines(&nodes, &[pool]),
+            [format!(
+                "worker: 1/2 nodes on rendered-worker-a (OS image {IMAGE}); updating: worker-1 (Working, unavailable)"
+            )]
+        );
     }
 
     fn mc(name: &str, role: &str) -> MachineConfig {

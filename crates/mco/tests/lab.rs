@@ -19,9 +19,11 @@ use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
 use mco_api::constants::{
-    CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, MASTER_POOL, MCO_NAMESPACE,
-    PINNED_OS_IMAGE_ANNOTATION, REASON_ANNOTATION, STATE_ANNOTATION, WORKER_POOL,
+    CURRENT_CONFIG_ANNOTATION, CURRENT_IMAGE_ANNOTATION, DESIRED_CONFIG_ANNOTATION, MACHINE_API_NAMESPACE, MASTER_POOL,
+    MCO_NAMESPACE, PINNED_OS_IMAGE_ANNOTATION, REASON_ANNOTATION, RESOLVE_OS_IMAGE_ANNOTATION,
+    RESOLVED_OS_IMAGE_ANNOTATION, STATE_ANNOTATION, WORKER_POOL,
 };
+use mco_api::machineconfiguration::resolved_os_image_record;
 use mco_api::operator::BootImageSkewEnforcementStatus;
 use mco_api::{MachineConfigNode, MachineConfigPool, MachineConfiguration, OSImageStream};
 use mco_os::signing::{SigningKey, lookaside_config};
@@ -1591,6 +1593,37 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     let rendered = configs.get(&canaried).await.unwrap();
     assert_eq!(rendered.annotations().get(PINNED_OS_IMAGE_ANNOTATION), Some(&first_image), "resolved once");
 
+    // The admin asks for the moved tag to be resolved again: the pool records the digest it
+    // names now, and its workers move to it under the same rendered config.
+    annotate_pool(&client, json!({RESOLVE_OS_IMAGE_ANNOTATION: "now"})).await;
+    let record = resolved_os_image_record(&canaried, &second_image);
+    eventually("the request done and the tag's new digest recorded on the pool", || async {
+        let pool = pool(&client).await;
+        let get = |key: &str| pool.annotations().get(key).cloned();
+        satisfying((get(RESOLVE_OS_IMAGE_ANNOTATION), get(RESOLVED_OS_IMAGE_ANNOTATION)), |seen| {
+            *seen == (None, Some(record.clone()))
+        })
+    })
+    .await;
+    eventually("every worker on the tag's new digest", || async {
+        let all = nodes.list(&workers()).await.unwrap().items;
+        let seen: Vec<(String, bool, Option<String>, String)> = all
+            .iter()
+            .map(|n| {
+                let image = mco_rollout::node::annotation(n, CURRENT_IMAGE_ANNOTATION).map(str::to_string);
+                let os = n.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.os_image.clone());
+                (n.name_any(), mco_rollout::node::node_done(n), image, os.unwrap_or_default())
+            })
+            .collect();
+        satisfying(seen, |seen| {
+            seen.iter().all(|(_, done, image, os)| {
+                *done && image.as_deref() == Some(second_image.as_str()) && os == "MCO Test OS (moving 2)"
+            })
+        })
+    })
+    .await;
+    assert_eq!(target(&pool(&client).await), canaried, "the same rendered config");
+
     // A maintenance window: outside it no node starts an update, and `mco status` says when it
     // opens (a daily window six hours from now, in a named time zone); without it the pool goes on.
     let utc_hour = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() / 3600 % 24;
@@ -1622,6 +1655,12 @@ async fn lab_refuses_a_too_old_boot_image_until_the_node_is_reprovisioned() {
     assert!(started.is_empty(), "nodes started outside the window: {started:?}");
     annotate_pool(&client, json!({"mco.dev/maintenance-windows": null, "mco.dev/maintenance-time-zone": null})).await;
     workers_done_on(before.clone(), " once no window holds the pool").await;
+    // Back on a config of its own image (by digest), the workers left the tag's resolved digest.
+    let all = nodes.list(&workers()).await.unwrap().items;
+    let images: Vec<Option<&str>> =
+        all.iter().map(|n| mco_rollout::node::annotation(n, CURRENT_IMAGE_ANNOTATION)).collect();
+    assert_eq!(images, [None, None], "{:?}", all.iter().map(summary).collect::<Vec<_>>());
+    assert_eq!(pool(&client).await.annotations().get(RESOLVED_OS_IMAGE_ANNOTATION), None, "the record dropped");
 
     // A change that fails on the node after its drain (a file where the node has a directory)
     // strands the first worker it reaches (cordoned, Degraded) and, with a halt after one failed

@@ -52,9 +52,11 @@ pub fn node_done(node: &Node) -> bool {
         && annotation(node, STATE_ANNOTATION) == Some(STATE_DONE)
 }
 
-/// The daemon failed moving to a different config.
+/// The daemon failed moving to a different config or image.
 pub fn mcd_failing(node: &Node) -> bool {
-    annotation(node, CURRENT_CONFIG_ANNOTATION) != annotation(node, DESIRED_CONFIG_ANNOTATION)
+    let differs = |current, desired| annotation(node, current) != annotation(node, desired);
+    (differs(CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION)
+        || differs(CURRENT_IMAGE_ANNOTATION, DESIRED_IMAGE_ANNOTATION))
         && matches!(annotation(node, STATE_ANNOTATION), Some(STATE_DEGRADED | STATE_UNRECONCILABLE))
 }
 

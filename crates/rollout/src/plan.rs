@@ -674,7 +674,9 @@ mod tests {
 
     #[test]
     fn nodes_of_a_plain_pool_move_to_a_tag_resolved_again_one_slot_at_a_time() {
-        use mco_api::constants::{CURRENT_IMAGE_ANNOTATION, DESIRED_IMAGE_ANNOTATION, RESOLVED_OS_IMAGE_ANNOTATION};
+        use mco_api::constants::{
+            CURRENT_IMAGE_ANNOTATION, DESIRED_IMAGE_ANNOTATION, RESOLVED_OS_IMAGE_ANNOTATION, STATE_ANNOTATION,
+        };
         const IMAGE: &str = "reg/os@sha256:2";
         // All on the target config; b already moved to the image resolved again.
         let mut nodes: Vec<Node> = ["a", "b", "c"].iter().map(|n| node(n, "new", "new", "Done", true)).collect();
@@ -697,6 +699,18 @@ mod tests {
         assert!(crate::layering::resolved(&plain).is_none());
         let Ok(Plan::Update(u)) = plan(&plain, &refs, &Inputs::default()) else { panic!() };
         assert_eq!(u.to_target, ["b"]);
+        // A node that failed on the image (cordoned by its drain) while the record went away is
+        // stranded: moved back at once, without waiting for a slot.
+        let failed = nodes[1].metadata.annotations.as_mut().unwrap();
+        failed.remove(CURRENT_IMAGE_ANNOTATION);
+        failed.insert(STATE_ANNOTATION.into(), "Degraded".into());
+        nodes[1].spec = Some(k8s_openapi::api::core::v1::NodeSpec { unschedulable: Some(true), ..Default::default() });
+        assert!(node::mcd_failing(&nodes[1]));
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let mut busy = plain.clone();
+        busy.spec.max_unavailable = Some(IntOrString::Int(1));
+        let Ok(Plan::Update(u)) = plan(&busy, &refs, &Inputs::default()) else { panic!() };
+        assert_eq!(u.to_target, ["b"], "{u:?}");
     }
 
     #[test]

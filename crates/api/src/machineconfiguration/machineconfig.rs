@@ -108,17 +108,10 @@ impl MachineConfig {
             }
             return Err(PinError::Unpinned { config: config(), url: url.clone() });
         };
-        match pinned.split_once("@sha256:") {
-            Some(_) if is_by_digest(url) && pinned == url => Ok(pinned),
-            Some((repository, hex))
-                if !is_by_digest(url)
-                    && repository == image_repository(url)
-                    && hex.len() == 64
-                    && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) =>
-            {
-                Ok(pinned)
-            }
-            _ => Err(PinError::Mismatch { config: config(), url: url.clone(), pinned: pinned.clone() }),
+        if pin_fits(url, pinned) {
+            Ok(pinned)
+        } else {
+            Err(PinError::Mismatch { config: config(), url: url.clone(), pinned: pinned.clone() })
         }
     }
 
@@ -141,6 +134,20 @@ pub fn image_repository(spec: &str) -> &str {
 }
 
 /// Is `spec` pinned to a digest (`…@sha256:…`) rather than named by a tag?
+/// Whether `pinned` may stand for the OS image `url`: that repository `@sha256:<64 hex digits>`,
+/// or `url` itself when it is by digest.
+pub fn pin_fits(url: &str, pinned: &str) -> bool {
+    match pinned.split_once("@sha256:") {
+        Some(_) if is_by_digest(url) => pinned == url,
+        Some((repository, hex)) => {
+            repository == image_repository(url)
+                && hex.len() == 64
+                && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        }
+        None => false,
+    }
+}
+
 pub fn is_by_digest(spec: &str) -> bool {
     spec.contains("@sha256:")
 }

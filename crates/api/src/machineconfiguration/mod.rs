@@ -24,7 +24,7 @@ pub use layering::{
     MachineOSConfig, MachineOSConfigSpec, MachineOSConfigStatus, MachineOSContainerfile, MachineOSImageBuilder,
     MachineOSImageBuilderType, ObjectReference, machine_os_build_condition,
 };
-pub use machineconfig::{MachineConfig, MachineConfigSpec, PinError, image_repository, is_by_digest};
+pub use machineconfig::{MachineConfig, MachineConfigSpec, PinError, image_repository, is_by_digest, pin_fits};
 pub(crate) use machineconfignode::MACHINE_CONFIG_NODE_SCHEMA;
 pub use machineconfignode::{
     IrreconcilableChangeDiff, MachineConfigNode, MachineConfigNodeSpec, MachineConfigNodeSpecMachineConfigVersion,

@@ -59,7 +59,22 @@ fn names_change_with_every_input_and_only_them() {
     other_image.spec.os_image_url = "registry.example.com:5000/os@sha256:bbbb".into();
     let mut other_release = r.clone();
     other_release.metadata.annotations.as_mut().unwrap().insert(RELEASE_IMAGE_VERSION_ANNOTATION.into(), "5".into());
+    let resolved = "registry.example.com:5000/os@sha256:cccc";
+    let mut resolved_again = p.clone();
+    resolved_again.metadata.annotations = Some(
+        [(
+            mco_api::constants::RESOLVED_OS_IMAGE_ANNOTATION.to_string(),
+            mco_api::machineconfiguration::resolved_os_image_record("rendered-layered-1", resolved),
+        )]
+        .into(),
+    );
+    let request = BuildRequest::new(&c, &resolved_again, &r).unwrap();
+    assert!(
+        request.containerfile(ContainerfileArch::NoArch).unwrap().contains(&format!("\nFROM {resolved} AS configs\n")),
+        "built from the digest resolved again"
+    );
     for (what, name) in [
+        ("base image resolved again", request.build_name()),
         ("rendered config", BuildRequest::new(&c, &other_pool, &r).unwrap().build_name()),
         ("Containerfile", BuildRequest::new(&content, &p, &r).unwrap().build_name()),
         ("base image", BuildRequest::new(&c, &p, &other_image).unwrap().build_name()),

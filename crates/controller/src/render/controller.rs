@@ -249,8 +249,14 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
             let current =
                 current.and_then(|c| machine_configs.iter().find(|mc| mc.metadata.name.as_deref() == Some(c)));
             let base = Some(target.base_os_image.as_str());
-            let resolve_requested =
-                pool.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(RESOLVE_OS_IMAGE_ANNOTATION));
+            let pool = if pool.annotations().contains_key(RESOLVE_OS_IMAGE_ANNOTATION) {
+                // Read afresh: a cache that has not seen the request done would have it done twice.
+                let api = Api::<MachineConfigPool>::all(client.clone());
+                Arc::new(api.get(&name).await.map_err(kube_error(format!("reading MachineConfigPool {name}")))?)
+            } else {
+                pool
+            };
+            let resolve_requested = pool.annotations().contains_key(RESOLVE_OS_IMAGE_ANNOTATION);
             // A tag resolved again on request: (the config's pin, the digest found now).
             let mut resolved_again = None;
             let checked = match os_image::gate(existing.unwrap_or(&target.rendered), current, base) {
@@ -291,7 +297,7 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
             };
             ensure_rendered(&context, &pool, &target, existing, pin.as_ref().map(|(_, pinned)| pinned.as_str()))
                 .await?;
-            if let Some((image, pinned)) = pin {
+            if let Some((image, pinned)) = &pin {
                 let note = format!("OS image {image} of {rendered_name} checked: nodes deploy {pinned}");
                 tracing::info!(pool = %name, "{note}");
                 publish(&context, &pool, EventType::Normal, "OSImagePinned", note).await;
@@ -302,8 +308,15 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
                 tracing::info!(pool = %name, "{note}");
                 publish(&context, &pool, EventType::Normal, "OSImageResolvedAgain", note).await;
             }
-            let resolved = resolved_again.as_ref().map(|(pinned, now)| (pinned.as_str(), now.as_str()));
-            let annotations = os_image::pool_annotations(&pool, &rendered_name, resolved);
+            // A tag just checked for the config (new, or its pin redone) is the config's pin: a
+            // record of an earlier resolution goes.
+            let resolved = match (&resolved_again, &pin) {
+                (Some((pinned, now)), _) => Some((pinned.as_str(), now.as_str())),
+                (None, Some((_, pinned))) => Some((pinned.as_str(), pinned.as_str())),
+                (None, None) => None,
+            };
+            let rendered = existing.unwrap_or(&target.rendered);
+            let annotations = os_image::pool_annotations(&pool, rendered, resolved);
             let mut patch = json!({});
             if let Some(configuration) = &target.configuration {
                 patch["spec"] = json!({ "configuration": configuration });

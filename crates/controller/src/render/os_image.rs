@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use mco_api::constants::{PINNED_OS_IMAGE_ANNOTATION, RESOLVE_OS_IMAGE_ANNOTATION, RESOLVED_OS_IMAGE_ANNOTATION};
-use mco_api::machineconfiguration::{image_repository, is_by_digest, resolved_os_image_record};
+use mco_api::machineconfiguration::{image_repository, is_by_digest, pin_fits, resolved_os_image_record};
 use mco_api::{MachineConfig, MachineConfigPool};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -49,11 +49,17 @@ pub fn gate(rendered: &MachineConfig, current: Option<&MachineConfig>, base: Opt
     if is_by_digest(image) && known { Gate::Clear } else { Gate::Check(image.to_string()) }
 }
 
-/// The pool's annotation changes once it targets `config`: an admin's request to resolve its OS
+/// The pool's annotation changes once it targets `rendered`: an admin's request to resolve its OS
 /// image again ([`RESOLVE_OS_IMAGE_ANNOTATION`]) is done, and the record of a tag resolved again
 /// ([`RESOLVED_OS_IMAGE_ANNOTATION`]) is set to what `resolved` found (`(config's pin, digest now)`;
-/// dropped when it is the config's own pin) or dropped when it is of another config.
-pub fn pool_annotations(pool: &MachineConfigPool, config: &str, resolved: Option<(&str, &str)>) -> Map<String, Value> {
+/// dropped when it is the config's own pin), or dropped when it is of another config or cannot
+/// stand for the config's tag (edited by hand: only what the controller checked reaches nodes).
+pub fn pool_annotations(
+    pool: &MachineConfigPool,
+    rendered: &MachineConfig,
+    resolved: Option<(&str, &str)>,
+) -> Map<String, Value> {
+    let (config, url) = (rendered.metadata.name.as_deref().unwrap_or_default(), &rendered.spec.os_image_url);
     let annotations = pool.metadata.annotations.as_ref();
     let has = |key: &str| annotations.is_some_and(|a| a.contains_key(key));
     let mut changes = Map::new();
@@ -63,7 +69,10 @@ pub fn pool_annotations(pool: &MachineConfigPool, config: &str, resolved: Option
     let record = match resolved {
         Some((pinned, now)) if pinned != now => Some(resolved_os_image_record(config, now)),
         Some(_) => None,
-        None => pool.resolved_os_image(config).map(|image| resolved_os_image_record(config, image)),
+        None => pool
+            .resolved_os_image(config)
+            .filter(|image| !is_by_digest(url) && pin_fits(url, image))
+            .map(|image| resolved_os_image_record(config, image)),
     };
     let current = annotations.and_then(|a| a.get(RESOLVED_OS_IMAGE_ANNOTATION));
     if current != record.as_ref() {
@@ -270,9 +279,14 @@ mod tests {
         let request = (RESOLVE_OS_IMAGE_ANNOTATION, "");
         let record_of = |config: &str, image: &str| resolved_os_image_record(config, image);
         let (moved_1, moved_0) = (record_of("rendered-1", &moved), record_of("rendered-0", &moved));
+        let rendered = config("reg/os:9", Some(&pinned));
+        let mut rendered_1 = rendered.clone();
+        rendered_1.metadata.name = Some("rendered-1".into());
         let changes = |pool: &MachineConfigPool, resolved: Option<(&str, &str)>| {
-            Value::Object(pool_annotations(pool, "rendered-1", resolved))
+            Value::Object(pool_annotations(pool, &rendered_1, resolved))
         };
+        let forged = record_of("rendered-1", &format!("evil/os@{D2}"));
+        let short = record_of("rendered-1", "reg/os@sha256:2");
         for (what, pool, resolved, want) in [
             ("nothing asked, nothing recorded", pool(&[]), None, json!({})),
             (
@@ -297,6 +311,18 @@ mod tests {
             (
                 "the record of another config goes",
                 pool(&[(RESOLVED_OS_IMAGE_ANNOTATION, &moved_0)]),
+                None,
+                json!({RESOLVED_OS_IMAGE_ANNOTATION: null}),
+            ),
+            (
+                "a record of another repository goes",
+                pool(&[(RESOLVED_OS_IMAGE_ANNOTATION, &forged)]),
+                None,
+                json!({RESOLVED_OS_IMAGE_ANNOTATION: null}),
+            ),
+            (
+                "a record not of a whole digest goes",
+                pool(&[(RESOLVED_OS_IMAGE_ANNOTATION, &short)]),
                 None,
                 json!({RESOLVED_OS_IMAGE_ANNOTATION: null}),
             ),

@@ -10,6 +10,21 @@ fn lines(cmds: &[Cmd]) -> Vec<String> {
 }
 
 #[test]
+fn rpm_ostree_pulls_ahead_without_deploying_unless_the_host_runs_the_image() {
+    let booted = OsStatus { booted_image: Some("reg/os@sha256:1".into()), ..Default::default() };
+    let pull = rpm_ostree_pull_ahead("reg/os@sha256:2", &booted).map(|c| c.to_string());
+    assert_eq!(
+        pull.as_deref(),
+        Some("rpm-ostree rebase --experimental --download-only ostree-unverified-registry:reg/os@sha256:2")
+    );
+    assert_eq!(rpm_ostree_pull_ahead("reg/os@sha256:1", &booted).map(|c| c.to_string()), None);
+    let extensions = OsStatus { requested_packages: s(&["usbguard"]), ..booted.clone() };
+    assert_eq!(rpm_ostree_pull_ahead("reg/os@sha256:2", &extensions).map(|c| c.to_string()), None);
+    let realtime = OsStatus { requested_base_removals: s(&["kernel"]), ..booted };
+    assert_eq!(rpm_ostree_pull_ahead("reg/os@sha256:2", &realtime).map(|c| c.to_string()), None);
+}
+
+#[test]
 fn rpm_ostree_command_lines_match_upstream() {
     let plain = OsStatus { booted_image: Some("reg/os@sha256:1".into()), ..Default::default() };
     let rt_booted = OsStatus {

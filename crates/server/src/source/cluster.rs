@@ -283,7 +283,7 @@ impl Inner {
         // Most pools are not layered: the builds are only looked at for those that are. A plain
         // pool's nodes run the image its tag was resolved to again, if it was.
         let desired_image = match self.machine_os_configs.find(|c| c.spec.machine_config_pool.name == pool) {
-            None => mcp.resolved_os_image(&config_name).unwrap_or_default().to_string(),
+            None => resolved_image(&mcp, &config_name).unwrap_or_default().to_string(),
             Some(os_config) => layered_image(
                 &mcp,
                 &config_name,
@@ -460,6 +460,14 @@ pub fn layered_image(
     (succeeded && updated > 0 && !internal).then(|| image.to_string())
 }
 
+/// The OS image a plain pool's new machines boot into when its tag was resolved again on request
+/// for the served config: once a machine of the pool runs it, as for a layered pool's build (until
+/// then the rollout policy may still hold every node on the config's own pin).
+pub fn resolved_image<'a>(pool: &'a MachineConfigPool, config_name: &str) -> Option<&'a str> {
+    let updated = pool.status.as_ref().and_then(|s| s.updated_machine_count).unwrap_or(0);
+    pool.resolved_os_image(config_name).filter(|_| updated > 0)
+}
+
 /// Host names of the internal registry: `<service>.<namespace>.svc:<first port>` of the Services
 /// in its namespace, as upstream. (Upstream also counts the hosts of the registry's Routes; Routes
 /// are an OpenShift API this server does not watch.)
@@ -546,6 +554,24 @@ pub fn node_kubeconfig(server: &str, ca: &[u8], token: &str) -> anyhow::Result<V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tag_resolved_again_is_served_once_a_machine_runs_it() {
+        use mco_api::constants::RESOLVED_OS_IMAGE_ANNOTATION;
+        use mco_api::machineconfiguration::resolved_os_image_record;
+        const IMAGE: &str = "quay.io/org/os@sha256:1";
+        let pool = |updated: i32| -> MachineConfigPool {
+            let record = resolved_os_image_record("rendered-a", IMAGE);
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "worker", "annotations": {RESOLVED_OS_IMAGE_ANNOTATION: record}},
+                "spec": {}, "status": {"updatedMachineCount": updated}
+            }))
+            .unwrap()
+        };
+        assert_eq!(resolved_image(&pool(1), "rendered-a"), Some(IMAGE));
+        assert_eq!(resolved_image(&pool(0), "rendered-a"), None, "no machine runs it yet");
+        assert_eq!(resolved_image(&pool(1), "rendered-b"), None, "resolved for another config");
+    }
 
     #[test]
     fn layered_image_only_when_built_tested_and_reachable() {
