@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -100,6 +101,26 @@ async fn render_degraded_with(pools: &Api<MachineConfigPool>, what: &str, needle
     message
 }
 
+/// Waits until the worker pool targets a rendered config pinned to `pinned`.
+async fn pool_pinned_to(pools: &Api<MachineConfigPool>, mcs: &Api<MachineConfig>, what: &str, pinned: &str) {
+    eventually(what, || async {
+        let seen = match target_of(&pools.get("worker").await.unwrap()) {
+            Some(target) => pinned_of(&mcs.get(&target).await.unwrap()),
+            None => None,
+        };
+        satisfying(seen, |p| p.as_deref() == Some(pinned))
+    })
+    .await;
+}
+
+/// A real API server with the example cluster's manifests and a completed ControllerConfig.
+async fn example_cluster() -> TestEnv {
+    let env = TestEnv::start().await.unwrap();
+    env.create_manifests(&examples_dir()).await.unwrap();
+    env.mark_controller_config_completed().await.unwrap();
+    env
+}
+
 fn target_of(pool: &MachineConfigPool) -> Option<String> {
     pool.spec.configuration.as_ref()?.name.clone()
 }
@@ -129,10 +150,8 @@ async fn new_os_images_are_checked_and_pinned_before_the_pool_targets_them() {
     push_buildah_image(tmp.path(), &registry, "mco/plain:1", &["--label", "purpose=not-an-os"]);
     push_buildah_image(tmp.path(), &registry, "mco/arm:1", &["--label", "ostree.bootable=true", "--arch", "arm64"]);
 
-    let env = TestEnv::start().await.unwrap();
+    let env = example_cluster().await;
     let client = env.client();
-    env.create_manifests(&examples_dir()).await.unwrap();
-    env.mark_controller_config_completed().await.unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
     let node: Node = serde_json::from_value(json!({
         "metadata": {"name": "worker-0", "labels": {"node-role.kubernetes.io/worker": ""}},
@@ -383,10 +402,8 @@ async fn os_images_are_refused_before_any_node_unless_signed_as_the_pool_require
     let from = store.signatures_of(&format!("{host}/mco/os@{signed}")).unwrap().join("signature-1");
     std::fs::copy(from, to.join("signature-1")).unwrap();
 
-    let env = TestEnv::start().await.unwrap();
+    let env = example_cluster().await;
     let client = env.client();
-    env.create_manifests(&examples_dir()).await.unwrap();
-    env.mark_controller_config_completed().await.unwrap();
     // The pool requires images of the registry to be signed with the trusted key; the
     // signatures are read from the store.
     let policy = json!({
@@ -511,10 +528,8 @@ async fn registries_behind_a_private_ca_are_checked_with_the_ca_the_nodes_get() 
         );
     }
 
-    let env = TestEnv::start().await.unwrap();
+    let env = example_cluster().await;
     let client = env.client();
-    env.create_manifests(&examples_dir()).await.unwrap();
-    env.mark_controller_config_completed().await.unwrap();
     let mcs: Api<MachineConfig> = Api::all(client.clone());
     let ca_file = format!("/etc/containers/certs.d/{host}/ca.crt");
     mcs.create(&PostParams::default(), &worker_file("50-worker-registry-ca", &ca_file, &ca)).await.unwrap();
@@ -523,14 +538,12 @@ async fn registries_behind_a_private_ca_are_checked_with_the_ca_the_nodes_get() 
 
     // The CA the nodes get (containers-certs.d in the rendered config) lets the check through.
     set_os_image(&mcs, &format!("{host}/mco/os:1")).await;
-    eventually("the pool on the image of the private-CA registry", || async {
-        let target = target_of(&pools.get("worker").await.unwrap());
-        let pinned = match &target {
-            Some(target) => pinned_of(&mcs.get(target).await.unwrap()),
-            None => None,
-        };
-        satisfying(pinned, |p| p.as_deref() == Some(&format!("{host}/mco/os@{digest}")))
-    })
+    pool_pinned_to(
+        &pools,
+        &mcs,
+        "the pool on the image of the private-CA registry",
+        &format!("{host}/mco/os@{digest}"),
+    )
     .await;
 
     // Without it the registry's certificate is refused, as the nodes would refuse it.
@@ -550,10 +563,8 @@ async fn runc_is_refused_for_an_os_image_of_a_rhel_10_stream() {
         let class = format!("io.openshift.os.streamclass={stream}");
         push_buildah_image(tmp.path(), &registry, name, &["--label", "containers.bootc=1", "--label", &class]);
     }
-    let env = TestEnv::start().await.unwrap();
+    let env = example_cluster().await;
     let client = env.client();
-    env.create_manifests(&examples_dir()).await.unwrap();
-    env.mark_controller_config_completed().await.unwrap();
     let mcs: Api<MachineConfig> = Api::all(client.clone());
     let runc = "[crio.runtime]\ndefault_runtime = \"runc\"\n";
     for mc in [
@@ -599,5 +610,86 @@ async fn runc_is_refused_for_an_os_image_of_a_rhel_10_stream() {
     // Without runc the RHEL 10 image is rendered.
     mcs.delete("50-worker-runc", &Default::default()).await.unwrap();
     target_image(format!("{host}/mco/os10:1")).await;
+    controller.abort();
+}
+
+/// A stand-in for the cluster's HTTP proxy (no proxy is a component the issue names): forwards
+/// every connection to the registry on loopback port `to` and records the first line of each, as
+/// a proxy that alone reaches the registry would. Returns its port and what it saw.
+fn forwarding_proxy(to: u16) -> (u16, Arc<Mutex<Vec<String>>>) {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let record = Arc::clone(&record);
+            std::thread::spawn(move || {
+                let Ok(upstream) = std::net::TcpStream::connect(("127.0.0.1", to)) else { return };
+                let (mut from_client, mut to_upstream) = (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+                let (mut from_upstream, mut to_client) = (upstream, client);
+                std::thread::spawn(move || std::io::copy(&mut from_upstream, &mut to_client));
+                let mut buf = [0u8; 16 * 1024];
+                let mut first = true;
+                while let Ok(n @ 1..) = from_client.read(&mut buf) {
+                    if std::mem::take(&mut first) {
+                        let line = String::from_utf8_lossy(&buf[..n]).lines().next().unwrap_or_default().to_string();
+                        record.lock().unwrap().push(line);
+                    }
+                    if to_upstream.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = to_upstream.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    (port, seen)
+}
+
+#[tokio::test]
+async fn registries_behind_the_nodes_proxy_are_checked_through_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let registry = LocalRegistry::start(&tmp.path().join("registry")).unwrap();
+    let digest = push_os_image(tmp.path(), &registry, "1", "1").await;
+    push_os_image(tmp.path(), &registry, "2", "2").await;
+    // A name no resolver knows (RFC 6761): only the proxy reaches the registry.
+    let host = format!("mco-registry.invalid:{}", registry.port);
+    let (proxy, seen) = forwarding_proxy(registry.port);
+
+    let env = example_cluster().await;
+    let client = env.client();
+    let mcs: Api<MachineConfig> = Api::all(client.clone());
+    let registries = format!("[[registry]]\nlocation = \"{host}\"\ninsecure = true\n");
+    let files = [
+        worker_file("50-worker-registries", "/etc/containers/registries.conf", &registries),
+        // Upstream's file, as its template writes it from the ControllerConfig's proxy.
+        worker_file(
+            "50-worker-proxy",
+            "/etc/mco/proxy.env",
+            &format!(
+                "# Proxy environment variables will be populated in this file.\nHTTP_PROXY=http://127.0.0.1:{proxy}\n\
+                 HTTPS_PROXY=http://127.0.0.1:{proxy}\nNO_PROXY=.cluster.local,.svc\n"
+            ),
+        ),
+    ];
+    for file in &files {
+        mcs.create(&PostParams::default(), file).await.unwrap();
+    }
+    let controller = start_render_controller(&client);
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+
+    // The nodes' proxy settings (in the rendered config) take the check to the registry.
+    set_os_image(&mcs, &format!("{host}/mco/os:1")).await;
+    pool_pinned_to(&pools, &mcs, "the pool on the image behind the proxy", &format!("{host}/mco/os@{digest}")).await;
+    let requests = seen.lock().unwrap().clone();
+    assert!(requests.iter().any(|r| r.starts_with(&format!("GET http://{host}/v2/"))), "{requests:?}");
+
+    // Without them the registry cannot be reached, as the nodes could not reach it.
+    mcs.delete("50-worker-proxy", &Default::default()).await.unwrap();
+    set_os_image(&mcs, &format!("{host}/mco/os:2")).await;
+    let message = render_degraded_with(&pools, "RenderDegraded without the nodes' proxy", "mco/os:2").await;
+    assert!(message.contains("it cannot be read") && message.contains("mco-registry.invalid"), "{message}");
     controller.abort();
 }

@@ -535,6 +535,41 @@ pub struct PullConfig {
     /// A root whose containers-certs.d(5) (`etc/containers/certs.d/HOST[:PORT]/`, else
     /// `etc/docker/certs.d/…`) holds the CA certificates of registries; without one, the system's.
     pub certs_root: Option<PathBuf>,
+    /// A node's proxy settings, upstream's `/etc/mco/proxy.env` (written from the
+    /// ControllerConfig's proxy; the node's rpm-ostreed, CRI-O and kubelet read it): pulls go
+    /// through the proxies it names and through none it does not (a missing file: no proxy).
+    /// Without one, the process's own proxy environment.
+    pub proxy_env: Option<PathBuf>,
+}
+
+/// Where a node's proxy settings are, under its root.
+pub const NODE_PROXY_ENV: &str = "etc/mco/proxy.env";
+
+/// The proxy variables Go programs (skopeo) read, upper case first.
+const PROXY_VARIABLES: [(&str, &str); 3] =
+    [("HTTP_PROXY", "http_proxy"), ("HTTPS_PROXY", "https_proxy"), ("NO_PROXY", "no_proxy")];
+
+/// Proxy variables to set (`Some`) or unset (`None`) for a pull.
+pub type ProxyEnvironment = Vec<(&'static str, Option<String>)>;
+
+/// The proxy environment an environment file gives (`KEY=VALUE` lines, `#` comments, optional
+/// quotes, as systemd's `EnvironmentFile=` reads them): each variable Go reads, set to the file's
+/// value (upper or lower case key) or `None` for unset.
+pub fn proxy_environment(env_file: &str) -> ProxyEnvironment {
+    let values: BTreeMap<&str, &str> = env_file
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'))
+        .filter_map(|l| l.strip_prefix("export ").unwrap_or(l).split_once('='))
+        .map(|(k, v)| (k.trim(), v.trim().trim_matches(|c| c == '"' || c == '\'')))
+        .collect();
+    PROXY_VARIABLES
+        .iter()
+        .flat_map(|(upper, lower)| {
+            let value = values.get(upper).or_else(|| values.get(lower)).filter(|v| !v.is_empty());
+            [(*upper, value.map(|v| v.to_string())), (*lower, None)]
+        })
+        .collect()
 }
 
 impl PullConfig {
@@ -553,7 +588,20 @@ impl PullConfig {
             // that of whoever reads the node's root.
             registries_d: Some(root.join("etc/containers/registries.d")),
             certs_root: Some(root.to_path_buf()),
+            proxy_env: Some(root.join(NODE_PROXY_ENV)),
         }
+    }
+
+    /// The proxy environment of pulls with these settings ([`PullConfig::proxy_env`]); `None` to
+    /// keep the process's.
+    pub fn proxy_environment(&self) -> Result<Option<ProxyEnvironment>> {
+        let Some(path) = &self.proxy_env else { return Ok(None) };
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e).with_context(|| format!("Reading {}", path.display())),
+        };
+        Ok(Some(proxy_environment(&text)))
     }
 
     /// The directory of CA certificates for the registry of `image` (`HOST[:PORT]/NAME…`) under
@@ -578,6 +626,13 @@ impl PullConfig {
         }
         if let Some(dir) = &self.registries_d {
             cmd.arg("--registries.d").arg(dir);
+        }
+        // An unreadable file leaves the process's proxy environment (the pull then says what fails).
+        for (key, value) in self.proxy_environment().ok().flatten().unwrap_or_default() {
+            match value {
+                Some(value) => cmd.env(key, value),
+                None => cmd.env_remove(key),
+            };
         }
         cmd
     }
@@ -646,6 +701,33 @@ fn entry(file: &gio::File, info: &gio::FileInfo) -> Result<FileEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_nodes_proxy_file_sets_every_proxy_variable_go_reads() {
+        let set = |pairs: &[(&'static str, Option<&str>)]| -> ProxyEnvironment {
+            pairs.iter().map(|(k, v)| (*k, v.map(str::to_string))).collect()
+        };
+        let upstream = "# Proxy environment variables will be populated in this file.\n\
+                        HTTP_PROXY=http://proxy:3128\nHTTPS_PROXY=\"http://proxy:3129\"\nNO_PROXY=.svc,10.0.0.0/16\n";
+        assert_eq!(
+            proxy_environment(upstream),
+            set(&[
+                ("HTTP_PROXY", Some("http://proxy:3128")),
+                ("http_proxy", None),
+                ("HTTPS_PROXY", Some("http://proxy:3129")),
+                ("https_proxy", None),
+                ("NO_PROXY", Some(".svc,10.0.0.0/16")),
+                ("no_proxy", None),
+            ])
+        );
+        // No proxy (upstream's file for a cluster without one: comments only): every variable unset.
+        let none = proxy_environment("# Proxy environment variables will be populated in this file.\n");
+        assert!(none.iter().all(|(_, v)| v.is_none()) && none.len() == 6, "{none:?}");
+        // Lower-case keys count; an empty value is no proxy.
+        let lower = proxy_environment("export https_proxy=http://p:1\nHTTP_PROXY=\n");
+        assert_eq!(lower[2], ("HTTPS_PROXY", Some("http://p:1".to_string())));
+        assert_eq!(lower[0], ("HTTP_PROXY", None));
+    }
 
     #[test]
     fn parse_refs() {

@@ -539,10 +539,10 @@ async fn check_new_policy(
 }
 
 /// A directory holding, at their paths, the files `rendered` gives its nodes to pull with: the
-/// registries configuration, the pull secret, the registries' CA certificates, the signature
+/// registries configuration, the pull secret, the proxy settings, the registries' CA certificates, the signature
 /// policy with the key files it names (named there under the directory) and the signature
 /// storage configuration.
-pub(crate) fn pull_files(rendered: &MachineConfig) -> Result<tempfile::TempDir, String> {
+pub fn pull_files(rendered: &MachineConfig) -> Result<tempfile::TempDir, String> {
     let dir = tempfile::Builder::new()
         .prefix("mco-os-image-check-")
         .tempdir()
@@ -563,7 +563,8 @@ pub(crate) fn pull_files(rendered: &MachineConfig) -> Result<tempfile::TempDir, 
         files.iter().map(|f| f.path.as_str()).filter(|p| p.starts_with(&format!("{REGISTRIES_D}/")));
     let certificates =
         files.iter().map(|f| f.path.as_str()).filter(|p| os_image::NODE_CERTS_DIRS.iter().any(|d| p.starts_with(d)));
-    let node_files = [os_image::NODE_REGISTRIES_CONF, os_image::NODE_PULL_SECRET].into_iter();
+    let proxy_env = format!("/{}", mco_os::image::NODE_PROXY_ENV);
+    let node_files = [os_image::NODE_REGISTRIES_CONF, os_image::NODE_PULL_SECRET, &proxy_env].into_iter();
     for path in node_files.chain(signature_storage).chain(certificates) {
         if let Some(found) = contents(path)? {
             write(path, &found)?;

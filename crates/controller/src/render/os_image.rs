@@ -166,6 +166,17 @@ const INSPECT_TIMEOUT: Duration = Duration::from_secs(120);
 /// be read. Fails only when skopeo cannot be run.
 pub async fn inspect(image: &str, arch: Option<&str>, dir: &Path) -> std::io::Result<Result<Inspected, String>> {
     let mut skopeo = tokio::process::Command::new("skopeo");
+    // Through the nodes' proxies, not the controller's.
+    let proxies = match mco_os::image::PullConfig::of_node_root(dir).proxy_environment() {
+        Ok(proxies) => proxies.unwrap_or_default(),
+        Err(e) => return Ok(Err(format!("{e:#}"))),
+    };
+    for (key, value) in proxies {
+        match value {
+            Some(value) => skopeo.env(key, value),
+            None => skopeo.env_remove(key),
+        };
+    }
     let registries = dir.join(NODE_REGISTRIES_CONF.trim_start_matches('/'));
     if registries.is_file() {
         skopeo.arg("--registries-conf").arg(registries);
