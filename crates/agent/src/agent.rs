@@ -197,6 +197,8 @@ struct Checked {
     os_changes: Vec<&'static str>,
     /// The passwd section or a file changes (upstream's "SSH Keys" in its messages).
     files: bool,
+    /// A file the node's OS image pulls read changes (registries, credentials, CAs, proxies).
+    pull_files: bool,
 }
 
 /// The cluster-wide inputs of an update.
@@ -497,7 +499,7 @@ impl Agent {
                 return Err(e.into());
             }
         };
-        let Checked { plan, os, image, os_changes, files } = checked;
+        let Checked { plan, os, image, os_changes, files, pull_files } = checked;
         let observed = Observed::from_annotations(&annotations);
         let drain = handshake::drain_required(plan.drain, inputs.topology.as_deref());
         match handshake::update_step(observed.state, observed.desired_drain, &to, drain) {
@@ -537,7 +539,10 @@ impl Agent {
                 if reboots {
                     self.patch(&mut annotations, &[annotations::rebooting(true)]).await?;
                 }
-                let pull = (image && !new_image.is_empty() && self.node.os.is_some()).then(|| new_image.clone());
+                // Pulled apart first, unless the update brings the files the pull needs: the
+                // deployment then pulls after writing them.
+                let pull = (image && !pull_files && !new_image.is_empty() && self.node.os.is_some())
+                    .then(|| new_image.clone());
                 let applied = self.pull_and_deploy(pull, old, new, inputs.disruption).await;
                 if applied.is_ok() {
                     for step in [Step::applied(os, files), Step::degraded(self.name(), None)] {
@@ -815,6 +820,10 @@ fn check(
         image: diff.os_update,
         os_changes: os_changes.iter().filter(|(changed, _)| *changed).map(|(_, what)| *what).collect(),
         files: diff.passwd || !diff.files.is_empty(),
+        pull_files: [&diff.files.added, &diff.files.removed, &diff.files.changed]
+            .into_iter()
+            .flatten()
+            .any(|path| mco_os::image::pulls_with(path)),
     })
 }
 

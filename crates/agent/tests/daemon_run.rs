@@ -613,8 +613,8 @@ impl OsBackend for UnreachableRegistry {
         anyhow::bail!("pinging container registry for {image}: connection refused")
     }
 
-    fn apply(&self, _: &OsChanges) -> anyhow::Result<()> {
-        anyhow::bail!("not reached: the pull fails first")
+    fn apply(&self, changes: &OsChanges) -> anyhow::Result<()> {
+        anyhow::bail!("staging {:?} after writing the files: connection refused", changes.image)
     }
 
     fn discard_staged(&self) -> anyhow::Result<()> {
@@ -627,18 +627,25 @@ async fn a_failed_os_image_pull_degrades_the_node_and_counts_as_a_pivot_error() 
     let cluster = Cluster::start().await;
     // A tag, with the digest the controller pinned it to: the digest is what the node pulls.
     let pinned = format!("registry.example/os@sha256:{}", "2".repeat(64));
-    let with_pin = |name: &str, pin: &str| {
-        let mut mc = config(name, &[(APP_CONF, "v1\n")], json!({}));
+    let with_pin = |name: &str, pin: &str, files: &[(&str, &str)]| {
+        let mut mc = config(name, files, json!({}));
         mc.spec.os_image_url = "registry.example/os:latest".to_string();
         mc.metadata.annotations = Some([(PINNED_OS_IMAGE_ANNOTATION.to_string(), pin.to_string())].into());
         mc
     };
-    cluster.create_config(with_pin("rendered-os", &pinned)).await;
+    cluster.create_config(with_pin("rendered-os", &pinned, &[(APP_CONF, "v1\n")])).await;
+    // The same image, with the registries configuration it is to be pulled with.
+    let mirror = [(APP_CONF, "v1\n"), ("/etc/containers/registries.conf", "[[registry]]\nlocation = \"mirror\"\n")];
+    cluster.create_config(with_pin("rendered-mirror", &pinned, &mirror)).await;
     let mut unpinned = config("rendered-unpinned", &[(APP_CONF, "v1\n")], json!({}));
     unpinned.spec.os_image_url = "registry.example/os:latest".to_string();
     cluster.create_config(unpinned).await;
     cluster
-        .create_config(with_pin("rendered-other-pin", &format!("elsewhere.example/os@sha256:{}", "2".repeat(64))))
+        .create_config(with_pin(
+            "rendered-other-pin",
+            &format!("elsewhere.example/os@sha256:{}", "2".repeat(64)),
+            &[(APP_CONF, "v1\n")],
+        ))
         .await;
     cluster.create_done_node("node-1").await;
     let root = node_root("v1\n", true);
@@ -685,6 +692,13 @@ async fn a_failed_os_image_pull_degrades_the_node_and_counts_as_a_pivot_error() 
     assert!(!metrics.contains("phase=\"pull\""), "a failed pull is no pull duration:\n{metrics}");
     assert!(!metrics.contains("phase=\"deploy\""), "nothing deployed:\n{metrics}");
     assert!(metrics.lines().any(|l| l == "mcd_reboots_failed_total 0"), "{metrics}");
+
+    // An update that brings the files its pull reads is not pulled apart first (the pull would
+    // miss them): the deployment pulls, after writing them.
+    cluster.set_desired("node-1", "rendered-mirror").await;
+    let a = reason_containing(&cluster, "after writing the files").await;
+    assert!(a[REASON_ANNOTATION].contains(&pinned), "{}", a[REASON_ANNOTATION]);
+    assert_eq!(read(r, "/etc/containers/registries.conf"), None, "the files rolled back");
     agent.abort();
 }
 

@@ -686,8 +686,11 @@ async fn registries_behind_the_nodes_proxy_are_checked_through_it() {
     let requests = seen.lock().unwrap().clone();
     assert!(requests.iter().any(|r| r.starts_with(&format!("GET http://{host}/v2/"))), "{requests:?}");
 
-    // Without them the registry cannot be reached, as the nodes could not reach it.
-    mcs.delete("50-worker-proxy", &Default::default()).await.unwrap();
+    // With upstream's file for no proxy (comments only) the registry cannot be reached, as the
+    // nodes could not reach it.
+    let no_proxy =
+        worker_file("50-worker-proxy", "/etc/mco/proxy.env", "# Proxy environment variables will be here.\n");
+    mcs.patch("50-worker-proxy", &PatchParams::apply("os-image-test").force(), &Patch::Apply(&no_proxy)).await.unwrap();
     set_os_image(&mcs, &format!("{host}/mco/os:2")).await;
     let message = render_degraded_with(&pools, "RenderDegraded without the nodes' proxy", "mco/os:2").await;
     assert!(message.contains("it cannot be read") && message.contains("mco-registry.invalid"), "{message}");

@@ -14,7 +14,7 @@ use mco_api::constants::{
     CURRENT_CONFIG_ANNOTATION, CURRENT_IMAGE_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_IMAGE_ANNOTATION,
     MACHINE_CONFIGURATION_NAME, REASON_ANNOTATION, STATE_ANNOTATION,
 };
-use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool, MachineConfiguration};
+use mco_api::{MachineConfig, MachineConfigNode, MachineConfigPool, MachineConfiguration, MachineOSConfig};
 use mco_render::select::Selection;
 use mco_rollout::node::{annotation, is_ready, name, unavailable_for_update};
 
@@ -239,13 +239,15 @@ pub fn nodes_table(nodes: &[Node], pools: &[MachineConfigPool], machine_config_n
 }
 
 /// One line per pool that is not at its target: how far the rollout is and who is moving.
-pub fn progress_lines(nodes: &[Node], pools: &[MachineConfigPool]) -> Vec<String> {
+/// `layered`: the pools with a MachineOSConfig (their nodes run built images).
+pub fn progress_lines(nodes: &[Node], pools: &[MachineConfigPool], layered: &BTreeSet<&str>) -> Vec<String> {
     let mut lines = Vec::new();
     for pool in pools {
         let pool_name = pool.metadata.name.as_deref().unwrap_or_default();
         let target = target(pool);
-        // A tag resolved again on request: the nodes move to its digest under the same config.
-        let image = pool.resolved_os_image(target);
+        // A tag resolved again on request: a plain pool's nodes move to its digest under the same
+        // config (a layered pool's build starts from it).
+        let image = pool.resolved_os_image(target).filter(|_| !layered.contains(pool_name));
         let members: Vec<&Node> = nodes.iter().filter(|n| primary_pool(n, pools) == pool_name).collect();
         let done = members
             .iter()
@@ -294,6 +296,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         let nodes_api: Api<Node> = Api::all(client.clone());
         let configs_api: Api<MachineConfig> = Api::all(client.clone());
         let machine_config_nodes_api: Api<MachineConfigNode> = Api::all(client.clone());
+        let os_configs_api: Api<MachineOSConfig> = Api::all(client.clone());
         let configuration_api: Api<MachineConfiguration> = Api::all(client);
         let deadline = Instant::now() + Duration::from_secs(args.timeout);
         let mut last = String::new();
@@ -304,7 +307,10 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
             let machine_config_nodes =
                 machine_config_nodes_api.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
             let mut text = format!("{}\n{}", pools_table(&pools), nodes_table(&nodes, &pools, &machine_config_nodes));
-            for line in progress_lines(&nodes, &pools) {
+            // Clusters without the MachineOSConfig type have no layered pools.
+            let os_configs = os_configs_api.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+            let layered: BTreeSet<&str> = os_configs.iter().map(|c| c.spec.machine_config_pool.name.as_str()).collect();
+            for line in progress_lines(&nodes, &pools, &layered) {
                 text.push_str(&format!("\n{line}"));
             }
             for (pool, message) in degraded(&pools) {
@@ -442,7 +448,7 @@ mod tests {
              other      NotReady\n"
         );
         assert_eq!(
-            progress_lines(&nodes, &pools),
+            progress_lines(&nodes, &pools, &BTreeSet::new()),
             ["worker: 1/2 nodes on rendered-worker-b; updating: worker-1 (Working, unavailable)"]
         );
     }
@@ -459,12 +465,15 @@ mod tests {
             .unwrap(),
         );
         let nodes = [node("worker-0", "worker", "rendered-worker-a", "rendered-worker-a", "Done", true, false)];
-        assert_eq!(progress_lines(&nodes, &[held]), [format!("worker: 0/1 nodes on rendered-worker-b; {message}")]);
+        assert_eq!(
+            progress_lines(&nodes, &[held], &BTreeSet::new()),
+            [format!("worker: 0/1 nodes on rendered-worker-b; {message}")]
+        );
     }
 
     #[test]
     fn a_tag_resolved_again_counts_nodes_on_its_digest() {
-        const IMAGE: &str = "reg/os@sha256:2";
+        const IMAGE: &str = "reg/os@sha256:2222222222222222222222222222222222222222222222222222222222222222";
         let mut pool = pool("worker", "rendered-worker-a", "rendered-worker-a", &[("Updating", "True")], [2, 1, 1, 0]);
         let record = mco_api::machineconfiguration::resolved_os_image_record("rendered-worker-a", IMAGE);
         pool.metadata.annotations =
@@ -477,11 +486,17 @@ mod tests {
             [CURRENT_IMAGE_ANNOTATION, DESIRED_IMAGE_ANNOTATION].map(|key| (key.to_string(), IMAGE.to_string())),
         );
         nodes[1].metadata.annotations.as_mut().unwrap().insert(DESIRED_IMAGE_ANNOTATION.into(), IMAGE.into());
+        let pools = [pool];
         assert_eq!(
-            progress_lines(&nodes, &[pool]),
+            progress_lines(&nodes, &pools, &BTreeSet::new()),
             [format!(
                 "worker: 1/2 nodes on rendered-worker-a (OS image {IMAGE}); updating: worker-1 (Working, unavailable)"
             )]
+        );
+        // A layered pool's nodes run its build (made from the digest), not the digest.
+        assert_eq!(
+            progress_lines(&nodes, &pools, &BTreeSet::from(["worker"])),
+            ["worker: 1/2 nodes on rendered-worker-a; updating: worker-1 (Working, unavailable)"]
         );
     }
 

@@ -537,13 +537,22 @@ pub struct PullConfig {
     pub certs_root: Option<PathBuf>,
     /// A node's proxy settings, upstream's `/etc/mco/proxy.env` (written from the
     /// ControllerConfig's proxy; the node's rpm-ostreed, CRI-O and kubelet read it): pulls go
-    /// through the proxies it names and through none it does not (a missing file: no proxy).
-    /// Without one, the process's own proxy environment.
+    /// through the proxies it names and through none it does not. Without one, or when the file
+    /// does not exist, the process's own proxy environment.
     pub proxy_env: Option<PathBuf>,
 }
 
 /// Where a node's proxy settings are, under its root.
 pub const NODE_PROXY_ENV: &str = "etc/mco/proxy.env";
+
+/// Whether a node's pulls of OS images read the file at the absolute `path` (its registries
+/// configuration, pull secret, registries' CA certificates or proxy settings, as
+/// [`PullConfig::of_node_root`] finds them).
+pub fn pulls_with(path: &str) -> bool {
+    let Some(relative) = path.strip_prefix('/') else { return false };
+    ["etc/containers/registries.conf", "var/lib/kubelet/config.json", NODE_PROXY_ENV].contains(&relative)
+        || ["etc/containers/certs.d/", "etc/docker/certs.d/"].iter().any(|dir| relative.starts_with(dir))
+}
 
 /// The proxy variables Go programs (skopeo) read, upper case first.
 const PROXY_VARIABLES: [(&str, &str); 3] =
@@ -552,24 +561,30 @@ const PROXY_VARIABLES: [(&str, &str); 3] =
 /// Proxy variables to set (`Some`) or unset (`None`) for a pull.
 pub type ProxyEnvironment = Vec<(&'static str, Option<String>)>;
 
-/// The proxy environment an environment file gives (`KEY=VALUE` lines, `#` comments, optional
-/// quotes, as systemd's `EnvironmentFile=` reads them): each variable Go reads, set to the file's
-/// value (upper or lower case key) or `None` for unset.
+/// The proxy environment an environment file gives (`KEY=VALUE` lines, `#` and `;` comments, a
+/// value in one pair of quotes, as systemd's `EnvironmentFile=` reads them): each variable Go
+/// reads, set to the file's first non-empty value of the upper or lower case key, or `None`.
 pub fn proxy_environment(env_file: &str) -> ProxyEnvironment {
     let values: BTreeMap<&str, &str> = env_file
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'))
-        .filter_map(|l| l.strip_prefix("export ").unwrap_or(l).split_once('='))
-        .map(|(k, v)| (k.trim(), v.trim().trim_matches(|c| c == '"' || c == '\'')))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim(), unquote(v.trim())))
         .collect();
     PROXY_VARIABLES
         .iter()
         .flat_map(|(upper, lower)| {
-            let value = values.get(upper).or_else(|| values.get(lower)).filter(|v| !v.is_empty());
+            let set = |key: &str| values.get(key).filter(|v| !v.is_empty());
+            let value = set(upper).or_else(|| set(lower));
             [(*upper, value.map(|v| v.to_string())), (*lower, None)]
         })
         .collect()
+}
+
+/// `value` without one pair of enclosing quotes.
+fn unquote(value: &str) -> &str {
+    ['"', '\''].iter().find_map(|q| value.strip_prefix(*q).and_then(|v| v.strip_suffix(*q))).unwrap_or(value)
 }
 
 impl PullConfig {
@@ -598,7 +613,7 @@ impl PullConfig {
         let Some(path) = &self.proxy_env else { return Ok(None) };
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).with_context(|| format!("Reading {}", path.display())),
         };
         Ok(Some(proxy_environment(&text)))
@@ -703,6 +718,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_files_pulls_read() {
+        for (path, read) in [
+            ("/etc/containers/registries.conf", true),
+            ("/var/lib/kubelet/config.json", true),
+            ("/etc/mco/proxy.env", true),
+            ("/etc/containers/certs.d/registry.example:5000/ca.crt", true),
+            ("/etc/docker/certs.d/registry.example/ca.crt", true),
+            ("/etc/containers/registries.conf.d/mirror.conf", false),
+            ("/etc/motd", false),
+            ("etc/mco/proxy.env", false),
+        ] {
+            assert_eq!(pulls_with(path), read, "{path}");
+        }
+    }
+
+    #[test]
     fn the_nodes_proxy_file_sets_every_proxy_variable_go_reads() {
         let set = |pairs: &[(&'static str, Option<&str>)]| -> ProxyEnvironment {
             pairs.iter().map(|(k, v)| (*k, v.map(str::to_string))).collect()
@@ -723,10 +754,12 @@ mod tests {
         // No proxy (upstream's file for a cluster without one: comments only): every variable unset.
         let none = proxy_environment("# Proxy environment variables will be populated in this file.\n");
         assert!(none.iter().all(|(_, v)| v.is_none()) && none.len() == 6, "{none:?}");
-        // Lower-case keys count; an empty value is no proxy.
-        let lower = proxy_environment("export https_proxy=http://p:1\nHTTP_PROXY=\n");
+        // Lower-case keys count (an empty upper-case one does not hide them, as Go reads them);
+        // an empty value is no proxy; one pair of quotes goes.
+        let lower = proxy_environment("https_proxy=http://p:1\nHTTP_PROXY=\nhttp_proxy=\"x'\nNO_PROXY=\n");
         assert_eq!(lower[2], ("HTTPS_PROXY", Some("http://p:1".to_string())));
-        assert_eq!(lower[0], ("HTTP_PROXY", None));
+        assert_eq!(lower[0], ("HTTP_PROXY", Some("\"x'".to_string())));
+        assert_eq!(lower[4], ("NO_PROXY", None));
     }
 
     #[test]

@@ -677,7 +677,7 @@ mod tests {
         use mco_api::constants::{
             CURRENT_IMAGE_ANNOTATION, DESIRED_IMAGE_ANNOTATION, RESOLVED_OS_IMAGE_ANNOTATION, STATE_ANNOTATION,
         };
-        const IMAGE: &str = "reg/os@sha256:2";
+        const IMAGE: &str = "reg/os@sha256:2222222222222222222222222222222222222222222222222222222222222222";
         // All on the target config; b already moved to the image resolved again.
         let mut nodes: Vec<Node> = ["a", "b", "c"].iter().map(|n| node(n, "new", "new", "Done", true)).collect();
         for key in [DESIRED_IMAGE_ANNOTATION, CURRENT_IMAGE_ANNOTATION] {

@@ -133,21 +133,22 @@ pub fn image_repository(spec: &str) -> &str {
     }
 }
 
-/// Is `spec` pinned to a digest (`…@sha256:…`) rather than named by a tag?
 /// Whether `pinned` may stand for the OS image `url`: that repository `@sha256:<64 hex digits>`,
 /// or `url` itself when it is by digest.
 pub fn pin_fits(url: &str, pinned: &str) -> bool {
     match pinned.split_once("@sha256:") {
         Some(_) if is_by_digest(url) => pinned == url,
-        Some((repository, hex)) => {
-            repository == image_repository(url)
-                && hex.len() == 64
-                && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        }
+        Some((repository, hex)) => repository == image_repository(url) && is_sha256_hex(hex),
         None => false,
     }
 }
 
+/// Whether `hex` is a whole sha256 digest: 64 lower-case hex digits.
+pub fn is_sha256_hex(hex: &str) -> bool {
+    hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Is `spec` pinned to a digest (`…@sha256:…`) rather than named by a tag?
 pub fn is_by_digest(spec: &str) -> bool {
     spec.contains("@sha256:")
 }

@@ -294,11 +294,13 @@ pub mod pool_condition {
 
 impl MachineConfigPool {
     /// The OS image the controller resolved again on request for the rendered config `config`
-    /// ([`RESOLVED_OS_IMAGE_ANNOTATION`]), when the pool's record is of that config and by digest.
+    /// ([`RESOLVED_OS_IMAGE_ANNOTATION`]), when the pool's record is of that config and by a whole
+    /// digest.
     pub fn resolved_os_image(&self, config: &str) -> Option<&str> {
         let record = self.metadata.annotations.as_ref()?.get(RESOLVED_OS_IMAGE_ANNOTATION)?;
         let (named, image) = record.split_once(' ')?;
-        (named == config && super::is_by_digest(image)).then_some(image)
+        let whole = image.split_once("@sha256:").is_some_and(|(_, hex)| super::machineconfig::is_sha256_hex(hex));
+        (named == config && whole).then_some(image)
     }
 
     /// [`Self::resolved_os_image`] for the pool's target config.
@@ -320,7 +322,7 @@ mod tests {
 
     #[test]
     fn the_resolved_os_image_counts_for_the_config_it_names_and_only_by_digest() {
-        let image = "registry.example/os@sha256:1";
+        let image = &*format!("registry.example/os@sha256:{}", "1".repeat(64));
         let pool = |record: Option<&str>| -> MachineConfigPool {
             let annotations = record.map(|r| json!({RESOLVED_OS_IMAGE_ANNOTATION: r})).unwrap_or(json!({}));
             serde_json::from_value(json!({
@@ -336,6 +338,8 @@ mod tests {
         let other = resolved_os_image_record("rendered-worker-0", image);
         assert_eq!(pool(Some(&other)).resolved_target_os_image(), None, "a record of another config");
         assert_eq!(pool(Some("rendered-worker-1 registry.example/os:latest")).resolved_target_os_image(), None);
+        let short = resolved_os_image_record("rendered-worker-1", "registry.example/os@sha256:1");
+        assert_eq!(pool(Some(&short)).resolved_target_os_image(), None, "not a whole digest");
         assert_eq!(pool(Some("rendered-worker-1")).resolved_target_os_image(), None);
         assert_eq!(pool(None).resolved_target_os_image(), None);
     }

@@ -59,7 +59,7 @@ fn names_change_with_every_input_and_only_them() {
     other_image.spec.os_image_url = "registry.example.com:5000/os@sha256:bbbb".into();
     let mut other_release = r.clone();
     other_release.metadata.annotations.as_mut().unwrap().insert(RELEASE_IMAGE_VERSION_ANNOTATION.into(), "5".into());
-    let resolved = "registry.example.com:5000/os@sha256:cccc";
+    let resolved = &*format!("registry.example.com:5000/os@sha256:{}", "c".repeat(64));
     let mut resolved_again = p.clone();
     resolved_again.metadata.annotations = Some(
         [(

@@ -559,7 +559,7 @@ mod tests {
     fn a_tag_resolved_again_is_served_once_a_machine_runs_it() {
         use mco_api::constants::RESOLVED_OS_IMAGE_ANNOTATION;
         use mco_api::machineconfiguration::resolved_os_image_record;
-        const IMAGE: &str = "quay.io/org/os@sha256:1";
+        const IMAGE: &str = "quay.io/org/os@sha256:1111111111111111111111111111111111111111111111111111111111111111";
         let pool = |updated: i32| -> MachineConfigPool {
             let record = resolved_os_image_record("rendered-a", IMAGE);
             serde_json::from_value(serde_json::json!({
