@@ -1,9 +1,83 @@
 #!/usr/bin/env bash
-# The tests, exactly as CI runs them: system packages, the real kube-apiserver + etcd (built once
-# from the Go module proxy into a cache), then every test of the workspace.
+# Every test of every tier, as CI runs them: the system packages, the real kube-apiserver + etcd
+# and the lab's components (built once from the Go module proxy into a cache), the build (timed,
+# `cargo test --no-run --timings`), then every test binary with each test's wall time, the lab's
+# scenarios beside the rest. Nothing may be skipped: an ignored test fails the run.
+#
+# The breakdown (build, each tier, the ten slowest tests) is printed at the end and written to
+# target/test-report/report.md; each binary's output is in target/test-report/<binary>.log.
+# `cargo test` alone runs only the pure tier (no root, no kube binaries, no network).
+#
+# Usage: hack/test.sh [--no-setup]    (--no-setup: the packages and binaries are there already)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash hack/setup.sh
-bash hack/kube-binaries.sh
-export MCO_MOTO_SERVER="$(bash hack/moto.sh)"  # local EC2 endpoint for the AMI owner lookup tests
-cargo test --workspace --locked
+
+if [[ ${1:-} != --no-setup ]]; then
+    bash hack/setup.sh
+    bash hack/kube-binaries.sh >/dev/null
+fi
+export MCO_MOTO_SERVER="${MCO_MOTO_SERVER:-$(bash hack/moto.sh)}" # local EC2 endpoint for the AMI owner lookups
+
+report=target/test-report
+rm -rf "$report"
+mkdir -p "$report"
+
+# Seconds since the epoch, with milliseconds.
+now() { date +%s.%N | cut -c1-14; }
+
+echo "== build (cargo test --no-run --timings: target/cargo-timings/cargo-timing.html)"
+build_start=$(now)
+cargo test --workspace --locked --all-features --no-run --timings --message-format=json-render-diagnostics \
+    > "$report/artifacts.json"
+build_end=$(now)
+
+# Every test executable with its package directory, the lab's last (it runs beside the others).
+jq -r 'select(.reason == "compiler-artifact" and .profile.test and .executable != null)
+       | [.target.name, .executable, (.manifest_path | rtrimstr("/Cargo.toml"))] | @tsv' \
+    "$report/artifacts.json" | sort -u > "$report/binaries.tsv"
+
+# run NAME EXECUTABLE DIR: the binary as `cargo test` runs it (from its package's directory), each
+# test's time reported (libtest's --report-time, unstable: RUSTC_BOOTSTRAP for the run only; the
+# lab's own harness reports its scenarios' times).
+run() {
+    local name=$1 executable=$2 dir=$3 log="$report/$1-$(basename "$2").log" timing=()
+    [[ $name == lab ]] || timing=(-Z unstable-options --report-time)
+    (cd "$dir" && CARGO_MANIFEST_DIR="$dir" RUSTC_BOOTSTRAP=1 "$executable" "${timing[@]}") > "$log" 2>&1
+}
+
+failed=()
+tests_start=$(now)
+lab_pid=""
+if lab=$(awk -F'\t' '$1 == "lab"' "$report/binaries.tsv") && [[ -n $lab ]]; then
+    IFS=$'\t' read -r name executable dir <<< "$lab"
+    echo "== lab scenarios (in the background: $report/$name-$(basename "$executable").log)"
+    run "$name" "$executable" "$dir" & lab_pid=$!
+fi
+while IFS=$'\t' read -r name executable dir; do
+    [[ $name == lab ]] && continue
+    echo "== $name ($(basename "$executable"))"
+    run "$name" "$executable" "$dir" || failed+=("$name $(basename "$executable")")
+done < "$report/binaries.tsv"
+echo "== doc tests"
+cargo test --workspace --locked --all-features --doc > "$report/doc.log" 2>&1 || failed+=("doc tests")
+if [[ -n $lab_pid ]]; then
+    wait "$lab_pid" || failed+=("lab")
+fi
+tests_end=$(now)
+
+bash hack/test-report.sh "$report" "$build_start" "$build_end" "$tests_start" "$tests_end" | tee "$report/report.md"
+
+for log in "$report"/*.log; do
+    if grep -q '^test .* \.\.\. FAILED' "$log"; then
+        echo "--- failures in $log:"
+        sed -n '/^failures:$/,$p' "$log"
+    fi
+done
+if grep -h '^test .* \.\.\. ignored' "$report"/*.log; then
+    echo "error: the tests above were skipped; hack/test.sh runs every test" >&2
+    exit 1
+fi
+if [[ ${#failed[@]} -gt 0 ]]; then
+    echo "error: failed: ${failed[*]}" >&2
+    exit 1
+fi

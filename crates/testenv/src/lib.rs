@@ -3,31 +3,41 @@
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), mco_testenv::Error> {
-//! let env = mco_testenv::TestEnv::start().await?;
+//! let env = mco_testenv::TestEnv::shared().await?;
 //! let pools: kube::Api<mco_api::MachineConfigPool> = kube::Api::all(env.client());
 //! # Ok(()) }
 //! ```
 //!
-//! The binaries are built once by `hack/kube-binaries.sh` (see [`find_binaries`]). Each
-//! environment has its own CA, serving certificate for `127.0.0.1`, administrator client
-//! certificate (group `system:masters`, so RBAC allows everything) and etcd data directory;
+//! The binaries are built once by `hack/kube-binaries.sh` (see [`find_binaries`]). Each server
+//! has its own CA, serving certificate for `127.0.0.1`, administrator client certificate (group
+//! `system:masters`, so RBAC allows everything) and etcd data directory, copied from one where the
+//! CRDs are already established (made once per CRD set and binaries: see `template`);
 //! [`TestEnv::kubeconfig`] is a file other programs (`mco controller --kubeconfig`) can use.
-//! Dropping the environment kills both processes (SIGKILL: the API server takes up to a minute to
-//! shut down gracefully, and nothing of a test cluster needs to survive).
+//!
+//! Tests that only touch objects of their own share one server per test binary
+//! ([`TestEnv::shared`]); the others start their own ([`TestEnv::start`]). Dropping an own
+//! environment kills both processes (SIGKILL: the API server takes up to a minute to shut down
+//! gracefully, and nothing of a test cluster needs to survive); the shared one is killed when the
+//! test binary exits, and every process this crate starts is killed if the test binary dies.
 
 mod binaries;
 pub mod containerd;
 mod pki;
 mod process;
+mod shared;
+mod template;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use fn_error_context::context;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -105,56 +115,90 @@ const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 pub const SERVICE_CLUSTER_IP_RANGE: &str = "10.0.0.0/24";
 pub const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 
-/// A running etcd + kube-apiserver pair with the CRDs installed.
+/// A running etcd + kube-apiserver pair with the CRDs installed: a test's own
+/// ([`TestEnv::start`]) or the one its test binary shares ([`TestEnv::shared`]).
 pub struct TestEnv {
     // Field order is drop order: the processes die before their directory is removed.
-    apiserver: Option<Process>,
-    // Only held to be killed on drop.
-    _etcd: Process,
-    apiserver_binary: PathBuf,
-    apiserver_args: Vec<String>,
-    apiserver_port: u16,
+    /// `None` for the shared server, which lives until the test binary exits.
+    processes: Option<Processes>,
+    cluster: Arc<Cluster>,
+    /// Made in the test's own runtime: a client's connections and buffer worker die with the
+    /// runtime that spawned them, so not even the shared server's client is shared.
+    client: Client,
+}
+
+/// What a client needs to know of a running server.
+struct Cluster {
     pki: Pki,
     files: PkiFiles,
+    apiserver_port: u16,
     kubeconfig: PathBuf,
-    client: Client,
+    dir: PathBuf,
+}
+
+/// The processes of one server and their directory.
+struct Processes {
+    // Field order is drop order: the processes die before their directory is removed.
+    apiserver: Option<Process>,
+    etcd: Process,
+    apiserver_binary: PathBuf,
+    apiserver_args: Vec<String>,
     dir: TempDir,
 }
 
 impl TestEnv {
-    /// Starts etcd and the API server, and installs [`mco_api::crds`], waiting until they are
-    /// served.
+    /// Starts etcd and the API server of this test alone, with [`mco_api::crds`] established
+    /// (from a prepared etcd data directory, see [`template`]). For tests that restart the
+    /// server, read its audit log, or act on cluster-wide singletons or every object of a kind.
     pub async fn start() -> Result<TestEnv, Error> {
         let dir = tempfile::Builder::new().prefix("mco-testenv-").tempdir().context("creating the temp dir")?;
-        Self::start_with(dir, &Network::default()).await
+        let etcd_data = template::etcd_data().await?;
+        Self::start_with(dir, &Network::default(), Some(&etcd_data)).await
+    }
+
+    /// The API server every test of this test binary shares, started by the first to ask: for
+    /// tests that only touch objects of their own (named with [`TestEnv::unique_name`] or in
+    /// [`TestEnv::namespace`]). It cannot be stopped; it dies with the test binary.
+    pub async fn shared() -> Result<TestEnv, Error> {
+        let cluster = shared::cluster().await?;
+        let client = client_from_kubeconfig(&cluster.kubeconfig).await?;
+        Ok(TestEnv { processes: None, cluster, client })
     }
 
     /// [`TestEnv::start`] in a new directory under `parent` that is kept after the environment
     /// is dropped (the lab keeps its API server's logs and data with its other state), with the
-    /// API server where `network` says.
+    /// API server where `network` says. The CRDs are created afresh: the prepared data directory
+    /// records the loopback address, which the `kubernetes` Service would keep for a while.
     pub async fn start_in(parent: &Path, network: &Network) -> Result<TestEnv, Error> {
         let mut dir = tempfile::Builder::new()
             .prefix("apiserver-")
             .tempdir_in(parent)
             .with_context(|| format!("creating a directory in {}", parent.display()))?;
         dir.disable_cleanup(true);
-        Self::start_with(dir, network).await
+        Self::start_with(dir, network, None).await
     }
 
-    async fn start_with(dir: TempDir, network: &Network) -> Result<TestEnv, Error> {
+    /// Starts etcd on a copy of `etcd_data` if given (its CRDs already established), else on
+    /// an empty directory, installing the CRDs.
+    async fn start_with(dir: TempDir, network: &Network, etcd_data: Option<&Path>) -> Result<TestEnv, Error> {
         let [kube_apiserver, etcd_binary] = find_binaries(["kube-apiserver", "etcd"])?;
         let pki = Pki::generate(network.advertise_address).context("generating certificates")?;
         let files = write_pki(dir.path(), &pki)?;
         let [etcd_port, etcd_peer_port, free_apiserver_port] = process::free_ports()?;
         let apiserver_port = network.port.unwrap_or(free_apiserver_port);
 
+        let etcd_dir = dir.path().join("etcd");
+        if let Some(etcd_data) = etcd_data {
+            template::copy_dir(etcd_data, &etcd_dir)?;
+        }
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let mut etcd = Process::spawn(
             "etcd",
             &etcd_binary,
             &[
-                format!("--data-dir={}", dir.path().join("etcd").display()),
+                format!("--data-dir={}", etcd_dir.display()),
                 format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
                 format!("--listen-peer-urls=http://127.0.0.1:{etcd_peer_port}"),
                 // Test data need not survive a machine crash; fsync dominates etcd's write latency.
                 "--unsafe-no-fsync".to_string(),
@@ -168,20 +212,13 @@ impl TestEnv {
         let kubeconfig = dir.path().join("kubeconfig");
         write_kubeconfig(&kubeconfig, &pki.ca_cert, apiserver_port, "admin", (&pki.client_cert, &pki.client_key))?;
         let client = client_from_kubeconfig(&kubeconfig).await?;
-        let mut env = TestEnv {
-            apiserver: None,
-            _etcd: etcd,
-            apiserver_binary: kube_apiserver,
-            apiserver_args,
-            apiserver_port,
-            pki,
-            files,
-            kubeconfig,
-            client,
-            dir,
-        };
+        let cluster = Arc::new(Cluster { pki, files, apiserver_port, kubeconfig, dir: dir.path().to_owned() });
+        let processes = Processes { apiserver: None, etcd, apiserver_binary: kube_apiserver, apiserver_args, dir };
+        let mut env = TestEnv { processes: Some(processes), cluster, client };
         env.start_apiserver().await?;
-        env.install_crds().await?;
+        if etcd_data.is_none() {
+            env.install_crds().await?;
+        }
         Ok(env)
     }
 
@@ -192,7 +229,23 @@ impl TestEnv {
 
     /// A kubeconfig file for the same administrator.
     pub fn kubeconfig(&self) -> &Path {
-        &self.kubeconfig
+        &self.cluster.kubeconfig
+    }
+
+    /// `prefix` made unique in this test binary's run (`prefix-N`): a name for a cluster-scoped
+    /// object of a test on the [shared](TestEnv::shared) server.
+    pub fn unique_name(&self, prefix: &str) -> String {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        format!("{prefix}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Creates a namespace of the test's own (named after `prefix`) and returns its name.
+    #[context("Creating a namespace for {prefix}")]
+    pub async fn namespace(&self, prefix: &str) -> anyhow::Result<String> {
+        let name = self.unique_name(prefix);
+        let namespace: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))?;
+        Api::<Namespace>::all(self.client.clone()).create(&PostParams::default(), &namespace).await?;
+        Ok(name)
     }
 
     /// Writes a kubeconfig like [`TestEnv::kubeconfig`]'s for `user` (in `group` if given), with a
@@ -200,54 +253,64 @@ impl TestEnv {
     /// `system:kube-scheduler` have the default RBAC rules of.
     #[context("Writing a kubeconfig for {user} into {}", path.display())]
     pub fn write_client_kubeconfig(&self, path: &Path, user: &str, group: Option<&str>) -> anyhow::Result<()> {
-        let client = self.pki.client(user, group)?;
-        write_kubeconfig(path, &self.pki.ca_cert, self.apiserver_port, user, (&client.0, &client.1))
+        let cluster = &self.cluster;
+        let client = cluster.pki.client(user, group)?;
+        write_kubeconfig(path, &cluster.pki.ca_cert, cluster.apiserver_port, user, (&client.0, &client.1))
     }
 
     /// The CA certificate (PEM file) the API server's serving and client certificates chain to.
     pub fn ca_cert(&self) -> &Path {
-        &self.files.ca_cert
+        &self.cluster.files.ca_cert
     }
 
     /// The private key (PEM file) service-account tokens are signed with.
     pub fn service_account_key(&self) -> &Path {
-        &self.files.service_account_key
+        &self.cluster.files.service_account_key
     }
 
     /// The environment's directory: certificates, etcd data, and the processes' logs
     /// (`etcd.log`, `kube-apiserver.log`). Removed on drop unless [`KEEP_ENV`] is set.
     pub fn dir(&self) -> &Path {
-        self.dir.path()
+        &self.cluster.dir
     }
 
     /// The audit log: one JSON event (audit.k8s.io/v1, level Metadata) per request that a service
     /// account of mco's namespace made (mco's components as pods), nothing else.
     pub fn audit_log(&self) -> PathBuf {
-        self.dir.path().join(AUDIT_LOG_FILE)
+        self.cluster.dir.join(AUDIT_LOG_FILE)
+    }
+
+    fn processes(&mut self) -> &mut Processes {
+        self.processes.as_mut().expect("the shared API server cannot be stopped: use TestEnv::start")
     }
 
     /// Kills the API server (SIGKILL, like a crash). etcd and its data stay; requests fail until
     /// [`TestEnv::start_apiserver`].
     pub fn stop_apiserver(&mut self) {
-        self.apiserver = None;
+        self.processes().apiserver = None;
     }
 
     /// Starts the API server (again, on the same port with the same certificates, so existing
     /// clients and kubeconfigs keep working) and waits until it is ready. A no-op if it runs.
     pub async fn start_apiserver(&mut self) -> Result<(), Error> {
-        if self.apiserver.is_some() {
+        let client = self.client.clone();
+        let processes = self.processes();
+        if processes.apiserver.is_some() {
             return Ok(());
         }
-        let mut apiserver =
-            Process::spawn("kube-apiserver", &self.apiserver_binary, &self.apiserver_args, self.dir.path())?;
-        let client = self.client.clone();
+        let mut apiserver = Process::spawn(
+            "kube-apiserver",
+            &processes.apiserver_binary,
+            &processes.apiserver_args,
+            processes.dir.path(),
+        )?;
         apiserver
             .wait_until(READY_TIMEOUT, || async {
                 let request = http::Request::get("/readyz").body(Vec::new()).expect("a valid request");
                 client.request_text(request).await.map(drop).map_err(|e| e.to_string())
             })
             .await?;
-        self.apiserver = Some(apiserver);
+        processes.apiserver = Some(apiserver);
         Ok(())
     }
 
@@ -255,6 +318,14 @@ impl TestEnv {
     pub async fn restart_apiserver(&mut self) -> Result<(), Error> {
         self.stop_apiserver();
         self.start_apiserver().await
+    }
+
+    /// Stops both processes as an administrator would (SIGTERM, so etcd closes its files); the
+    /// directory stays until the environment is dropped.
+    async fn shut_down(&mut self) -> anyhow::Result<()> {
+        let processes = self.processes();
+        processes.apiserver = None;
+        processes.etcd.terminate().await
     }
 
     /// Creates every object of the YAML files (multi-document) in `dir`, in file name order, as
@@ -353,7 +424,7 @@ struct PkiFiles {
     kubelet_client_key: PathBuf,
 }
 
-impl Drop for TestEnv {
+impl Drop for Processes {
     fn drop(&mut self) {
         if std::env::var_os(KEEP_ENV).is_some() {
             self.dir.disable_cleanup(true);

@@ -3,8 +3,10 @@
 use std::fs::OpenOptions;
 use std::future::Future;
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -15,6 +17,7 @@ use crate::Error;
 /// How much of a log an error quotes.
 const LOG_TAIL_LINES: usize = 30;
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
+const TERMINATE_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub(crate) struct Process {
     name: &'static str,
@@ -28,13 +31,9 @@ impl Process {
     pub(crate) fn spawn(name: &'static str, binary: &Path, args: &[String], dir: &Path) -> anyhow::Result<Process> {
         let log = dir.join(format!("{name}.log"));
         let out = OpenOptions::new().create(true).append(true).open(&log).with_context(|| log.display().to_string())?;
-        let child = Command::new(binary)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .with_context(|| binary.display().to_string())?;
+        let mut command = Command::new(binary);
+        command.args(args).stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
+        let child = spawn_dying_with_process(command).with_context(|| binary.display().to_string())?;
         tracing::debug!(name, pid = child.id(), log = %log.display(), "started");
         Ok(Process { name, child, log })
     }
@@ -69,6 +68,22 @@ impl Process {
         }
     }
 
+    /// Stops the process as a service manager would: SIGTERM, then SIGKILL if it has not exited
+    /// after [`TERMINATE_TIMEOUT`].
+    pub(crate) async fn terminate(&mut self) -> anyhow::Result<()> {
+        let pid = rustix::process::Pid::from_child(&self.child);
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM)
+            .with_context(|| format!("signalling {}", self.name))?;
+        let deadline = Instant::now() + TERMINATE_TIMEOUT;
+        while self.child.try_wait()?.is_none() {
+            if Instant::now() >= deadline {
+                anyhow::bail!("{} still runs {TERMINATE_TIMEOUT:?} after SIGTERM", self.name);
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+        Ok(())
+    }
+
     fn not_ready(&self, reason: String) -> Error {
         let text = std::fs::read_to_string(&self.log).unwrap_or_else(|e| format!("(cannot read the log: {e})"));
         let lines: Vec<&str> = text.lines().collect();
@@ -84,6 +99,39 @@ impl Drop for Process {
         let _ = self.child.wait();
         tracing::debug!(name = self.name, "stopped");
     }
+}
+
+/// Spawns `command` so that it dies with this process (SIGKILL as its parent-death signal), from
+/// a thread that lives as long as the process: the kernel sends that signal when the spawning
+/// *thread* ends, and a test's own thread ends with the test, before a shared server's last use.
+fn spawn_dying_with_process(mut command: Command) -> std::io::Result<Child> {
+    type Job = (Command, mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: OnceLock<std::io::Result<mpsc::Sender<Job>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (jobs, received) = mpsc::channel::<Job>();
+        std::thread::Builder::new().name("testenv-spawner".into()).spawn(move || {
+            // The sender lives in a static: this loop, and the thread, end only with the process.
+            for (mut command, reply) in received {
+                let _ = reply.send(command.spawn());
+            }
+        })?;
+        Ok(jobs)
+    });
+    let spawner = spawner.as_ref().map_err(|e| std::io::Error::new(e.kind(), e.to_string()))?;
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let (reply, spawned) = mpsc::channel();
+    let gone = || std::io::Error::other("the spawner thread is gone");
+    spawner.send((command, reply)).map_err(|_| gone())?;
+    spawned.recv().map_err(|_| gone())?
 }
 
 /// `N` distinct free ports on 127.0.0.1. They are free when this returns; another program could

@@ -1,0 +1,8 @@
+//! The integration tests of controller: one test binary (one link) for all of them, all
+//! of them running real components (built with the `real-components` feature only).
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../images/mod.rs"]
+mod images;
+mod real;

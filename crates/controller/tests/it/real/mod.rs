@@ -1,0 +1,11 @@
+//! The tests that run real components: an API server, a registry, OSTree, buildah, root.
+
+mod build;
+mod drain;
+mod kubeletconfig;
+mod leader;
+mod node;
+mod os_image;
+mod osimagestream;
+mod pinnedimageset;
+mod render;

@@ -1,0 +1,3 @@
+//! The tests that run real components: an API server, a registry, OSTree, buildah, root.
+
+mod containerd;

@@ -1,0 +1,3 @@
+//! The integration tests of ignition: one test binary (one link) for all of them.
+
+mod spec2_versions;

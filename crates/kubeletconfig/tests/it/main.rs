@@ -1,0 +1,3 @@
+//! The integration tests of kubeletconfig: one test binary (one link) for all of them.
+
+mod golden;

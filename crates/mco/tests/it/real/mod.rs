@@ -1,0 +1,8 @@
+//! The tests that run real components: an API server, a registry, OSTree, buildah, root.
+
+mod controller;
+mod daemon_run;
+mod deploy;
+mod image;
+mod monitoring;
+mod server_ignition;

@@ -1,0 +1,175 @@
+//! The lab end to end, as named scenarios run in order on one lab per platform: `mco lab up` with
+//! real etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kube-proxy, registry,
+//! images, Ignition, firstboot on OSTree sysroots, a real kubelet and containerd and mco's pods
+//! (installed from deploy/) on every node; then rollouts under a running workload, watched through
+//! the API with the maxUnavailable invariant and the workload's disruption budget checked at every
+//! observed moment, OS updates, skew enforcement, on-cluster builds, boot images on GCP.
+//!
+//! Each scenario is reported on its own, with its time at the end. A scenario starts from what
+//! the ones before left (every node Done on the pool's config) and makes what it needs (the
+//! workload, say); after one fails, the rest of its platform's scenarios run on a fresh lab, as
+//! the failed one may have left anything behind. Filters select scenarios as test names do
+//! (`cargo test -p mco --features lab --test lab -- skew`).
+//!
+//! Needs root and the binaries `bash hack/setup.sh` and `bash hack/kube-binaries.sh` provide.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/transitions.rs"]
+mod transitions;
+
+mod boot;
+mod builds;
+mod gcp;
+mod images;
+mod rbac;
+mod rollout;
+mod skew;
+mod streams;
+mod support;
+mod updates;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use support::{Lab, Platform};
+
+type ScenarioFuture<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+struct Scenario {
+    name: &'static str,
+    platform: Platform,
+    run: for<'a> fn(&'a mut Lab) -> ScenarioFuture<'a>,
+}
+
+/// `scenario!(Platform, module::function)`: the scenario named after its function's path.
+macro_rules! scenario {
+    ($platform:expr, $($path:ident)::+) => {
+        Scenario { name: stringify!($($path)::+), platform: $platform, run: |lab| Box::pin($($path)::+(lab)) }
+    };
+}
+
+/// Every scenario, in the order they run: on each platform's lab, each starts where the one
+/// before left it.
+fn scenarios() -> Vec<Scenario> {
+    use Platform::{Gcp, None};
+    vec![
+        scenario!(None, boot::nodes_boot_with_ignition_pivot_and_join),
+        scenario!(None, boot::prometheus_scrapes_every_mco_pod),
+        scenario!(None, boot::a_workload_runs_on_the_real_control_plane),
+        scenario!(None, rollout::rollouts_keep_max_unavailable_and_the_disruption_budget),
+        scenario!(None, rollout::a_budget_holds_the_drain_and_mcc_drain_error_fires),
+        scenario!(None, rollout::kubelet_health_checks_never_failed),
+        scenario!(None, streams::each_pool_rolls_out_on_its_os_stream),
+        scenario!(None, updates::an_os_update_is_booted_by_a_real_reboot),
+        scenario!(None, updates::a_kubelet_config_reaches_the_kubelets),
+        scenario!(None, updates::a_pinned_image_set_is_pulled_and_pinned_on_every_worker),
+        scenario!(None, updates::a_paused_pool_moves_no_node),
+        scenario!(None, updates::a_bad_machine_config_degrades_the_render_and_touches_no_node),
+        scenario!(None, updates::a_node_that_cannot_apply_degrades_and_recovers),
+        scenario!(None, updates::a_daemon_restarted_mid_update_leaves_no_half_done_node),
+        scenario!(None, updates::upgrading_mco_rolls_its_pods_and_reboots_no_node),
+        scenario!(None, builds::a_pools_os_image_is_built_in_the_cluster),
+        scenario!(None, rbac::every_component_uses_exactly_its_grants),
+        scenario!(None, rbac::a_daemon_pods_token_touches_no_node_and_only_its_own_mcn),
+        scenario!(None, skew::manual_skew_refuses_a_too_old_boot_image_until_reprovisioned),
+        scenario!(None, skew::an_old_recorded_boot_image_blocks_upgrades),
+        scenario!(None, skew::a_pool_whose_image_has_no_kubelet_leaves_its_new_node_not_joined),
+        scenario!(None, images::an_os_image_tag_is_resolved_once_before_any_node),
+        scenario!(None, images::signed_os_images_are_checked_before_any_node),
+        scenario!(None, images::a_canary_soaks_a_moved_tag_is_resolved_and_a_window_holds_the_revert),
+        scenario!(None, images::a_failed_node_halts_the_pool_and_heals_when_reverted),
+        scenario!(None, images::an_os_without_a_kubelet_takes_its_first_worker_down),
+        scenario!(None, boot::lab_down_stops_everything),
+        scenario!(Gcp, gcp::an_old_rhcos_machineset_is_moved_and_a_custom_one_blocks_upgrades),
+    ]
+}
+
+/// The lab scenarios run on, and what became of the platforms' labs.
+#[derive(Default)]
+struct Labs {
+    current: Option<(Platform, Lab)>,
+    /// Platforms whose lab did not come up, and why: their other scenarios fail at once.
+    broken: Vec<(Platform, String)>,
+    /// How long each lab took to come up.
+    ups: Vec<(Platform, Duration)>,
+    /// How long each scenario ran.
+    times: Vec<(&'static str, Duration)>,
+}
+
+impl Labs {
+    /// The lab of `platform`: the running one, or a new one (another platform's is taken down
+    /// first: two would share the two cores and the timeouts).
+    fn lab(&mut self, platform: Platform, runtime: &tokio::runtime::Runtime) -> Result<&mut Lab, Failed> {
+        if let Some((_, why)) = self.broken.iter().find(|(p, _)| *p == platform) {
+            return Err(format!("the {platform:?} lab did not come up: {why}").into());
+        }
+        let reusable = matches!(&self.current, Some((p, lab)) if *p == platform && !lab.is_down());
+        if !reusable {
+            self.current = None;
+            let started = Instant::now();
+            match runtime.block_on(Lab::up(platform)) {
+                Ok(lab) => self.current = Some((platform, lab)),
+                Err(why) => {
+                    self.broken.push((platform, why.clone()));
+                    return Err(format!("the {platform:?} lab did not come up: {why}").into());
+                }
+            }
+            self.ups.push((platform, started.elapsed()));
+        }
+        Ok(&mut self.current.as_mut().expect("a lab").1)
+    }
+}
+
+fn run(scenario: &Scenario, labs: &Mutex<Labs>, runtime: &tokio::runtime::Runtime) -> Result<(), Failed> {
+    let mut labs = labs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let lab = labs.lab(scenario.platform, runtime)?;
+    let started = Instant::now();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.block_on((scenario.run)(lab))));
+    labs.times.push((scenario.name, started.elapsed()));
+    outcome.map_err(|panic| {
+        eprintln!(
+            "scenario {} failed: the {:?} lab's next scenario gets a fresh lab",
+            scenario.name, scenario.platform
+        );
+        labs.current = None;
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panicked".into());
+        message.into()
+    })
+}
+
+fn main() -> ExitCode {
+    let mut args = Arguments::from_args();
+    // One lab at a time, the scenarios in order.
+    args.test_threads = Some(1);
+    let runtime = Arc::new(
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a tokio runtime"),
+    );
+    let labs = Arc::new(Mutex::new(Labs::default()));
+    let trials = scenarios()
+        .into_iter()
+        .map(|scenario| {
+            let (labs, runtime) = (labs.clone(), runtime.clone());
+            Trial::test(scenario.name, move || run(&scenario, &labs, &runtime))
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    let mut labs = labs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    // Taken down inside the runtime: the lab's client lives there.
+    runtime.block_on(async { labs.current = None });
+    for (platform, took) in &labs.ups {
+        println!("lab up time: {platform:?} {:.1}s", took.as_secs_f64());
+    }
+    for (name, took) in &labs.times {
+        println!("scenario time: {name} {:.1}s", took.as_secs_f64());
+    }
+    conclusion.exit_code()
+}

@@ -1,0 +1,4 @@
+//! The tests that run real components: an API server, a registry, OSTree, buildah, root.
+
+mod apiserver;
+mod config_kinds;
