@@ -116,7 +116,8 @@ pub fn remove_stale(
     fs.remove(&host)
 }
 
-#[cfg(test)]
+// Root: it sets the files' owners, as the daemon does.
+#[cfg(all(test, feature = "real-components"))]
 mod tests {
     use super::*;
     use crate::failpoint::Failpoints;

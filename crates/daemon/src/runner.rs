@@ -126,6 +126,8 @@ mod tests {
         assert!(err.to_string().starts_with("running /nonexistent/prog: "), "{err}");
     }
 
+    // Root: chroot.
+    #[cfg(feature = "real-components")]
     #[test]
     fn a_mounted_host_root_runs_commands_chrooted_into_it() {
         let mounted = HostRunner { root: Some("/rootfs".into()) };

@@ -198,7 +198,6 @@ impl TestEnv {
             &[
                 format!("--data-dir={}", etcd_dir.display()),
                 format!("--listen-client-urls={etcd_url}"),
-                format!("--advertise-client-urls={etcd_url}"),
                 format!("--listen-peer-urls=http://127.0.0.1:{etcd_peer_port}"),
                 // Test data need not survive a machine crash; fsync dominates etcd's write latency.
                 "--unsafe-no-fsync".to_string(),

@@ -4,7 +4,6 @@ mod bootimage;
 mod cli;
 #[path = "../common/mod.rs"]
 mod common;
-mod daemon;
 mod diff;
 #[cfg(feature = "real-components")]
 mod real;

@@ -48,8 +48,12 @@ struct Scenario {
 
 /// `scenario!(Platform, module::function)`: the scenario named after its function's path.
 macro_rules! scenario {
-    ($platform:expr, $($path:ident)::+) => {
-        Scenario { name: stringify!($($path)::+), platform: $platform, run: |lab| Box::pin($($path)::+(lab)) }
+    ($platform:expr, $module:ident :: $function:ident) => {
+        Scenario {
+            name: concat!(stringify!($module), "::", stringify!($function)),
+            platform: $platform,
+            run: |lab| Box::pin($module::$function(lab)),
+        }
     };
 }
 

@@ -81,10 +81,26 @@ fn config(name: &str, files: &[(&str, &str)], storage_extra: Value) -> MachineCo
     .unwrap()
 }
 
+/// MCO_LOG=debug shows the daemon's decisions.
+fn log_to_test() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("MCO_LOG"))
+        .with_test_writer()
+        .try_init();
+}
+
 struct Cluster {
     env: TestEnv,
     client: Client,
     nodes: Api<KubeNode>,
+    /// The test's node (`node-N`): the one [`Cluster::start_node`] starts and the helpers below
+    /// wait on.
+    node: String,
+    /// The test's configs `rendered-a-N` (app.conf "v1") and `rendered-b-N` (app.conf "v2").
+    rendered_a: String,
+    rendered_b: String,
+    /// The test's own directory (the nodes' kubeconfigs), not the shared server's.
+    dir: tempfile::TempDir,
 }
 
 struct RunningNode {
@@ -96,18 +112,33 @@ struct RunningNode {
 }
 
 impl Cluster {
-    /// An API server with configs `rendered-a` (app.conf "v1") and `rendered-b` (app.conf "v2").
+    /// The API server this test binary shares, with the test's node name and configs.
     async fn start() -> Cluster {
-        // MCO_LOG=debug shows the daemon's decisions.
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_env("MCO_LOG"))
-            .with_test_writer()
-            .try_init();
-        let env = TestEnv::start().await.unwrap();
+        log_to_test();
+        Self::on(TestEnv::shared().await.unwrap()).await
+    }
+
+    /// An API server of the test's own: for tests that create a cluster-wide singleton
+    /// (MachineConfiguration `cluster`, ControllerConfig `machine-config-controller`), which
+    /// every daemon on the server would read.
+    async fn start_own() -> Cluster {
+        log_to_test();
+        Self::on(TestEnv::start().await.unwrap()).await
+    }
+
+    async fn on(env: TestEnv) -> Cluster {
         let client = env.client();
-        let cluster = Cluster { nodes: Api::all(client.clone()), client, env };
-        cluster.create_config(config("rendered-a", &[(APP_CONF, "v1\n")], json!({}))).await;
-        cluster.create_config(config("rendered-b", &[(APP_CONF, "v2\n")], json!({}))).await;
+        let cluster = Cluster {
+            nodes: Api::all(client.clone()),
+            client,
+            node: env.unique_name("node"),
+            rendered_a: env.unique_name("rendered-a"),
+            rendered_b: env.unique_name("rendered-b"),
+            dir: tempfile::tempdir().unwrap(),
+            env,
+        };
+        cluster.create_config(config(&cluster.rendered_a, &[(APP_CONF, "v1\n")], json!({}))).await;
+        cluster.create_config(config(&cluster.rendered_b, &[(APP_CONF, "v2\n")], json!({}))).await;
         cluster
     }
 
@@ -129,7 +160,6 @@ impl Cluster {
             .unwrap();
     }
 
-    /// A Node as the node controller leaves it: on `rendered-a`, Done.
     async fn create_node(&self, name: &str, annotations: &[(&str, &str)]) {
         let annotations: BTreeMap<&str, &str> = annotations.iter().copied().collect();
         let node: KubeNode = serde_json::from_value(json!({
@@ -139,31 +169,32 @@ impl Cluster {
         self.nodes.create(&PostParams::default(), &node).await.unwrap();
     }
 
+    /// A Node as the node controller leaves it: on the test's `rendered-a-N`, Done.
     async fn create_done_node(&self, name: &str) {
         self.create_node(
             name,
             &[
-                (CURRENT_CONFIG_ANNOTATION, "rendered-a"),
-                (DESIRED_CONFIG_ANNOTATION, "rendered-a"),
+                (CURRENT_CONFIG_ANNOTATION, &self.rendered_a),
+                (DESIRED_CONFIG_ANNOTATION, &self.rendered_a),
                 (STATE_ANNOTATION, "Done"),
             ],
         )
         .await;
     }
 
-    /// `node-1`, Done on `rendered-a`, with a root whose `/etc/app.conf` says `app_conf`, the
-    /// drain controller answering it, and its daemon started. `settled`: once the daemon reports
-    /// Done on `rendered-a` (even starting on its desired config, the node goes through the
-    /// uncordon handshake).
+    /// The test's node, Done on `rendered-a-N`, with a root whose `/etc/app.conf` says `app_conf`,
+    /// the drain controller answering it, and its daemon started. `settled`: once the daemon
+    /// reports Done on `rendered-a-N` (even starting on its desired config, the node goes through
+    /// the uncordon handshake).
     async fn start_node(&self, app_conf: &str, unit: bool, settled: bool) -> RunningNode {
-        self.create_done_node("node-1").await;
+        self.create_done_node(&self.node).await;
         let root = node_root(app_conf, unit);
-        let answered = self.drain_controller("node-1", root.path());
+        let answered = self.drain_controller(&self.node, root.path());
         let mut registry = Registry::default();
         let metrics = DaemonMetrics::register(&mut registry);
-        let agent = self.agent_with("node-1", root.path(), TIMEOUT, metrics, None);
+        let agent = self.agent_with(&self.node, root.path(), TIMEOUT, metrics, None);
         if settled {
-            self.wait_for_state("node-1", "Done", "rendered-a").await;
+            self.wait_for_state(&self.node, "Done", &self.rendered_a).await;
         }
         RunningNode { root, answered, agent, registry }
     }
@@ -197,7 +228,7 @@ impl Cluster {
         let answered = Arc::new(Mutex::new(Vec::new()));
         let (nodes, name, root, log) = (self.nodes.clone(), name.to_string(), root.to_path_buf(), answered.clone());
         tokio::spawn(async move {
-            // Until the API server is gone at the end of the test.
+            // Until the test's runtime ends (or an own API server is gone).
             while let Ok(node) = nodes.get(&name).await {
                 let a = node.metadata.annotations.unwrap_or_default();
                 if let Some(request) = a.get(DESIRED_DRAIN_ANNOTATION)
@@ -254,8 +285,8 @@ impl Cluster {
 
     /// The kubelet's credentials of Node `name` (`system:node:NAME` in `system:nodes`), which the
     /// daemon writes its Node with.
-    fn node_kubeconfig(&self, name: &str) -> std::path::PathBuf {
-        let path = self.env.dir().join(format!("{name}.kubeconfig"));
+    fn node_kubeconfig(&self, name: &str) -> PathBuf {
+        let path = self.dir.path().join(format!("{name}.kubeconfig"));
         self.env.write_client_kubeconfig(&path, &format!("system:node:{name}"), Some("system:nodes")).unwrap();
         path
     }
@@ -264,21 +295,23 @@ impl Cluster {
 #[tokio::test]
 async fn a_nodes_own_credentials_write_its_node_and_no_other() {
     let cluster = Cluster::start().await;
-    cluster.create_node("node-1", &[]).await;
-    cluster.create_node("node-2", &[]).await;
-    let node_1: Api<KubeNode> =
-        Api::all(mco_testenv::client_from_kubeconfig(&cluster.node_kubeconfig("node-1")).await.unwrap());
-    let patch = json!({"metadata": {"annotations": {"example.com/written-by": "node-1"}}});
-    node_1.patch("node-1", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    let refused = node_1.patch("node-2", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap_err();
+    let (node_1, node_2) = (&cluster.node, &cluster.env.unique_name("node"));
+    cluster.create_node(node_1, &[]).await;
+    cluster.create_node(node_2, &[]).await;
+    let as_node_1: Api<KubeNode> =
+        Api::all(mco_testenv::client_from_kubeconfig(&cluster.node_kubeconfig(node_1)).await.unwrap());
+    let patch = json!({"metadata": {"annotations": {"example.com/written-by": node_1}}});
+    as_node_1.patch(node_1, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let refused = as_node_1.patch(node_2, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap_err();
     match refused {
         kube::Error::Api(status) => {
             assert_eq!(status.code, 403, "{status:?}");
-            assert!(status.message.contains("node \"node-1\" is not allowed to modify node \"node-2\""), "{status:?}");
+            let message = format!("node \"{node_1}\" is not allowed to modify node \"{node_2}\"");
+            assert!(status.message.contains(&message), "{status:?}");
         }
         other => panic!("expected a 403 from NodeRestriction, got {other:?}"),
     }
-    let node_2 = cluster.nodes.get("node-2").await.unwrap();
+    let node_2 = cluster.nodes.get(node_2).await.unwrap();
     assert!(!node_2.metadata.annotations.unwrap_or_default().contains_key("example.com/written-by"));
 }
 
@@ -296,10 +329,11 @@ fn boot(root: &Path, id: &str) {
     write(root, DIRECTORY_ROOT_BOOT_ID, &format!("{id}\n"));
 }
 
-/// Waits until node-1's reason contains `text`; returns its annotations.
+/// Waits until the test's node's reason contains `text`; returns its annotations.
 async fn reason_containing(cluster: &Cluster, text: &str) -> BTreeMap<String, String> {
-    eventually(&format!("node-1's reason to contain {text:?}"), || async {
-        let a = cluster.annotations("node-1").await;
+    let node = &cluster.node;
+    eventually(&format!("{node}'s reason to contain {text:?}"), || async {
+        let a = cluster.annotations(node).await;
         if a[REASON_ANNOTATION].contains(text) { Ok(a) } else { Err(a[REASON_ANNOTATION].clone()) }
     })
     .await
@@ -329,13 +363,15 @@ fn drain_and_restart_app() -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_update_drains_applies_and_reports_done() {
-    let cluster = Cluster::start().await;
+    let cluster = Cluster::start_own().await;
+    let (node, rendered_a, rendered_b) =
+        (cluster.node.as_str(), cluster.rendered_a.as_str(), cluster.rendered_b.as_str());
     cluster.create_policies(drain_and_restart_app()).await;
     let RunningNode { root, answered, agent, registry } = cluster.start_node("v1\n", true, true).await;
     let r = root.path();
 
-    cluster.set_desired("node-1", "rendered-b").await;
-    let a = cluster.wait_for_state("node-1", "Done", "rendered-b").await;
+    cluster.set_desired(node, rendered_b).await;
+    let a = cluster.wait_for_state(node, "Done", rendered_b).await;
 
     assert_eq!(a[REASON_ANNOTATION], "");
     assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
@@ -353,7 +389,11 @@ async fn a_file_update_drains_applies_and_reports_done() {
     assert!(!metrics.contains("phase=\"reboot\""), "no reboot:\n{metrics}");
     assert_eq!(
         requests(&answered),
-        [pair("uncordon-rendered-a", "v1\n"), pair("drain-rendered-b", "v1\n"), pair("uncordon-rendered-b", "v2\n")],
+        [
+            pair(&format!("uncordon-{rendered_a}"), "v1\n"),
+            pair(&format!("drain-{rendered_b}"), "v1\n"),
+            pair(&format!("uncordon-{rendered_b}"), "v2\n")
+        ],
         "drained before the write, uncordoned after it"
     );
     assert_eq!(read(r, ACTIONS_LOG).as_deref(), Some("restart app.service\n"));
@@ -365,34 +405,43 @@ async fn a_file_update_drains_applies_and_reports_done() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reboot_ends_the_run_and_the_restarted_daemon_completes_the_handshake() {
     let cluster = Cluster::start().await;
+    let (node, rendered_a, rendered_b) =
+        (cluster.node.as_str(), cluster.rendered_a.as_str(), cluster.rendered_b.as_str());
     let RunningNode { root, answered, agent, .. } = cluster.start_node("v1\n", true, true).await;
     let r = root.path();
     boot(r, "boot-1");
 
     // /etc/app.conf has no policy: the change reboots.
-    cluster.set_desired("node-1", "rendered-b").await;
+    cluster.set_desired(node, rendered_b).await;
     stops_for_reboot(agent).await;
-    assert_eq!(read(r, REBOOT_REQUEST).as_deref(), Some("Node will reboot into config rendered-b\n"));
+    assert_eq!(
+        read(r, REBOOT_REQUEST).as_deref(),
+        Some(format!("Node will reboot into config {rendered_b}\n").as_str())
+    );
     assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
-    let a = cluster.annotations("node-1").await;
+    let a = cluster.annotations(node).await;
     assert_eq!(a[STATE_ANNOTATION], "Working");
-    assert_eq!(a[CURRENT_CONFIG_ANNOTATION], "rendered-a", "current only after the reboot");
+    assert_eq!(a[CURRENT_CONFIG_ANNOTATION], rendered_a, "current only after the reboot");
     assert_eq!(a[POST_CONFIG_ACTION_ANNOTATION], "Rebooting");
-    assert_eq!(a[DESIRED_DRAIN_ANNOTATION], "drain-rendered-b");
+    assert_eq!(a[DESIRED_DRAIN_ANNOTATION], format!("drain-{rendered_b}"));
 
     // The "reboot": /run is emptied and the daemon starts again.
     std::fs::remove_dir_all(host(r, "/run")).unwrap();
     boot(r, "boot-2");
     let mut registry = Registry::default();
     let metrics = DaemonMetrics::register(&mut registry);
-    let agent = cluster.agent_with("node-1", r, TIMEOUT, metrics, None);
-    let a = cluster.wait_for_state("node-1", "Done", "rendered-b").await;
+    let agent = cluster.agent_with(node, r, TIMEOUT, metrics, None);
+    let a = cluster.wait_for_state(node, "Done", rendered_b).await;
     wait_for_metrics(&registry, &["mco_daemon_update_phase_seconds_count{phase=\"reboot\"} 1"]).await;
     assert_eq!(a[POST_CONFIG_ACTION_ANNOTATION], "");
     assert_eq!(a[REASON_ANNOTATION], "");
     assert_eq!(
         requests(&answered),
-        [pair("uncordon-rendered-a", "v1\n"), pair("drain-rendered-b", "v1\n"), pair("uncordon-rendered-b", "v2\n")]
+        [
+            pair(&format!("uncordon-{rendered_a}"), "v1\n"),
+            pair(&format!("drain-{rendered_b}"), "v1\n"),
+            pair(&format!("uncordon-{rendered_b}"), "v2\n")
+        ]
     );
     assert_eq!(read(r, REBOOT_REQUEST), None, "no second reboot");
     agent.abort();
@@ -401,46 +450,51 @@ async fn a_reboot_ends_the_run_and_the_restarted_daemon_completes_the_handshake(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreconcilable_change_is_reported_and_nothing_is_written() {
     let cluster = Cluster::start().await;
-    cluster
-        .create_config(config("rendered-dirs", &[(APP_CONF, "v2\n")], json!({"directories": [{"path": "/etc/d"}]})))
-        .await;
+    let (node, rendered_a) = (cluster.node.as_str(), cluster.rendered_a.as_str());
+    let rendered_dirs = cluster.env.unique_name("rendered-dirs");
+    let dirs = json!({"directories": [{"path": "/etc/d"}]});
+    cluster.create_config(config(&rendered_dirs, &[(APP_CONF, "v2\n")], dirs)).await;
     let RunningNode { root, answered, agent, .. } = cluster.start_node("v1\n", true, true).await;
     let r = root.path();
 
-    cluster.set_desired("node-1", "rendered-dirs").await;
-    let a = cluster.wait_for_state("node-1", "Unreconcilable", "rendered-a").await;
+    cluster.set_desired(node, &rendered_dirs).await;
+    let a = cluster.wait_for_state(node, "Unreconcilable", rendered_a).await;
     assert_eq!(
         a[REASON_ANNOTATION],
-        "can't reconcile config rendered-a with rendered-dirs: ignition directories section contains changes"
+        format!(
+            "can't reconcile config {rendered_a} with {rendered_dirs}: ignition directories section contains changes"
+        )
     );
     assert_eq!(read(r, APP_CONF).as_deref(), Some("v1\n"));
     assert!(!host(r, "/etc/d").exists());
-    assert_eq!(requests(&answered), [pair("uncordon-rendered-a", "v1\n")], "no drain");
+    assert_eq!(requests(&answered), [pair(&format!("uncordon-{rendered_a}"), "v1\n")], "no drain");
 
     // The controller moves the node back to its config: Done again.
-    cluster.set_desired("node-1", "rendered-a").await;
-    let a = cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+    cluster.set_desired(node, rendered_a).await;
+    let a = cluster.wait_for_state(node, "Done", rendered_a).await;
     assert_eq!(a[REASON_ANNOTATION], "");
     agent.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_apply_degrades_rolls_back_and_recovers_when_the_cause_is_fixed() {
-    let cluster = Cluster::start().await;
-    cluster.create_config(config("rendered-c", &[(APP_CONF, "v2\n"), ("/etc/other.conf", "new\n")], json!({}))).await;
+    let cluster = Cluster::start_own().await;
+    let (node, rendered_a) = (cluster.node.as_str(), cluster.rendered_a.as_str());
+    let rendered_c = cluster.env.unique_name("rendered-c");
+    cluster.create_config(config(&rendered_c, &[(APP_CONF, "v2\n"), ("/etc/other.conf", "new\n")], json!({}))).await;
     cluster.create_policies(drain_and_restart_app()).await;
     // app.service does not exist: restarting it fails after the files are written.
     let RunningNode { root, agent, .. } = cluster.start_node("v1\n", false, true).await;
     let r = root.path();
 
-    cluster.set_desired("node-1", "rendered-c").await;
-    let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
+    cluster.set_desired(node, &rendered_c).await;
+    let a = cluster.wait_for_state(node, "Degraded", rendered_a).await;
     assert!(a[REASON_ANNOTATION].contains("Unit app.service not found."), "{}", a[REASON_ANNOTATION]);
     assert_eq!(read(r, APP_CONF).as_deref(), Some("v1\n"), "rolled back");
     assert_eq!(read(r, "/etc/other.conf"), None, "rolled back");
 
     write(r, APP_UNIT, "[Service]\nExecStart=/bin/true\n");
-    let a = cluster.wait_for_state("node-1", "Done", "rendered-c").await;
+    let a = cluster.wait_for_state(node, "Done", &rendered_c).await;
     assert_eq!(a[REASON_ANNOTATION], "");
     assert_eq!(read(r, "/etc/other.conf").as_deref(), Some("new\n"));
     agent.abort();
@@ -449,18 +503,21 @@ async fn a_failing_apply_degrades_rolls_back_and_recovers_when_the_cause_is_fixe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drift_found_at_start_degrades_naming_the_mismatch_until_it_is_fixed() {
     let cluster = Cluster::start().await;
+    let (node, rendered_a) = (cluster.node.as_str(), cluster.rendered_a.as_str());
     let RunningNode { root, answered, agent, .. } = cluster.start_node("edited by hand\n", true, false).await;
     let r = root.path();
 
-    let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
+    let a = cluster.wait_for_state(node, "Degraded", rendered_a).await;
     assert_eq!(
         a[REASON_ANNOTATION],
-        "unexpected on-disk state validating against rendered-a: content mismatch for file \"/etc/app.conf\""
+        format!(
+            "unexpected on-disk state validating against {rendered_a}: content mismatch for file \"/etc/app.conf\""
+        )
     );
     assert!(requests(&answered).is_empty(), "nothing happens on a drifted node");
 
     write(r, APP_CONF, "v1\n");
-    let a = cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+    let a = cluster.wait_for_state(node, "Done", rendered_a).await;
     assert_eq!(a[REASON_ANNOTATION], "");
     agent.abort();
 }
@@ -468,19 +525,22 @@ async fn drift_found_at_start_degrades_naming_the_mismatch_until_it_is_fixed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_edited_by_hand_between_updates_degrades_the_node_until_it_is_put_back() {
     let cluster = Cluster::start().await;
+    let (node, rendered_a) = (cluster.node.as_str(), cluster.rendered_a.as_str());
     let RunningNode { root, answered, agent, .. } = cluster.start_node("v1\n", true, true).await;
     let r = root.path();
 
     write(r, APP_CONF, "edited by hand\n");
-    let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
+    let a = cluster.wait_for_state(node, "Degraded", rendered_a).await;
     assert_eq!(
         a[REASON_ANNOTATION],
-        "unexpected on-disk state validating against rendered-a: content mismatch for file \"/etc/app.conf\""
+        format!(
+            "unexpected on-disk state validating against {rendered_a}: content mismatch for file \"/etc/app.conf\""
+        )
     );
-    assert_eq!(requests(&answered), [pair("uncordon-rendered-a", "v1\n")], "no drain for drift");
+    assert_eq!(requests(&answered), [pair(&format!("uncordon-{rendered_a}"), "v1\n")], "no drain for drift");
 
     write(r, APP_CONF, "v1\n");
-    let a = cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+    let a = cluster.wait_for_state(node, "Done", rendered_a).await;
     assert_eq!(a[REASON_ANNOTATION], "");
     agent.abort();
 }
@@ -488,21 +548,25 @@ async fn a_file_edited_by_hand_between_updates_degrades_the_node_until_it_is_put
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_force_file_skips_validation_and_reapplies_the_config_with_a_reboot() {
     let cluster = Cluster::start().await;
-    cluster.create_done_node("node-1").await;
+    let (node, rendered_a) = (cluster.node.as_str(), cluster.rendered_a.as_str());
+    cluster.create_done_node(node).await;
     let root = node_root("edited by hand\n", true);
     let r = root.path();
     write(r, "/run/machine-config-daemon-force", "");
-    let answered = cluster.drain_controller("node-1", r);
-    let agent = cluster.agent("node-1", r);
+    let answered = cluster.drain_controller(node, r);
+    let agent = cluster.agent(node, r);
 
     stops_for_reboot(agent).await;
     assert_eq!(read(r, APP_CONF).as_deref(), Some("v1\n"), "the config is written again");
-    assert_eq!(read(r, REBOOT_REQUEST).as_deref(), Some("Node will reboot into config rendered-a\n"));
-    assert_eq!(requests(&answered), [pair("drain-rendered-a", "edited by hand\n")]);
+    assert_eq!(
+        read(r, REBOOT_REQUEST).as_deref(),
+        Some(format!("Node will reboot into config {rendered_a}\n").as_str())
+    );
+    assert_eq!(requests(&answered), [pair(&format!("drain-{rendered_a}"), "edited by hand\n")]);
 
     std::fs::remove_dir_all(host(r, "/run")).unwrap();
-    let agent = cluster.agent("node-1", r);
-    let a = cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+    let agent = cluster.agent(node, r);
+    let a = cluster.wait_for_state(node, "Done", rendered_a).await;
     assert_eq!(a[REASON_ANNOTATION], "");
     agent.abort();
 }
@@ -510,13 +574,15 @@ async fn the_force_file_skips_validation_and_reapplies_the_config_with_a_reboot(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_node_takes_its_seed_annotations_and_reports_its_boot_image() {
     let cluster = Cluster::start().await;
-    let seed = json!({CURRENT_CONFIG_ANNOTATION: "rendered-a", DESIRED_CONFIG_ANNOTATION: "rendered-a",
+    let (node, rendered_a) = (cluster.node.as_str(), cluster.rendered_a.as_str());
+    let seed = json!({CURRENT_CONFIG_ANNOTATION: rendered_a, DESIRED_CONFIG_ANNOTATION: rendered_a,
         STATE_ANNOTATION: "Done"});
     let aleph = r#"{"build": "416.94.202405211741-0", "imgid": "rhcos-416.94.202405211741-0-metal.x86_64.raw",
         "ostree-commit": "3d8e3c0f3e9f", "ref": ""}"#;
+    let node_2 = cluster.env.unique_name("node");
     let mut agents = Vec::new();
     let mut roots = Vec::new();
-    for (name, aleph) in [("node-1", aleph), ("node-2", "not json")] {
+    for (name, aleph) in [(node, aleph), (node_2.as_str(), "not json")] {
         cluster.create_node(name, &[]).await;
         let root = node_root("v1\n", true);
         write(root.path(), "/etc/machine-config-daemon/node-annotations.json", &seed.to_string());
@@ -526,15 +592,15 @@ async fn a_new_node_takes_its_seed_annotations_and_reports_its_boot_image() {
         roots.push(root);
     }
 
-    let a = cluster.wait_for_state("node-1", "Done", "rendered-a").await;
-    assert_eq!(a[DESIRED_CONFIG_ANNOTATION], "rendered-a");
+    let a = cluster.wait_for_state(node, "Done", rendered_a).await;
+    assert_eq!(a[DESIRED_CONFIG_ANNOTATION], rendered_a);
     assert_eq!(a[BOOT_IMAGE_ANNOTATION], r#"{"build":"416.94.202405211741-0","ostree-commit":"3d8e3c0f3e9f"}"#);
     let r = roots[0].path();
     assert_eq!(read(r, "/etc/machine-config-daemon/node-annotations.json"), None);
     assert_eq!(read(r, "/etc/machine-config-daemon/node-annotation.json.bak"), Some(seed.to_string()));
 
     // An unreadable aleph file is only logged.
-    let a = cluster.wait_for_state("node-2", "Done", "rendered-a").await;
+    let a = cluster.wait_for_state(&node_2, "Done", rendered_a).await;
     assert!(!a.contains_key(BOOT_IMAGE_ANNOTATION));
     for agent in agents {
         agent.abort();
@@ -543,7 +609,9 @@ async fn a_new_node_takes_its_seed_annotations_and_reports_its_boot_image() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_replica_cluster_does_not_drain() {
-    let cluster = Cluster::start().await;
+    let cluster = Cluster::start_own().await;
+    let (node, rendered_a, rendered_b) =
+        (cluster.node.as_str(), cluster.rendered_a.as_str(), cluster.rendered_b.as_str());
     let example = std::fs::read_to_string(
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster/controllerconfig.yaml"),
     )
@@ -559,43 +627,47 @@ async fn a_single_replica_cluster_does_not_drain() {
     let r = root.path();
 
     // A change that reboots: no drain on a single node.
-    cluster.set_desired("node-1", "rendered-b").await;
+    cluster.set_desired(node, rendered_b).await;
     stops_for_reboot(agent).await;
     assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
-    assert_eq!(requests(&answered), [pair("uncordon-rendered-a", "v1\n")]);
+    assert_eq!(requests(&answered), [pair(&format!("uncordon-{rendered_a}"), "v1\n")]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_that_takes_too_long_degrades_the_node_until_it_completes() {
-    let cluster = Cluster::start().await;
+    let cluster = Cluster::start_own().await;
+    let (node, rendered_a, rendered_b) =
+        (cluster.node.as_str(), cluster.rendered_a.as_str(), cluster.rendered_b.as_str());
     cluster.create_policies(drain_and_restart_app()).await;
     cluster
         .create_node(
-            "node-1",
+            node,
             &[
-                (CURRENT_CONFIG_ANNOTATION, "rendered-a"),
-                (DESIRED_CONFIG_ANNOTATION, "rendered-b"),
+                (CURRENT_CONFIG_ANNOTATION, rendered_a),
+                (DESIRED_CONFIG_ANNOTATION, rendered_b),
                 (STATE_ANNOTATION, "Done"),
             ],
         )
         .await;
     let root = node_root("v1\n", true);
     let r = root.path();
-    let agent = cluster.agent_with("node-1", r, Duration::from_secs(1), DaemonMetrics::default(), None);
+    let agent = cluster.agent_with(node, r, Duration::from_secs(1), DaemonMetrics::default(), None);
 
     // Nobody answers the drain.
-    let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
-    assert_eq!(a[DESIRED_DRAIN_ANNOTATION], "drain-rendered-b");
+    let a = cluster.wait_for_state(node, "Degraded", rendered_a).await;
+    assert_eq!(a[DESIRED_DRAIN_ANNOTATION], format!("drain-{rendered_b}"));
     assert_eq!(
         a[REASON_ANNOTATION],
-        "failed to drain node: node-1 after 1s (drain-rendered-b is not answered by lastAppliedDrain). Please see \
-         machine-config-controller logs for more information"
+        format!(
+            "failed to drain node: {node} after 1s (drain-{rendered_b} is not answered by lastAppliedDrain). Please \
+             see machine-config-controller logs for more information"
+        )
     );
     assert_eq!(read(r, APP_CONF).as_deref(), Some("v1\n"), "nothing applied before the drain");
 
     // The drain completes late: the update goes on.
-    cluster.drain_controller("node-1", r);
-    let a = cluster.wait_for_state("node-1", "Done", "rendered-b").await;
+    cluster.drain_controller(node, r);
+    let a = cluster.wait_for_state(node, "Done", rendered_b).await;
     assert_eq!(a[REASON_ANNOTATION], "");
     assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
     agent.abort();
@@ -625,6 +697,7 @@ impl OsBackend for UnreachableRegistry {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_os_image_pull_degrades_the_node_and_counts_as_a_pivot_error() {
     let cluster = Cluster::start().await;
+    let (node, rendered_a) = (cluster.node.as_str(), cluster.rendered_a.as_str());
     // A tag, with the digest the controller pinned it to: the digest is what the node pulls.
     let pinned = format!("registry.example/os@sha256:{}", "2".repeat(64));
     let with_pin = |name: &str, pin: &str, files: &[(&str, &str)]| {
@@ -633,53 +706,59 @@ async fn a_failed_os_image_pull_degrades_the_node_and_counts_as_a_pivot_error() 
         mc.metadata.annotations = Some([(PINNED_OS_IMAGE_ANNOTATION.to_string(), pin.to_string())].into());
         mc
     };
-    cluster.create_config(with_pin("rendered-os", &pinned, &[(APP_CONF, "v1\n")])).await;
+    let [rendered_os, rendered_mirror, rendered_unpinned, rendered_other_pin] =
+        ["rendered-os", "rendered-mirror", "rendered-unpinned", "rendered-other-pin"]
+            .map(|n| cluster.env.unique_name(n));
+    cluster.create_config(with_pin(&rendered_os, &pinned, &[(APP_CONF, "v1\n")])).await;
     // The same image, with the registries configuration it is to be pulled with.
     let mirror = [(APP_CONF, "v1\n"), ("/etc/containers/registries.conf", "[[registry]]\nlocation = \"mirror\"\n")];
-    cluster.create_config(with_pin("rendered-mirror", &pinned, &mirror)).await;
-    let mut unpinned = config("rendered-unpinned", &[(APP_CONF, "v1\n")], json!({}));
+    cluster.create_config(with_pin(&rendered_mirror, &pinned, &mirror)).await;
+    let mut unpinned = config(&rendered_unpinned, &[(APP_CONF, "v1\n")], json!({}));
     unpinned.spec.os_image_url = "registry.example/os:latest".to_string();
     cluster.create_config(unpinned).await;
     cluster
         .create_config(with_pin(
-            "rendered-other-pin",
+            &rendered_other_pin,
             &format!("elsewhere.example/os@sha256:{}", "2".repeat(64)),
             &[(APP_CONF, "v1\n")],
         ))
         .await;
-    cluster.create_done_node("node-1").await;
+    cluster.create_done_node(node).await;
     let root = node_root("v1\n", true);
     let r = root.path();
-    cluster.drain_controller("node-1", r);
+    cluster.drain_controller(node, r);
     let mut registry = Registry::default();
     let metrics = DaemonMetrics::register(&mut registry);
-    let agent = cluster.agent_with("node-1", r, TIMEOUT, metrics, Some(Box::new(UnreachableRegistry)));
-    cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+    let agent = cluster.agent_with(node, r, TIMEOUT, metrics, Some(Box::new(UnreachableRegistry)));
+    cluster.wait_for_state(node, "Done", rendered_a).await;
 
     // A pin of another repository (edited by hand) is refused before anything is pulled.
-    cluster.set_desired("node-1", "rendered-other-pin").await;
-    let a = cluster.wait_for_state("node-1", "Degraded", "rendered-a").await;
+    cluster.set_desired(node, &rendered_other_pin).await;
+    let a = cluster.wait_for_state(node, "Degraded", rendered_a).await;
     assert!(
-        a[REASON_ANNOTATION].contains(
-            "MachineConfig rendered-other-pin: annotation mco.dev/pinned-os-image \"elsewhere.example/os@sha256:"
-        ),
+        a[REASON_ANNOTATION].contains(&format!(
+            "MachineConfig {rendered_other_pin}: annotation mco.dev/pinned-os-image \"elsewhere.example/os@sha256:"
+        )),
         "{}",
         a[REASON_ANNOTATION]
     );
 
     // A tag the controller has not pinned is not deployed: the node says so before any drain.
-    cluster.set_desired("node-1", "rendered-unpinned").await;
-    let a = reason_containing(&cluster, "rendered-unpinned").await;
+    cluster.set_desired(node, &rendered_unpinned).await;
+    let a = reason_containing(&cluster, &rendered_unpinned).await;
     assert_eq!(
         a[REASON_ANNOTATION],
-        "MachineConfig rendered-unpinned names its OS image by tag (registry.example/os:latest) and has no digest \
-         pinned by the controller (mco.dev/pinned-os-image): not deploying it"
+        format!(
+            "MachineConfig {rendered_unpinned} names its OS image by tag (registry.example/os:latest) and has no \
+             digest pinned by the controller (mco.dev/pinned-os-image): not deploying it"
+        )
     );
-    assert_eq!(a.get(DESIRED_DRAIN_ANNOTATION).map(String::as_str), Some("uncordon-rendered-a"), "no drain asked");
+    let uncordoned = format!("uncordon-{rendered_a}");
+    assert_eq!(a.get(DESIRED_DRAIN_ANNOTATION), Some(&uncordoned), "no drain asked");
     let text = mco_metrics::render(&registry);
     assert!(text.lines().any(|l| l == "mcd_pivot_errors_total 0"), "a refused pin is no pivot error:\n{text}");
 
-    cluster.set_desired("node-1", "rendered-os").await;
+    cluster.set_desired(node, &rendered_os).await;
     let a = reason_containing(&cluster, "connection refused").await;
     let reason = &a[REASON_ANNOTATION];
     assert!(reason.contains(&format!("pinging container registry for {pinned}: connection refused")), "{reason}");
@@ -695,17 +774,18 @@ async fn a_failed_os_image_pull_degrades_the_node_and_counts_as_a_pivot_error() 
 
     // An update that brings the files its pull reads is not pulled apart first (the pull would
     // miss them): the deployment pulls, after writing them.
-    cluster.set_desired("node-1", "rendered-mirror").await;
+    cluster.set_desired(node, &rendered_mirror).await;
     let a = reason_containing(&cluster, "after writing the files").await;
     assert!(a[REASON_ANNOTATION].contains(&pinned), "{}", a[REASON_ANNOTATION]);
     assert_eq!(read(r, "/etc/containers/registries.conf"), None, "the files rolled back");
     agent.abort();
 }
 
-/// Waits until node-1's annotation `key` is `value`; returns its annotations.
+/// Waits until the test's node's annotation `key` is `value`; returns its annotations.
 async fn annotated(cluster: &Cluster, key: &str, value: &str) -> BTreeMap<String, String> {
-    eventually(&format!("node-1's {key}: {value}"), || async {
-        let a = cluster.annotations("node-1").await;
+    let node = &cluster.node;
+    eventually(&format!("{node}'s {key}: {value}"), || async {
+        let a = cluster.annotations(node).await;
         if a.get(key).map(String::as_str) == Some(value) { Ok(a) } else { Err(a) }
     })
     .await
@@ -745,21 +825,22 @@ impl OsBackend for RecordingPulls {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_node_pulls_ahead_what_the_controller_asks_and_answers() {
     let cluster = Cluster::start().await;
-    cluster.create_done_node("node-1").await;
+    let (node, rendered_a) = (cluster.node.as_str(), cluster.rendered_a.as_str());
+    cluster.create_done_node(node).await;
     let root = node_root("v1\n", true);
     let r = root.path();
-    cluster.drain_controller("node-1", r);
+    cluster.drain_controller(node, r);
     let pulls = Arc::new(Mutex::new(Vec::new()));
     let mut registry = Registry::default();
     let metrics = DaemonMetrics::register(&mut registry);
     let os: Box<dyn OsBackend> = Box::new(RecordingPulls(pulls.clone()));
-    let agent = cluster.agent_with("node-1", r, TIMEOUT, metrics, Some(os));
-    cluster.wait_for_state("node-1", "Done", "rendered-a").await;
+    let agent = cluster.agent_with(node, r, TIMEOUT, metrics, Some(os));
+    cluster.wait_for_state(node, "Done", rendered_a).await;
     let ask = |image: String| {
         let nodes = cluster.nodes.clone();
         async move {
             let patch = json!({"metadata": {"annotations": {PRESTAGE_ANNOTATION: image}}});
-            nodes.patch("node-1", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+            nodes.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
         }
     };
 
@@ -769,7 +850,7 @@ async fn an_idle_node_pulls_ahead_what_the_controller_asks_and_answers() {
     let a = annotated(&cluster, PRESTAGED_ANNOTATION, &image).await;
     assert_eq!(*pulls.lock().unwrap(), vec![image.clone()]);
     assert_eq!(a[STATE_ANNOTATION], "Done");
-    assert_eq!(a[DESIRED_DRAIN_ANNOTATION], "uncordon-rendered-a", "no drain");
+    assert_eq!(a[DESIRED_DRAIN_ANNOTATION], format!("uncordon-{rendered_a}"), "no drain");
     assert!(!a.contains_key(PRESTAGE_ERROR_ANNOTATION), "{a:?}");
 
     // A pull that fails is answered with the image and the registry's error: not a failed update.
@@ -788,9 +869,9 @@ async fn an_idle_node_pulls_ahead_what_the_controller_asks_and_answers() {
     // The request withdrawn (its update superseded): what was pulled for it is removed, and the
     // answers with it.
     let withdraw = json!({"metadata": {"annotations": {PRESTAGE_ANNOTATION: null}}});
-    cluster.nodes.patch("node-1", &PatchParams::default(), &Patch::Merge(&withdraw)).await.unwrap();
-    let a = eventually("node-1's answers to the withdrawn request removed", || async {
-        let a = cluster.annotations("node-1").await;
+    cluster.nodes.patch(node, &PatchParams::default(), &Patch::Merge(&withdraw)).await.unwrap();
+    let a = eventually(&format!("{node}'s answers to the withdrawn request removed"), || async {
+        let a = cluster.annotations(node).await;
         let answered = a.contains_key(PRESTAGED_ANNOTATION) || a.contains_key(PRESTAGE_ERROR_ANNOTATION);
         if answered { Err(a) } else { Ok(a) }
     })

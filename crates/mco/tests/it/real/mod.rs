@@ -1,6 +1,7 @@
 //! The tests that run real components: an API server, a registry, OSTree, buildah, root.
 
 mod controller;
+mod daemon;
 mod daemon_run;
 mod deploy;
 mod image;

@@ -1,6 +1,6 @@
 //! mco's CRDs and types against a real kube-apiserver (built by `hack/kube-binaries.sh`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -49,7 +49,7 @@ fn assert_typed_equal<K: DeserializeOwned + PartialEq + std::fmt::Debug>(file: &
 
 #[tokio::test]
 async fn crds_are_established_and_examples_round_trip_unchanged() {
-    let env = TestEnv::start().await.unwrap();
+    let env = TestEnv::shared().await.unwrap();
     let client = env.client();
 
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -65,11 +65,17 @@ async fn crds_are_established_and_examples_round_trip_unchanged() {
 
     let examples = examples();
     assert!(examples.len() >= 9, "examples/cluster has {} manifests", examples.len());
+    // Each under a name of this test's (on the shared server): the name is no part of the round
+    // trip, and nothing here reads the ControllerConfig as the cluster's singleton.
+    let mut names = BTreeMap::new();
     for (file, example) in &examples {
         let kind = example["kind"].as_str().unwrap();
         let api = api_for_kind(&client, kind);
-        let object: DynamicObject = serde_json::from_value(example.clone()).unwrap();
-        let name = object.metadata.name.clone().unwrap();
+        let mut object: DynamicObject = serde_json::from_value(example.clone()).unwrap();
+        let example_name = object.metadata.name.clone().unwrap();
+        let name = env.unique_name(&example_name);
+        object.metadata.name = Some(name.clone());
+        names.insert(example_name, name.clone());
         api.create(&PostParams::default(), &object).await.unwrap_or_else(|e| panic!("{file}: create refused: {e}"));
 
         let served = api.get(&name).await.unwrap();
@@ -98,19 +104,23 @@ async fn crds_are_established_and_examples_round_trip_unchanged() {
 
     // A typed object written by mco reads back identical (no field lost or added on the way).
     let mcs: Api<MachineConfig> = Api::all(client.clone());
-    let mut typed = mcs.get("00-worker").await.unwrap();
-    typed.metadata = kube::api::ObjectMeta { name: Some("00-worker-copy".into()), ..Default::default() };
+    let mut typed = mcs.get(&names["00-worker"]).await.unwrap();
+    let copy = env.unique_name("00-worker-copy");
+    typed.metadata = kube::api::ObjectMeta { name: Some(copy.clone()), ..Default::default() };
     let created = mcs.create(&PostParams::default(), &typed).await.unwrap();
     assert_eq!(created.spec, typed.spec);
-    assert_eq!(mcs.get("00-worker-copy").await.unwrap().spec, typed.spec);
+    assert_eq!(mcs.get(&copy).await.unwrap().spec, typed.spec);
 }
 
 #[tokio::test]
 async fn pool_status_server_side_apply() {
-    let env = TestEnv::start().await.unwrap();
+    let env = TestEnv::shared().await.unwrap();
     let pools: Api<MachineConfigPool> = Api::all(env.client());
     let (_, worker) = examples().into_iter().find(|(f, _)| f == "worker-pool.yaml").unwrap();
-    let worker: MachineConfigPool = serde_json::from_value(worker).unwrap();
+    let mut worker: MachineConfigPool = serde_json::from_value(worker).unwrap();
+    // The example's `worker`, under a name of this test's (on the shared server).
+    let name = env.unique_name("worker");
+    worker.metadata.name = Some(name.clone());
     pools.create(&PostParams::default(), &worker).await.unwrap();
 
     let manager = PatchParams::apply("mco-test-controller").force();
@@ -131,8 +141,8 @@ async fn pool_status_server_side_apply() {
         patch["status"].as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
         patch
     };
-    pools.patch_status("worker", &manager, &Patch::Apply(status(json!({"machineCount": 3})))).await.unwrap();
-    let applied = pools.get("worker").await.unwrap();
+    pools.patch_status(&name, &manager, &Patch::Apply(status(json!({"machineCount": 3})))).await.unwrap();
+    let applied = pools.get(&name).await.unwrap();
     let applied_status = applied.status.clone().unwrap();
     assert_eq!(applied_status.machine_count, Some(3));
     let conditions = applied_status.conditions.unwrap();
@@ -151,8 +161,8 @@ async fn pool_status_server_side_apply() {
     assert!(managers.contains(&("mco-test-controller".into(), "status".into())), "{managers:?}");
 
     // A field the manager no longer applies is removed; the others stay.
-    pools.patch_status("worker", &manager, &Patch::Apply(status(json!({"degradedMachineCount": 1})))).await.unwrap();
-    let reapplied = pools.get("worker").await.unwrap().status.unwrap();
+    pools.patch_status(&name, &manager, &Patch::Apply(status(json!({"degradedMachineCount": 1})))).await.unwrap();
+    let reapplied = pools.get(&name).await.unwrap().status.unwrap();
     assert_eq!(reapplied.machine_count, None);
     assert_eq!(reapplied.degraded_machine_count, Some(1));
     assert_eq!(reapplied.conditions.unwrap().len(), 1);
@@ -163,8 +173,8 @@ async fn pool_status_server_side_apply() {
         "kind": "MachineConfigPool",
         "spec": {"paused": true},
     });
-    pools.patch_status("worker", &PatchParams::apply("intruder").force(), &Patch::Apply(spec_change)).await.unwrap();
-    assert_eq!(pools.get("worker").await.unwrap().spec.paused, None);
+    pools.patch_status(&name, &PatchParams::apply("intruder").force(), &Patch::Apply(spec_change)).await.unwrap();
+    assert_eq!(pools.get(&name).await.unwrap().spec.paused, None);
 }
 
 #[tokio::test]
