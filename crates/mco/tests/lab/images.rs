@@ -28,7 +28,7 @@ pub async fn an_os_image_tag_is_resolved_once_before_any_node(lab: &mut Lab) {
     let registry = lab_registry(lab);
     let before = rolled_out(lab, "").await;
     let pool_image = configs.get(&before).await.unwrap().spec.os_image_url;
-    let tag = format!("{registry}/mco/node:latest");
+    let tag = pool_tag(lab, &pool_image);
     // An OS image named by a tag is resolved once, before any node gets it: the rendered config
     // keeps the tag (upstream's name and content) and carries the digest every worker deploys.
     lab.apply("99-worker-tag", &os_image_mc("99-worker-tag", &tag));
@@ -62,7 +62,7 @@ pub async fn signed_os_images_are_checked_before_any_node(lab: &mut Lab) {
     let registry = lab_registry(lab);
     let before = rolled_out(lab, "").await;
     let pool_image = configs.get(&before).await.unwrap().spec.os_image_url;
-    let tag = format!("{registry}/mco/node:latest");
+    let tag = pool_tag(lab, &pool_image);
     // Signed OS images: MachineConfigs give the workers a containers policy that requires the lab
     // registry's images to be signed with the lab's GPG key, the key, and where the signatures are
     // (the lab's signature store). The controller's pod checks the signatures (with gpg in mco's

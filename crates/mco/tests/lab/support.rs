@@ -582,6 +582,23 @@ pub fn registry_digest(lab: &Lab, image: &str) -> String {
     String::from_utf8(inspected.stdout).unwrap().trim().to_string()
 }
 
+/// Tags `image` (the pool's OS image, by digest) as `mco/node:pool` in the lab registry and
+/// returns that tag: whatever the scenarios before rolled out, the tag names the image the workers
+/// run.
+pub fn pool_tag(lab: &Lab, image: &str) -> String {
+    let registry = lab_registry(lab);
+    let tag = format!("{registry}/mco/node:pool");
+    let copied = std::process::Command::new("skopeo")
+        .arg("--registries-conf")
+        .arg(lab.state_dir().join("registries.conf"))
+        .args(["copy", "--quiet", "--preserve-digests", &format!("docker://{image}"), &format!("docker://{tag}")])
+        .output()
+        .unwrap();
+    assert!(copied.status.success(), "skopeo copy {image} {tag}: {}", String::from_utf8_lossy(&copied.stderr));
+    assert_eq!(format!("{registry}/mco/node@{}", registry_digest(lab, &tag)), image, "the tag names the image");
+    tag
+}
+
 /// A PinnedImageSet of `image` for the worker pool.
 pub fn pinned_image_set(name: &str, image: &str) -> String {
     format!(

@@ -1,4 +1,4 @@
-//! The AMI owner lookup through the AWS SDK against a real EC2-compatible server (`moto_server`
+//! The AMI owner lookup (our EC2 Query API client) against a real EC2-compatible server (`moto_server`
 //! from PyPI, installed by `hack/moto.sh`), alone and inside the controller on an AWS cluster.
 //!
 //! moto serves the AMIs of a JSON file (`MOTO_AMIS_PATH`) with the owners given there, which is
@@ -20,7 +20,7 @@ use mco_api::constants::MACHINE_API_NAMESPACE;
 use mco_bootimage::ec2::{AWS_MARKETPLACE_OWNER_ID, AmiOwner, RED_HAT_OWNER_ID};
 use mco_bootimage::{Arch, Stream};
 use mco_bootimage_controller::Options;
-use mco_bootimage_controller::ec2::{StaticCredentials, client, describe_owner};
+use mco_bootimage_controller::ec2::{Client, StaticCredentials, client, describe_owner};
 use serde_json::json;
 
 /// The 4.11 x86_64 us-east-1 RHCOS AMI the AWS fixture MachineSet boots.
@@ -93,13 +93,12 @@ fn credentials() -> StaticCredentials {
 }
 
 /// Registers an AMI through the API: moto makes the caller's account its owner.
-async fn register_custom_ami(ec2: &aws_sdk_ec2::Client) -> String {
-    let instance =
-        ec2.run_instances().image_id(RED_HAT_AMI).min_count(1).max_count(1).send().await.unwrap().instances()[0]
-            .instance_id()
-            .unwrap()
-            .to_string();
-    ec2.create_image().instance_id(instance).name("golden-rhcos").send().await.unwrap().image_id().unwrap().to_string()
+async fn register_custom_ami(ec2: &Client) -> String {
+    let run =
+        ec2.call("RunInstances", &[("ImageId", RED_HAT_AMI), ("MinCount", "1"), ("MaxCount", "1")]).await.unwrap();
+    let instance = run.text_at(&["instancesSet", "item", "instanceId"]).unwrap();
+    let image = ec2.call("CreateImage", &[("InstanceId", instance), ("Name", "golden-rhcos")]).await.unwrap();
+    image.text_at(&["imageId"]).unwrap().to_string()
 }
 
 #[tokio::test]
