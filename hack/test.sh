@@ -31,38 +31,43 @@ cargo test --workspace --locked --all-features --no-run --timings --message-form
     > "$report/artifacts.json"
 build_end=$(now)
 
-# Every test executable with its package directory, the lab's last (it runs beside the others).
+# Every test executable with its package directory.
 jq -r 'select(.reason == "compiler-artifact" and .profile.test and .executable != null)
        | [.target.name, .executable, (.manifest_path | rtrimstr("/Cargo.toml"))] | @tsv' \
     "$report/artifacts.json" | sort -u > "$report/binaries.tsv"
 
-# run NAME EXECUTABLE DIR: the binary as `cargo test` runs it (from its package's directory), each
-# test's time reported (libtest's --report-time, unstable: RUSTC_BOOTSTRAP for the run only; the
-# lab's own harness reports its scenarios' times).
+# run LOG EXECUTABLE DIR [ARGS...]: the binary as `cargo test` runs it (from its package's
+# directory), into $report/LOG.log.
 run() {
-    local name=$1 executable=$2 dir=$3 log="$report/$1-$(basename "$2").log" timing=()
-    [[ $name == lab ]] || timing=(-Z unstable-options --report-time)
-    (cd "$dir" && CARGO_MANIFEST_DIR="$dir" RUSTC_BOOTSTRAP=1 "$executable" "${timing[@]}") > "$log" 2>&1
+    local log="$report/$1.log" executable=$2 dir=$3
+    shift 3
+    (cd "$dir" && CARGO_MANIFEST_DIR="$dir" RUSTC_BOOTSTRAP=1 "$executable" "$@") > "$log" 2>&1
 }
+# libtest's own report of each test's time (unstable: RUSTC_BOOTSTRAP for the run only; the lab's
+# harness reports its scenarios' times itself).
+timed=(-Z unstable-options --report-time)
 
 failed=()
 tests_start=$(now)
-lab_pid=""
+# The lab's scenarios, in the background: the GCP lab's beside the other platform's (two labs,
+# each in its own network namespace), both beside every other test binary.
+lab_pids=()
 if lab=$(awk -F'\t' '$1 == "lab"' "$report/binaries.tsv") && [[ -n $lab ]]; then
-    IFS=$'\t' read -r name executable dir <<< "$lab"
-    echo "== lab scenarios (in the background: $report/$name-$(basename "$executable").log)"
-    run "$name" "$executable" "$dir" & lab_pid=$!
+    IFS=$'\t' read -r _ executable dir <<< "$lab"
+    echo "== lab scenarios (in the background: $report/lab-*.log)"
+    run lab-none "$executable" "$dir" --skip gcp:: & lab_pids+=($!)
+    run lab-gcp "$executable" "$dir" gcp:: & lab_pids+=($!)
 fi
 while IFS=$'\t' read -r name executable dir; do
     [[ $name == lab ]] && continue
     echo "== $name ($(basename "$executable"))"
-    run "$name" "$executable" "$dir" || failed+=("$name $(basename "$executable")")
+    run "$name-$(basename "$executable")" "$executable" "$dir" "${timed[@]}" || failed+=("$name $(basename "$executable")")
 done < "$report/binaries.tsv"
 echo "== doc tests"
 cargo test --workspace --locked --all-features --doc > "$report/doc.log" 2>&1 || failed+=("doc tests")
-if [[ -n $lab_pid ]]; then
-    wait "$lab_pid" || failed+=("lab")
-fi
+for pid in "${lab_pids[@]}"; do
+    wait "$pid" || failed+=("lab")
+done
 tests_end=$(now)
 
 bash hack/test-report.sh "$report" "$build_start" "$build_end" "$tests_start" "$tests_end" | tee "$report/report.md"
