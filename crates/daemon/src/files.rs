@@ -118,7 +118,7 @@ pub fn remove_stale(
 
 // Root: it sets the files' owners, as the daemon does.
 #[cfg(all(test, feature = "real-components"))]
-mod tests {
+mod real {
     use super::*;
     use crate::failpoint::Failpoints;
 

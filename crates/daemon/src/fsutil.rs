@@ -205,18 +205,22 @@ mod tests {
 
     // Root: the kernel drops the set-uid bit of a file an unprivileged user writes.
     #[cfg(feature = "real-components")]
-    #[test]
-    fn atomic_writes_leave_no_temp_file_and_set_mode() {
-        let dir = tempfile::tempdir().unwrap();
-        let fp = Failpoints::default();
-        let fs = Fs::new(dir.path(), &fp);
-        let p = fs.host("/a/b/c.conf");
-        fs.write_atomic(&p, b"x", 0o640, None).unwrap();
-        fs.write_atomic(&p, b"yy", 0o4755, None).unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"yy");
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777, 0o4755);
-        assert_eq!(std::fs::metadata(dir.path().join("a")).unwrap().permissions().mode() & 0o777, 0o755);
-        assert!(!temp_path(&p).exists());
-        fs.sync_dirs().unwrap();
+    mod real {
+        use super::*;
+
+        #[test]
+        fn atomic_writes_leave_no_temp_file_and_set_mode() {
+            let dir = tempfile::tempdir().unwrap();
+            let fp = Failpoints::default();
+            let fs = Fs::new(dir.path(), &fp);
+            let p = fs.host("/a/b/c.conf");
+            fs.write_atomic(&p, b"x", 0o640, None).unwrap();
+            fs.write_atomic(&p, b"yy", 0o4755, None).unwrap();
+            assert_eq!(std::fs::read(&p).unwrap(), b"yy");
+            assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777, 0o4755);
+            assert_eq!(std::fs::metadata(dir.path().join("a")).unwrap().permissions().mode() & 0o777, 0o755);
+            assert!(!temp_path(&p).exists());
+            fs.sync_dirs().unwrap();
+        }
     }
 }

@@ -128,21 +128,25 @@ mod tests {
 
     // Root: chroot.
     #[cfg(feature = "real-components")]
-    #[test]
-    fn a_mounted_host_root_runs_commands_chrooted_into_it() {
-        let mounted = HostRunner { root: Some("/rootfs".into()) };
-        let cmd = Cmd::new("systemctl", ["daemon-reload"]);
-        assert_eq!(mounted.host_cmd(&cmd), Cmd::new("chroot", ["/rootfs", "systemctl", "daemon-reload"]));
-        assert_eq!(HostRunner::default().host_cmd(&cmd), cmd);
-        // The host's root is "/" here: the chrooted command runs and fails as the plain one would,
-        // named as the host command it is.
-        let slash = HostRunner { root: Some("/".into()) };
-        assert_eq!(slash.run(&Cmd::new("sh", ["-c", "echo hi"])).unwrap(), "hi\n");
-        let err = slash.run(&Cmd::new("sh", ["-c", "exit 4"])).unwrap_err();
-        assert_eq!(err.to_string(), "sh -c \"exit 4\" failed (exit status: 4): ");
-        // A root that is not there: chroot's own failure.
-        let missing = HostRunner { root: Some("/nonexistent-root".into()) };
-        let err = missing.run(&Cmd::new("true", Vec::<String>::new())).unwrap_err();
-        assert!(err.to_string().contains("/nonexistent-root"), "{err}");
+    mod real {
+        use super::*;
+
+        #[test]
+        fn a_mounted_host_root_runs_commands_chrooted_into_it() {
+            let mounted = HostRunner { root: Some("/rootfs".into()) };
+            let cmd = Cmd::new("systemctl", ["daemon-reload"]);
+            assert_eq!(mounted.host_cmd(&cmd), Cmd::new("chroot", ["/rootfs", "systemctl", "daemon-reload"]));
+            assert_eq!(HostRunner::default().host_cmd(&cmd), cmd);
+            // The host's root is "/" here: the chrooted command runs and fails as the plain one would,
+            // named as the host command it is.
+            let slash = HostRunner { root: Some("/".into()) };
+            assert_eq!(slash.run(&Cmd::new("sh", ["-c", "echo hi"])).unwrap(), "hi\n");
+            let err = slash.run(&Cmd::new("sh", ["-c", "exit 4"])).unwrap_err();
+            assert_eq!(err.to_string(), "sh -c \"exit 4\" failed (exit status: 4): ");
+            // A root that is not there: chroot's own failure.
+            let missing = HostRunner { root: Some("/nonexistent-root".into()) };
+            let err = missing.run(&Cmd::new("true", Vec::<String>::new())).unwrap_err();
+            assert!(err.to_string().contains("/nonexistent-root"), "{err}");
+        }
     }
 }

@@ -319,7 +319,7 @@ mod tests {
     use super::*;
 
     // Expected strings from Go 1.26 strconv (FormatFloat/ParseInt/ParseUint/ParseFloat); the
-    // broad random cross-check against Go lives in tests/floats.rs.
+    // broad random cross-check against Go lives in tests/it/go_json.rs.
     #[test]
     fn float_g() {
         for (v, want) in [

@@ -15,7 +15,7 @@ use mco_api::constants::{
 };
 use mco_api::machineconfiguration::resolved_os_image_record;
 use mco_os::signing::{SigningKey, lookaside_config};
-use mco_testenv::{eventually, satisfying};
+use mco_testenv::{eventually, eventually_within, satisfying};
 use serde_json::json;
 
 use crate::common::stdout;
@@ -300,7 +300,8 @@ pub async fn an_os_without_a_kubelet_takes_its_first_worker_down(lab: &mut Lab) 
     // such a machine would be: `mco lab status` says which and why (its kubelet never comes back,
     // so the rollout goes no further).
     lab.apply("99-worker-base-os", &os_image_mc("99-worker-base-os", &base));
-    let down = eventually("a worker reported down", || async {
+    // A drain and a reboot first: a rollout's step.
+    let down = eventually_within(ROLLOUT_TIMEOUT, "a worker reported down", || async {
         let status = lab.mco(&["lab", "status", "-o", "json"]).success();
         let status: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
         let down: Vec<serde_json::Value> =

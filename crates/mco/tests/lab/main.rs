@@ -136,11 +136,15 @@ fn run(scenario: &Scenario, labs: &Mutex<Labs>, runtime: &tokio::runtime::Runtim
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.block_on((scenario.run)(lab))));
     labs.times.push((scenario.name, started.elapsed()));
     outcome.map_err(|panic| {
-        eprintln!(
-            "scenario {} failed: the {:?} lab's next scenario gets a fresh lab",
-            scenario.name, scenario.platform
-        );
-        labs.current = None;
+        if let Some((_, lab)) = labs.current.take() {
+            let kept = runtime.block_on(async { lab.down_keeping_state() });
+            eprintln!(
+                "scenario {} failed: its lab's state is kept in {}; the {:?} lab's next scenario gets a fresh lab",
+                scenario.name,
+                kept.display(),
+                scenario.platform
+            );
+        }
         let message = panic
             .downcast_ref::<String>()
             .cloned()

@@ -46,7 +46,7 @@ pub async fn every_component_uses_exactly_its_grants(lab: &mut Lab) {
         ("get", "configmaps", "coreos-bootimages: only read on platforms with boot image support"),
         ("create", "machineconfignodes", "the bootstrap controller may have made every Node's before the handover"),
         ("delete", "machineconfignodes", "only a gone Node's: this run deletes no Node"),
-        // On-cluster builds: lab_builds_a_pools_os_image_in_the_cluster checks these grants.
+        // On-cluster builds: builds::a_pools_os_image_is_built_in_the_cluster checks these grants.
         ("create", "machineosbuilds", "no MachineOSConfig in this run"),
         ("delete", "machineosbuilds", "(as above)"),
         ("patch", "machineosbuilds/status", "(as above)"),

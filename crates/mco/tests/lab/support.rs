@@ -116,6 +116,15 @@ impl Lab {
     pub fn is_down(&self) -> bool {
         self.down
     }
+
+    /// Takes the lab down keeping its state directory (logs, node roots, etcd data) for a look at
+    /// what went wrong; returns where it is.
+    pub fn down_keeping_state(mut self) -> PathBuf {
+        self.down = true;
+        let _ = self.mco(&["lab", "down", "--keep"]);
+        self.dir.disable_cleanup(true);
+        self.state_dir()
+    }
 }
 
 impl Drop for Lab {
