@@ -301,12 +301,16 @@ pub async fn an_os_without_a_kubelet_takes_its_first_worker_down(lab: &mut Lab) 
     // so the rollout goes no further).
     lab.apply("99-worker-base-os", &os_image_mc("99-worker-base-os", &base));
     // A drain and a reboot first: a rollout's step.
+    let nodes: Api<Node> = Api::all(lab.client.clone());
     let down = eventually_within(ROLLOUT_TIMEOUT, "a worker reported down", || async {
         let status = lab.mco(&["lab", "status", "-o", "json"]).success();
         let status: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
         let down: Vec<serde_json::Value> =
             status["nodes"].as_array().unwrap().iter().filter(|n| n["state"] == "Down").cloned().collect();
-        satisfying((down, status), |(down, _)| !down.is_empty())
+        // What the rollout was doing, should no worker go down.
+        let pool = pool(&lab.client).await;
+        let workers: Vec<String> = nodes.list(&workers()).await.unwrap().items.iter().map(summary).collect();
+        satisfying((down, target(&pool), pool.status, workers), |(down, ..)| !down.is_empty())
     })
     .await
     .0;
