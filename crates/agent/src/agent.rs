@@ -21,7 +21,7 @@ use mco_api::constants::{
 use mco_api::{ControllerConfig, MachineConfig, MachineConfiguration};
 use mco_daemon::apply::{self, Applied, ApplyError, Disruption, Node, Recovered};
 use mco_daemon::failpoint::Failpoints;
-use mco_daemon::fsutil::host_path;
+use mco_daemon::fsutil::{host_path, host_path_followed};
 use mco_daemon::plan::{self, Side};
 use mco_daemon::{state, validate};
 use mco_disruption::ConfigDiff;
@@ -429,9 +429,10 @@ impl Agent {
             ApplyError::Degraded(format!("unexpected on-disk state validating against {name}: {}", problems.join("; ")))
         })?;
         tracing::debug!(config = %name, "the node matches its current config");
-        let seed = host_path(&self.node.root, state::NODE_ANNOTATIONS);
-        if seed.exists() {
-            std::fs::rename(&seed, host_path(&self.node.root, NODE_ANNOTATIONS_DONE))
+        let seed = host_path(&self.node.root, state::NODE_ANNOTATIONS).map_err(degraded)?;
+        if std::fs::symlink_metadata(&seed).is_ok() {
+            let done = host_path(&self.node.root, NODE_ANNOTATIONS_DONE).map_err(degraded)?;
+            std::fs::rename(&seed, done)
                 .map_err(|e| degraded(anyhow::Error::new(e).context(format!("renaming {}", seed.display()))))?;
         }
         Ok(())
@@ -863,7 +864,7 @@ async fn blocking<T: Send + 'static>(node: &Arc<Node>, f: impl FnOnce(&Node) -> 
 
 /// The seed annotations, if the server left them.
 fn read_seed(root: &std::path::Path) -> anyhow::Result<Option<BTreeMap<String, String>>> {
-    let path = host_path(root, state::NODE_ANNOTATIONS);
+    let path = host_path_followed(root, state::NODE_ANNOTATIONS)?;
     match std::fs::read(&path) {
         Ok(bytes) => Ok(Some(
             serde_json::from_slice(&bytes)

@@ -141,7 +141,7 @@ mod tests {
 
     /// The directory root's boot id, as the booter of a directory root (the lab) records it.
     fn boot(root: &Path, id: &str) {
-        let path = mco_daemon::fsutil::host_path(root, journal::DIRECTORY_ROOT_BOOT_ID);
+        let path = mco_daemon::fsutil::host_path(root, journal::DIRECTORY_ROOT_BOOT_ID).unwrap();
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, format!("{id}\n")).unwrap();
     }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use mco_daemon::fsutil::host_path;
+use mco_daemon::fsutil::host_path_followed;
 
 /// The original's `os` label when the OS cannot be read.
 pub const UNSUPPORTED: &str = "unsupported";
@@ -47,7 +47,14 @@ fn unquote(value: &str) -> String {
 /// os-release(5) says to look); [`UNSUPPORTED`] when neither can be read.
 pub fn read(root: &Path) -> HostOs {
     for file in ["/etc/os-release", "/usr/lib/os-release"] {
-        match std::fs::read_to_string(host_path(root, file)) {
+        let path = match host_path_followed(root, file) {
+            Ok(path) => path,
+            Err(e) => {
+                tracing::warn!("{e:#}");
+                break;
+            }
+        };
+        match std::fs::read_to_string(path) {
             Ok(text) => return parse(&text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {

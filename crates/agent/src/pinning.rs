@@ -18,7 +18,7 @@ use mco_api::machineconfiguration::machine_config_node_condition::{
 };
 use mco_api::{MachineConfigNode, MachineConfigPool, PinnedImageSet};
 use mco_cri::{CONTAINERD_SOCKET, Runtime, auth};
-use mco_daemon::fsutil::host_path;
+use mco_daemon::fsutil::host_path_followed;
 use mco_mcn::{Recorder, Step};
 use tokio::time::Instant;
 
@@ -198,7 +198,7 @@ async fn sync(context: &Context, settled: Option<&Wanted>) -> anyhow::Result<Syn
     // What the MachineConfigNode says beyond the sets: a sync cut short may have left these.
     let unsettled = is_true(PINNED_IMAGE_SETS_DEGRADED) || is_true(PINNED_IMAGE_SETS_PROGRESSING);
     let mut previous = status.and_then(|s| s.pinned_image_sets).unwrap_or_default();
-    let socket = host_path(&settings.root, CONTAINERD_SOCKET);
+    let socket = host_path_followed(&settings.root, CONTAINERD_SOCKET)?;
     if wanted.sets.is_empty() && previous.is_empty() && !socket.exists() {
         // Nothing asked, nothing reported, and no containerd to have pinned anything.
         return Ok(Synced::Checked(wanted));
@@ -269,7 +269,7 @@ async fn apply(
 ) -> anyhow::Result<()> {
     if !changes.pull.is_empty() {
         pinned_images::may_pull(node, settings.min_free_storage).map_err(anyhow::Error::msg)?;
-        let secret_path = host_path(&settings.root, PULL_SECRET);
+        let secret_path = host_path_followed(&settings.root, PULL_SECRET)?;
         let secret = match std::fs::read_to_string(&secret_path) {
             Ok(text) => Some(text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

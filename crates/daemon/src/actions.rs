@@ -83,14 +83,14 @@ mod tests {
     /// A root with crio and kubelet units; returns it and what `run` logged or the error.
     fn run_in_root(actions: &[Action]) -> (String, Option<String>) {
         let dir = tempfile::tempdir().unwrap();
-        let units = host_path(dir.path(), "/usr/lib/systemd/system");
+        let units = host_path(dir.path(), "/usr/lib/systemd/system").unwrap();
         fs::create_dir_all(&units).unwrap();
         for u in ["crio.service", "kubelet.service"] {
             fs::write(units.join(u), "[Service]\nExecStart=/bin/true\n").unwrap();
         }
         let sd = DirSystemd { root: dir.path().to_path_buf() };
         let result = run(&sd, actions, "rendered-x", &Failpoints::default());
-        let log = fs::read_to_string(host_path(dir.path(), ACTIONS_LOG)).unwrap_or_default();
+        let log = fs::read_to_string(host_path(dir.path(), ACTIONS_LOG).unwrap()).unwrap_or_default();
         (log, result.err().map(|e| format!("{e:#}")))
     }
 

@@ -75,7 +75,7 @@ impl Reboot for RequestFileReboot {
     fn reboot(&self, rationale: &str) -> anyhow::Result<()> {
         let fp = Failpoints::default();
         let fs = Fs::new(&self.root, &fp);
-        fs.write_atomic(&fs.host(REBOOT_REQUEST), format!("{rationale}\n").as_bytes(), 0o644, None)?;
+        fs.write_atomic(&fs.host(REBOOT_REQUEST)?, format!("{rationale}\n").as_bytes(), 0o644, None)?;
         fs.sync_dirs()
     }
 }
@@ -271,47 +271,60 @@ pub fn apply(
     Ok(Applied { steps: plan.steps.len(), recovered, disruption })
 }
 
-/// Journals every path and unit state the plan may touch, plus the state files.
+/// Journals every path and unit state the plan may touch, plus the state files. Every path is
+/// resolved inside the root first, so a root that cannot hold the update (a link loop) is
+/// refused before anything is written.
 fn record(node: &Node, plan: &Plan, from: &str, to: &str) -> anyhow::Result<journal::Journal> {
-    let mut rec = Recorder::begin(&node.root)?;
-    let mut units: Vec<String> = Vec::new();
-    let mut os = false;
-    let with_backups = |rec: &mut Recorder, path: &str| -> anyhow::Result<()> {
-        for p in [path.to_string(), orig_path(path), noorig_path(path)] {
-            rec.path(&p)?;
-        }
-        Ok(())
-    };
-    for step in &plan.steps {
-        match step {
-            Step::WriteFile(f) => with_backups(&mut rec, &f.path)?,
-            Step::WriteUnit(u) => {
-                for d in &u.dropins {
-                    with_backups(&mut rec, &dropin_path(&u.name, &d.name))?;
-                }
-                with_backups(&mut rec, &unit_path(&u.name))?;
-                units.push(u.name.clone());
-            }
-            Step::EnableUnits(list) | Step::DisableUnits(list) | Step::PresetUnits(list) => units.extend(list.clone()),
-            Step::RemoveFile(p) | Step::RemoveDropin(p) => with_backups(&mut rec, p)?,
-            Step::RemoveUnit(name) => {
-                with_backups(&mut rec, &unit_path(name))?;
-                units.push(name.clone());
-            }
-            Step::WriteSshKeys(_) => {
-                rec.path(SSH_DIR)?;
-                rec.path(LEGACY_SSH_KEY_PATH)?;
-            }
-            Step::Os(_) => os = true,
-        }
+    let (paths, mut units, os) = touched(plan);
+    for path in &paths {
+        crate::fsutil::host_path(&node.root, path)?;
     }
-    rec.path(CURRENT_CONFIG)?;
-    rec.path(FORCE_FILE)?;
     units.sort();
     units.dedup();
     let states =
         units.into_iter().map(|u| node.systemd.is_enabled(&u).map(|s| (u, s))).collect::<anyhow::Result<Vec<_>>>()?;
-    rec.commit(from, to, states, os)
+    let mut rec = Recorder::begin(&node.root)?;
+    let recorded = paths.iter().try_for_each(|p| rec.path(p));
+    match recorded {
+        Ok(()) => rec.commit(from, to, states, os),
+        // An uncommitted journal never took effect: nothing of it is left behind.
+        Err(e) => match journal::finish(&node.root) {
+            Ok(()) => Err(e),
+            Err(cleanup) => Err(e.context(format!("and removing the uncommitted journal: {cleanup:#}"))),
+        },
+    }
+}
+
+/// The node paths a plan may touch (with the backups of each file), the units whose enablement
+/// it may change, and whether it stages an OS.
+fn touched(plan: &Plan) -> (Vec<String>, Vec<String>, bool) {
+    let mut paths: Vec<String> = Vec::new();
+    let mut units: Vec<String> = Vec::new();
+    let mut os = false;
+    let with_backups =
+        |paths: &mut Vec<String>, path: &str| paths.extend([path.to_string(), orig_path(path), noorig_path(path)]);
+    for step in &plan.steps {
+        match step {
+            Step::WriteFile(f) => with_backups(&mut paths, &f.path),
+            Step::WriteUnit(u) => {
+                for d in &u.dropins {
+                    with_backups(&mut paths, &dropin_path(&u.name, &d.name));
+                }
+                with_backups(&mut paths, &unit_path(&u.name));
+                units.push(u.name.clone());
+            }
+            Step::EnableUnits(list) | Step::DisableUnits(list) | Step::PresetUnits(list) => units.extend(list.clone()),
+            Step::RemoveFile(p) | Step::RemoveDropin(p) => with_backups(&mut paths, p),
+            Step::RemoveUnit(name) => {
+                with_backups(&mut paths, &unit_path(name));
+                units.push(name.clone());
+            }
+            Step::WriteSshKeys(_) => paths.extend([SSH_DIR.to_string(), LEGACY_SSH_KEY_PATH.to_string()]),
+            Step::Os(_) => os = true,
+        }
+    }
+    paths.extend([CURRENT_CONFIG.to_string(), FORCE_FILE.to_string()]);
+    (paths, units, os)
 }
 
 /// Writes the update, runs its post-update actions and commits. A reboot is requested last, after
@@ -351,7 +364,7 @@ fn run(
         fs.failpoints.hit(&format!("after {}", step_name(step)))?;
     }
     state::write_current_config(fs, new)?;
-    fs.remove(&fs.host(FORCE_FILE))?;
+    fs.remove(&fs.host(FORCE_FILE)?)?;
     fs.sync_dirs()?;
     actions::run(systemd, &disruption.actions, name_of(new), fs.failpoints)?;
     fs.failpoints.hit("before journal removal")?;
@@ -402,7 +415,7 @@ mod tests {
             rec.path("/etc/new.conf").unwrap();
             rec.commit("a", "b", Vec::new(), false).unwrap();
             // The booter of a directory root (the lab) records each boot's id.
-            let boot_id = host_path(&root, journal::DIRECTORY_ROOT_BOOT_ID);
+            let boot_id = host_path(&root, journal::DIRECTORY_ROOT_BOOT_ID).unwrap();
             std::fs::create_dir_all(boot_id.parent().unwrap()).unwrap();
             std::fs::write(&boot_id, "boot-1\n").unwrap();
             journal::seal(&root, "Node will reboot into config b").unwrap();
@@ -412,12 +425,12 @@ mod tests {
             let node = Node::directory_root(root.clone(), None);
             assert_eq!(recover(&node).unwrap(), want);
             assert_eq!(std::fs::read_to_string(root.join("etc/new.conf")).unwrap(), "new\n", "not rolled back");
-            let requested = std::fs::read_to_string(host_path(&root, REBOOT_REQUEST)).ok();
+            let requested = std::fs::read_to_string(host_path(&root, REBOOT_REQUEST).unwrap()).ok();
             assert_eq!(requested.as_deref(), same_boot.then_some("Node will reboot into config b\n"));
             // Kept until the reboot: every start before it asks for the reboot again.
             assert_eq!(journal::load(&root).unwrap().is_none(), !same_boot, "journal removed once rebooted");
             if same_boot {
-                std::fs::remove_file(host_path(&root, REBOOT_REQUEST)).unwrap();
+                std::fs::remove_file(host_path(&root, REBOOT_REQUEST).unwrap()).unwrap();
                 assert_eq!(recover(&node).unwrap(), Recovered::RebootRequested, "asked again");
                 std::fs::write(&boot_id, "boot-2\n").unwrap();
                 assert_eq!(recover(&node).unwrap(), Recovered::Completed);

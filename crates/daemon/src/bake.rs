@@ -46,7 +46,7 @@ pub fn bake_config(root: &Path, config: &MachineConfig) -> anyhow::Result<()> {
     for step in &steps {
         match step {
             Step::WriteFile(f) if node_owned(&f.path) => tracing::debug!(path = f.path, "not baking a file of /var"),
-            Step::WriteFile(f) => fs.write_atomic(&fs.host(&f.path), &f.contents, f.mode, None)?,
+            Step::WriteFile(f) => fs.write_atomic(&fs.host(&f.path)?, &f.contents, f.mode, None)?,
             Step::WriteUnit(u) => write_unit(&fs, &systemd, u)?,
             Step::EnableUnits(units) => systemd.enable(&in_tree(&systemd, units, "enabled")?)?,
             Step::DisableUnits(units) => systemd.disable(&in_tree(&systemd, units, "disabled")?)?,
@@ -114,7 +114,7 @@ mod tests {
     }
 
     fn entry(root: &Path, path: &str) -> Entry {
-        let host = host_path(root, path);
+        let host = host_path(root, path).unwrap();
         match std::fs::symlink_metadata(&host) {
             Ok(m) if m.file_type().is_symlink() => {
                 Entry::Link(std::fs::read_link(&host).unwrap().display().to_string())

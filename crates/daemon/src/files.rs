@@ -35,7 +35,7 @@ pub struct Originals {
 
 impl Originals {
     fn os_owned(&self, fs: &Fs<'_>, path: &str) -> bool {
-        (path.starts_with("/etc/") && fs.host(&format!("/usr{path}")).exists())
+        (path.starts_with("/etc/") && fs.host(&format!("/usr{path}")).is_ok_and(|p| fs::symlink_metadata(p).is_ok()))
             || self.rpm.as_ref().is_some_and(|r| r.run(&Cmd::new("rpm", ["-qf", path])).is_ok())
     }
 }
@@ -43,12 +43,12 @@ impl Originals {
 /// Keeps the original of `path` once before the daemon first overwrites it: a copy of `from`
 /// (with mode and owner, like `cp -a`) when given and the path exists, else an empty stamp.
 pub fn backup_original(fs: &Fs<'_>, path: &str, from: Option<&Path>) -> anyhow::Result<()> {
-    let (orig, noorig) = (fs.host(&orig_path(path)), fs.host(&noorig_path(path)));
+    let (orig, noorig) = (fs.host(&orig_path(path))?, fs.host(&noorig_path(path))?);
     if fs::symlink_metadata(&noorig).is_ok() || fs::symlink_metadata(&orig).is_ok() {
         return Ok(());
     }
     match from {
-        Some(src) if fs::symlink_metadata(fs.host(path)).is_ok() => copy_entry(fs, src, &orig),
+        Some(src) if fs::symlink_metadata(fs.host(path)?).is_ok() => copy_entry(fs, src, &orig),
         _ => fs.write_atomic(&noorig, b"", 0o644, None),
     }
 }
@@ -68,7 +68,7 @@ fn copy_entry(fs: &Fs<'_>, src: &Path, dst: &Path) -> anyhow::Result<()> {
 /// Writes one file of the config (upstream `writeFiles`).
 #[context("Writing file {:?}", f.path)]
 pub fn write_file(fs: &Fs<'_>, ids: &Ids, originals: &Originals, f: &PlannedFile) -> anyhow::Result<()> {
-    let host = fs.host(&f.path);
+    let host = fs.host(&f.path)?;
     if fs::symlink_metadata(&host).is_ok_and(|m| m.is_dir()) {
         bail!("{} is a directory", f.path);
     }
@@ -99,8 +99,8 @@ pub fn remove_stale(
     verify_owner: bool,
     keep: bool,
 ) -> anyhow::Result<()> {
-    let (orig, noorig) = (fs.host(&orig_path(path)), fs.host(&noorig_path(path)));
-    let host = fs.host(path);
+    let (orig, noorig) = (fs.host(&orig_path(path))?, fs.host(&noorig_path(path))?);
+    let host = fs.host(path)?;
     if fs::symlink_metadata(&noorig).is_ok() {
         fs.remove(&noorig)?;
     } else if fs::symlink_metadata(&orig).is_ok() {
@@ -128,11 +128,11 @@ mod real {
         let fp = Failpoints::default();
         let fs = Fs::new(dir.path(), &fp);
         let originals = Originals::default();
-        std::fs::create_dir_all(fs.host("/usr/etc")).unwrap();
-        std::fs::create_dir_all(fs.host("/etc")).unwrap();
-        std::fs::write(fs.host("/usr/etc/chrony.conf"), "os default\n").unwrap();
-        std::fs::write(fs.host("/etc/chrony.conf"), "os default\n").unwrap();
-        std::fs::write(fs.host("/etc/local.conf"), "admin's\n").unwrap();
+        std::fs::create_dir_all(fs.host("/usr/etc").unwrap()).unwrap();
+        std::fs::create_dir_all(fs.host("/etc").unwrap()).unwrap();
+        std::fs::write(fs.host("/usr/etc/chrony.conf").unwrap(), "os default\n").unwrap();
+        std::fs::write(fs.host("/etc/chrony.conf").unwrap(), "os default\n").unwrap();
+        std::fs::write(fs.host("/etc/local.conf").unwrap(), "admin's\n").unwrap();
         let f = |path: &str, text: &str| PlannedFile {
             path: path.into(),
             contents: text.as_bytes().to_vec(),
@@ -145,7 +145,7 @@ mod real {
         write_file(&fs, &ids, &originals, &f("/etc/chrony.conf", "mc 2\n")).unwrap();
         write_file(&fs, &ids, &originals, &f("/etc/local.conf", "mc\n")).unwrap();
         write_file(&fs, &ids, &originals, &f("/etc/new.conf", "mc\n")).unwrap();
-        let read = |p: &str| std::fs::read_to_string(fs.host(p)).ok();
+        let read = |p: &str| std::fs::read_to_string(fs.host(p).unwrap()).ok();
         assert_eq!(read(&orig_path("/etc/chrony.conf")).as_deref(), Some("os default\n"), "kept once");
         assert_eq!(read(&noorig_path("/etc/local.conf")).as_deref(), Some(""), "not OS-owned: stamp");
         assert_eq!(read(&noorig_path("/etc/new.conf")).as_deref(), Some(""));

@@ -21,7 +21,7 @@ use mco_disruption::ConfigDiff;
 
 use crate::apply::{self, Applied, ApplyError, Disruption, Node};
 use crate::failpoint::Failpoints;
-use crate::fsutil::{Fs, host_path, sync_dir};
+use crate::fsutil::{Fs, host_path, host_path_followed, sync_dir};
 use crate::os::OsStatus;
 use crate::plan::split_kargs;
 use crate::skew;
@@ -48,8 +48,8 @@ pub enum Firstboot {
 }
 
 /// Where a host keeps its boot image's aleph file: the physical root's `/sysroot`.
-pub fn host_aleph(root: &Path) -> PathBuf {
-    host_path(root, "/sysroot").join(mco_os::aleph::ALEPH_FILE)
+pub fn host_aleph(root: &Path) -> anyhow::Result<PathBuf> {
+    Ok(host_path_followed(root, "/sysroot")?.join(mco_os::aleph::ALEPH_FILE))
 }
 
 /// The config the machine runs before its first update (upstream's `oldConfig`).
@@ -70,13 +70,14 @@ pub fn booted_config(desired: &MachineConfig, os: &OsStatus, fips: bool) -> Mach
 /// Completes the first boot of `node` (which needs an OS backend), its boot image's aleph file
 /// at [`host_aleph`].
 pub fn firstboot(node: &Node, failpoints: &Failpoints) -> Result<Firstboot, ApplyError> {
-    firstboot_with_aleph(node, &host_aleph(&node.root), failpoints)
+    let aleph = host_aleph(&node.root).map_err(|e| ApplyError::Degraded(format!("{e:#}")))?;
+    firstboot_with_aleph(node, &aleph, failpoints)
 }
 
 /// [`firstboot`] with the boot image's aleph file at `aleph` (an OSTree sysroot's own).
 pub fn firstboot_with_aleph(node: &Node, aleph: &Path, failpoints: &Failpoints) -> Result<Firstboot, ApplyError> {
     let degraded = |e: anyhow::Error| ApplyError::Degraded(format!("{e:#}"));
-    let path = host_path(&node.root, ENCAPSULATED);
+    let path = host_path(&node.root, ENCAPSULATED).map_err(degraded)?;
     let bytes = match fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Firstboot::NotFirstboot),
@@ -88,9 +89,9 @@ pub fn firstboot_with_aleph(node: &Node, aleph: &Path, failpoints: &Failpoints) 
     let verdict = skew::firstboot_verdict(skew::read_status(&node.root), aleph, mco_os::aleph::read(aleph));
     if let NodeVerdict::Refused { message } = verdict {
         tracing::error!(config, "refusing to pivot: {message}");
-        let issue = host_path(&node.root, skew::ISSUE_FILE);
         let fs = Fs::new(&node.root, failpoints);
-        fs.write_atomic(&issue, skew::issue_text(&message).as_bytes(), 0o644, None)
+        fs.host(skew::ISSUE_FILE)
+            .and_then(|issue| fs.write_atomic(&issue, skew::issue_text(&message).as_bytes(), 0o644, None))
             .and_then(|()| fs.sync_dirs())
             .map_err(|e| ApplyError::Degraded(format!("{message}; and writing {}: {e:#}", skew::ISSUE_FILE)))?;
         return Ok(Firstboot::Refused { config, reason: message });
@@ -102,7 +103,8 @@ pub fn firstboot_with_aleph(node: &Node, aleph: &Path, failpoints: &Failpoints) 
         .as_deref()
         .ok_or_else(|| ApplyError::Degraded("the first boot needs an OS backend (give a sysroot)".into()))?;
     let status = os.status().map_err(degraded)?;
-    let fips = fs::read_to_string(host_path(&node.root, FIPS_ENABLED)).is_ok_and(|s| s.trim() == "1");
+    let fips = host_path_followed(&node.root, FIPS_ENABLED)
+        .is_ok_and(|p| fs::read_to_string(p).is_ok_and(|s| s.trim() == "1"));
     let old = booted_config(&desired, &status, fips);
     let diff = ConfigDiff::between(Some(&old), &desired, false).map_err(|e| ApplyError::Degraded(e.to_string()))?;
     if diff.is_empty() {
@@ -114,7 +116,8 @@ pub fn firstboot_with_aleph(node: &Node, aleph: &Path, failpoints: &Failpoints) 
     let applied =
         apply::apply(node, &old, &desired, &Disruption::Firstboot { skip_registry_drain: false }, failpoints)?;
     // A crash before this rename repeats the (idempotent) first boot on the next run.
-    fs::rename(&path, host_path(&node.root, ENCAPSULATED_BAK))
+    host_path(&node.root, ENCAPSULATED_BAK)
+        .and_then(|bak| Ok(fs::rename(&path, bak)?))
         .map_err(|e| ApplyError::Degraded(format!("renaming {ENCAPSULATED}: {e}")))?;
     sync_parent(&path).map_err(degraded)?;
     if !applied.disruption.reboots() {

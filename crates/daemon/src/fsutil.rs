@@ -4,10 +4,11 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, bail};
 use fn_error_context::context;
@@ -32,8 +33,8 @@ impl<'a> Fs<'a> {
         &self.root
     }
 
-    /// The host path of an absolute node path (`/etc/x` under root `R` is `R/etc/x`).
-    pub fn host(&self, node_path: &str) -> PathBuf {
+    /// The host path of an absolute node path, resolved inside the root (see [`host_path`]).
+    pub fn host(&self, node_path: &str) -> anyhow::Result<PathBuf> {
         host_path(&self.root, node_path)
     }
 
@@ -82,13 +83,17 @@ impl<'a> Fs<'a> {
         Ok(())
     }
 
-    /// Removes a file, symlink or directory tree; absent is fine.
+    /// Removes a file, symlink or directory tree; absent is fine (a parent that is not a
+    /// directory holds nothing either: a rollback of a write that failed on such a parent
+    /// must not fail on the temp file that was never made).
     #[context("Removing {}", path.display())]
     pub fn remove(&self, path: &Path) -> anyhow::Result<()> {
         let removed = match fs::symlink_metadata(path) {
             Ok(m) if m.is_dir() => fs::remove_dir_all(path),
             Ok(_) => fs::remove_file(path),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
+                return Ok(());
+            }
             Err(e) => Err(e),
         };
         removed?;
@@ -110,9 +115,68 @@ impl<'a> Fs<'a> {
     }
 }
 
-/// The host path of an absolute node path under `root`.
-pub fn host_path(root: &Path, node_path: &str) -> PathBuf {
-    root.join(node_path.trim_start_matches('/'))
+/// How many symbolic links one resolution follows before it gives up (Linux's own limit).
+const MAX_SYMLINKS: usize = 40;
+
+/// The host path of the entry an absolute node path names under `root`, resolved as the node
+/// itself would resolve it (as if `root` were `/`, as Ignition and the original daemon's chroot
+/// do): every directory on the way that is a symbolic link is followed with an absolute target
+/// taken from `root` and `..` stopping at it, so the path never leaves the root, whatever links
+/// the root holds or a config creates. The last component is not followed: the path names the
+/// entry itself, so a write replaces a link there and a removal removes the link.
+///
+/// The daemon is the only writer of the paths it resolves while it applies a config; a process
+/// that swapped a directory for a link between resolution and use could still redirect one
+/// operation (file-descriptor-relative operations would close that window).
+pub fn host_path(root: &Path, node_path: &str) -> anyhow::Result<PathBuf> {
+    resolve_in_root(root, node_path, false)
+}
+
+/// [`host_path`] with the last component followed too: the file a read of the node path reads.
+pub fn host_path_followed(root: &Path, node_path: &str) -> anyhow::Result<PathBuf> {
+    resolve_in_root(root, node_path, true)
+}
+
+#[context("Resolving {node_path} under {}", root.display())]
+fn resolve_in_root(root: &Path, node_path: &str, follow_last: bool) -> anyhow::Result<PathBuf> {
+    // Components still to walk, the next one last; the resolved path below the root.
+    let mut pending: Vec<OsString> = components_reversed(Path::new(node_path));
+    let mut resolved = PathBuf::new();
+    let mut links = 0;
+    while let Some(name) = pending.pop() {
+        if name == ".." {
+            resolved.pop();
+            continue;
+        }
+        let candidate = root.join(&resolved).join(&name);
+        let is_link = fs::symlink_metadata(&candidate).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link || (pending.is_empty() && !follow_last) {
+            resolved.push(&name);
+            continue;
+        }
+        links += 1;
+        if links > MAX_SYMLINKS {
+            bail!("more than {MAX_SYMLINKS} symbolic links (a loop?) at {}", candidate.display());
+        }
+        let target = fs::read_link(&candidate).with_context(|| format!("reading link {}", candidate.display()))?;
+        if target.is_absolute() {
+            resolved = PathBuf::new();
+        }
+        pending.extend(components_reversed(&target));
+    }
+    Ok(root.join(resolved))
+}
+
+/// A path's names and `..`s, last first (`/` and `.` say nothing once resolution starts at the root).
+fn components_reversed(path: &Path) -> Vec<OsString> {
+    path.components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+        })
+        .collect()
 }
 
 /// The temp file a write of `path` goes through.
@@ -131,9 +195,13 @@ pub fn check_node_path(path: &str) -> anyhow::Result<()> {
 }
 
 fn create_dirs(dir: &Path) -> anyhow::Result<()> {
-    if !dir.is_dir() {
-        fs::DirBuilder::new().recursive(true).mode(0o755).create(dir)?;
+    if dir.is_dir() {
+        return Ok(());
     }
+    if let Some(file) = dir.ancestors().find(|a| fs::metadata(a).is_ok_and(|m| !m.is_dir())) {
+        bail!("{} is not a directory", file.display());
+    }
+    fs::DirBuilder::new().recursive(true).mode(0o755).create(dir)?;
     Ok(())
 }
 
@@ -152,10 +220,12 @@ impl Ids {
     /// Reads `ROOT/etc/passwd` and `ROOT/etc/group`; missing files mean no named users.
     #[context("Reading users and groups under {}", root.display())]
     pub fn load(root: &Path) -> anyhow::Result<Self> {
-        let read = |name: &str| match fs::read_to_string(root.join("etc").join(name)) {
-            Ok(s) => Ok(parse_id_db(&s)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e),
+        let read = |name: &str| -> anyhow::Result<_> {
+            match fs::read_to_string(host_path_followed(root, &format!("/etc/{name}"))?) {
+                Ok(s) => Ok(parse_id_db(&s)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+                Err(e) => Err(e.into()),
+            }
         };
         Ok(Ids { users: read("passwd")?, groups: read("group")? })
     }
@@ -203,6 +273,52 @@ mod tests {
         }
     }
 
+    #[test]
+    fn node_paths_resolve_inside_the_root_whatever_links_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        for d in ["etc/deep", "var/lib", "usr/lib"] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        let link = |at: &str, to: &str| std::os::unix::fs::symlink(to, root.join(at)).unwrap();
+        link("etc/abs", "/var/lib");
+        link("etc/climb", "../../../../../outside");
+        link("etc/up", "../../..");
+        link("etc/deep/a", "../b");
+        link("etc/b", "/usr/./lib/");
+        link("etc/loop", "loop");
+        link("etc/ping", "pong");
+        link("etc/pong", "/etc/ping");
+        link("home", "var/home");
+        let under = |p: &str| root.join(p);
+        let cases: [(&str, bool, PathBuf); 12] = [
+            ("/etc/x", false, under("etc/x")),
+            ("/etc/abs/x", false, under("var/lib/x")),
+            ("/etc/abs", false, under("etc/abs")),
+            ("/etc/abs", true, under("var/lib")),
+            ("/etc/climb/x", false, under("outside/x")),
+            ("/etc/climb", true, under("outside")),
+            ("/etc/up/x", false, under("x")),
+            ("/etc/up/etc/abs/y", false, under("var/lib/y")),
+            ("/etc/deep/a/f", false, under("usr/lib/f")),
+            ("/home/core/.ssh", false, under("var/home/core/.ssh")),
+            ("/missing/dir/f", false, under("missing/dir/f")),
+            ("/", false, under("")),
+        ];
+        for (node_path, follow, want) in cases {
+            assert_eq!(resolve_in_root(&root, node_path, follow).unwrap(), want, "{node_path} (follow: {follow})");
+        }
+        for looping in ["/etc/loop/x", "/etc/ping/x", "/etc/pong"] {
+            let err = format!("{:#}", host_path_followed(&root, looping).unwrap_err());
+            assert!(
+                err.contains(&format!("Resolving {looping} under")) && err.contains("more than 40 symbolic links"),
+                "{err}"
+            );
+        }
+        // The last component is the entry itself: a link there is not followed unless asked.
+        assert_eq!(host_path(&root, "/etc/loop").unwrap(), under("etc/loop"));
+    }
+
     // Root: the kernel drops the set-uid bit of a file an unprivileged user writes.
     #[cfg(feature = "real-components")]
     mod real {
@@ -213,7 +329,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let fp = Failpoints::default();
             let fs = Fs::new(dir.path(), &fp);
-            let p = fs.host("/a/b/c.conf");
+            let p = fs.host("/a/b/c.conf").unwrap();
             fs.write_atomic(&p, b"x", 0o640, None).unwrap();
             fs.write_atomic(&p, b"yy", 0o4755, None).unwrap();
             assert_eq!(std::fs::read(&p).unwrap(), b"yy");

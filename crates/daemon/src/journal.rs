@@ -14,7 +14,7 @@ use anyhow::Context;
 use fn_error_context::context;
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::{Fs, host_path, sync_dir, temp_path};
+use crate::fsutil::{Fs, host_path, host_path_followed, sync_dir, temp_path};
 use crate::os::OsBackend;
 use crate::state::TXN_DIR;
 use crate::units::{Systemd, UnitFileState};
@@ -64,8 +64,9 @@ impl Recorder {
     /// Starts a journal (any leftover uncommitted one is discarded: it never took effect).
     #[context("Starting the apply journal")]
     pub fn begin(root: &Path) -> anyhow::Result<Self> {
-        let dir = host_path(root, TXN_DIR);
-        if dir.exists() {
+        // Whatever is there (a link included) goes: the journal's directory is the daemon's own.
+        let dir = host_path(root, TXN_DIR)?;
+        if fs::symlink_metadata(&dir).is_ok() {
             fs::remove_dir_all(&dir)?;
         }
         fs::create_dir_all(&dir)?;
@@ -82,7 +83,7 @@ impl Recorder {
             if self.seen.contains(&prefix) {
                 return Ok(());
             }
-            if fs::symlink_metadata(host_path(&self.root, &prefix)).is_err() {
+            if fs::symlink_metadata(host_path(&self.root, &prefix)?).is_err() {
                 self.seen.insert(prefix.clone());
                 self.entries.push(Entry { path: prefix, before: Before::Absent });
                 return Ok(());
@@ -95,7 +96,7 @@ impl Recorder {
         if !self.seen.insert(node_path.to_string()) {
             return Ok(());
         }
-        let host = host_path(&self.root, node_path);
+        let host = host_path(&self.root, node_path)?;
         let meta = fs::symlink_metadata(&host).with_context(|| format!("reading {}", host.display()))?;
         let (mode, uid, gid) = (meta.permissions().mode() & 0o7777, meta.uid(), meta.gid());
         let before = if meta.file_type().is_symlink() {
@@ -132,7 +133,7 @@ impl Recorder {
         blobs.sync_all()?;
         let journal = Journal { from: from.into(), to: to.into(), entries: self.entries, units, os };
         let tmp = self.dir.join(format!("{JOURNAL}.tmp"));
-        let mut f = File::create(&tmp)?;
+        let mut f = create_new(&tmp)?;
         f.write_all(&serde_json::to_vec(&journal)?)?;
         f.sync_all()?;
         fs::rename(&tmp, self.dir.join(JOURNAL))?;
@@ -143,7 +144,7 @@ impl Recorder {
 
 /// The committed journal of an interrupted update, if any.
 pub fn load(root: &Path) -> anyhow::Result<Option<Journal>> {
-    let path = host_path(root, TXN_DIR).join(JOURNAL);
+    let path = txn_file(root, JOURNAL)?;
     match fs::read(&path) {
         Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -156,9 +157,9 @@ pub fn load(root: &Path) -> anyhow::Result<Option<Journal>> {
 #[context("Sealing the apply journal")]
 pub fn seal(root: &Path, rationale: &str) -> anyhow::Result<()> {
     let seal = Seal { rationale: rationale.to_string(), boot_id: boot_id(root)? };
-    let dir = host_path(root, TXN_DIR);
+    let dir = host_path_followed(root, TXN_DIR)?;
     let tmp = dir.join(format!("{SEAL}.tmp"));
-    let mut f = File::create(&tmp)?;
+    let mut f = create_new(&tmp)?;
     f.write_all(&serde_json::to_vec(&seal)?)?;
     f.sync_all()?;
     fs::rename(&tmp, dir.join(SEAL))?;
@@ -167,7 +168,7 @@ pub fn seal(root: &Path, rationale: &str) -> anyhow::Result<()> {
 
 /// The seal of an interrupted update, if it was sealed.
 pub fn sealed(root: &Path) -> anyhow::Result<Option<Seal>> {
-    let path = host_path(root, TXN_DIR).join(SEAL);
+    let path = txn_file(root, SEAL)?;
     match fs::read(&path) {
         Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -186,7 +187,7 @@ pub struct Seal {
 /// The boot id of the system running `root`: the kernel's, or for a directory root booted by
 /// something else (the lab), the id that booter wrote to `ROOT/run/mco-boot-id`.
 pub fn boot_id(root: &Path) -> anyhow::Result<String> {
-    let booted = host_path(root, DIRECTORY_ROOT_BOOT_ID);
+    let booted = host_path_followed(root, DIRECTORY_ROOT_BOOT_ID)?;
     let path = if root != Path::new("/") && booted.exists() { booted.as_path() } else { Path::new(BOOT_ID) };
     Ok(fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?.trim().to_string())
 }
@@ -198,16 +199,30 @@ pub const DIRECTORY_ROOT_BOOT_ID: &str = "/run/mco-boot-id";
 /// Ends an update: the journal is removed (the commit point of a successful update).
 #[context("Removing the apply journal")]
 pub fn finish(root: &Path) -> anyhow::Result<()> {
-    let dir = host_path(root, TXN_DIR);
+    let dir = host_path_followed(root, TXN_DIR)?;
     match fs::remove_file(dir.join(JOURNAL)) {
         Ok(()) => sync_dir(&dir)?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e.into()),
     }
-    if dir.exists() {
+    if fs::symlink_metadata(&dir).is_ok() {
         fs::remove_dir_all(&dir)?;
     }
     Ok(())
+}
+
+/// A file of the journal's directory, resolved inside the root.
+fn txn_file(root: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    host_path_followed(root, &format!("{TXN_DIR}/{name}"))
+}
+
+/// A new file at `path` (whatever was there, a link included, is replaced, never written through).
+fn create_new(path: &Path) -> std::io::Result<File> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    File::options().write(true).create_new(true).open(path)
 }
 
 /// Puts every recorded path, unit enablement and the OS back as they were.
@@ -219,7 +234,7 @@ pub fn rollback(
     os: Option<&dyn OsBackend>,
 ) -> anyhow::Result<()> {
     // A rollback interrupted by a crash must be finished, not taken for a complete update.
-    fs.remove(&host_path(fs.root(), TXN_DIR).join(SEAL))?;
+    fs.remove(&host_path(fs.root(), &format!("{TXN_DIR}/{SEAL}"))?)?;
     fs.sync_dirs()?;
     // Links the new unit files made go first, while those files are still there.
     for (unit, before) in &journal.units {
@@ -230,16 +245,16 @@ pub fn rollback(
         }
     }
     for e in &journal.entries {
-        fs.remove(&temp_path(&fs.host(&e.path)))?;
+        fs.remove(&temp_path(&fs.host(&e.path)?))?;
     }
     for e in journal.entries.iter().filter(|e| e.before == Before::Absent) {
-        fs.remove(&fs.host(&e.path))?;
+        fs.remove(&fs.host(&e.path)?)?;
     }
     let mut dirs: Vec<&Entry> = journal.entries.iter().filter(|e| matches!(e.before, Before::Dir { .. })).collect();
     dirs.sort_by_key(|e| e.path.matches('/').count());
     for e in dirs {
         let Before::Dir { mode, uid, gid } = e.before else { unreachable!() };
-        let host = fs.host(&e.path);
+        let host = fs.host(&e.path)?;
         if !fs::symlink_metadata(&host).is_ok_and(|m| m.is_dir()) {
             fs.remove(&host)?;
             fs::create_dir(&host).with_context(|| format!("creating {}", host.display()))?;
@@ -247,9 +262,9 @@ pub fn rollback(
         fs::set_permissions(&host, fs::Permissions::from_mode(mode))?;
         std::os::unix::fs::chown(&host, Some(uid), Some(gid))?;
     }
-    let mut blobs = File::open(host_path(fs.root(), TXN_DIR).join(BLOBS)).context("opening the journal's blobs")?;
+    let mut blobs = File::open(txn_file(fs.root(), BLOBS)?).context("opening the journal's blobs")?;
     for e in &journal.entries {
-        let host = fs.host(&e.path);
+        let host = fs.host(&e.path)?;
         match &e.before {
             Before::File { offset, len, mode, uid, gid } => {
                 let mut data = vec![0; *len as usize];

@@ -47,7 +47,10 @@ pub fn firstboot_verdict(
 
 /// Reads the served skew file from the node root `root`; `None` when there is none.
 pub fn read_status(root: &Path) -> Option<Result<BootImageSkewEnforcementStatus, String>> {
-    let path = crate::fsutil::host_path(root, SKEW_STATUS_FILE);
+    let path = match crate::fsutil::host_path_followed(root, SKEW_STATUS_FILE) {
+        Ok(path) => path,
+        Err(e) => return Some(Err(format!("{e:#}"))),
+    };
     match std::fs::read(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => Some(Err(format!("reading it: {e}"))),
@@ -141,7 +144,7 @@ mod tests {
     fn reads_the_served_file() {
         let root = tempfile::tempdir().unwrap();
         assert!(read_status(root.path()).is_none());
-        let path = crate::fsutil::host_path(root.path(), SKEW_STATUS_FILE);
+        let path = crate::fsutil::host_path(root.path(), SKEW_STATUS_FILE).unwrap();
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, r#"{"mode":"Manual","manual":{"mode":"RHCOSVersion","rhcosVersion":"9.6.20260101-0"}}"#)
             .unwrap();

@@ -8,7 +8,7 @@ use mco_api::MachineConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::failpoint::Failpoints;
-use crate::fsutil::{Fs, host_path};
+use crate::fsutil::{Fs, host_path, host_path_followed};
 
 /// The MachineConfig last applied (JSON); after a reboot it is the truth about the node.
 pub const CURRENT_CONFIG: &str = "/etc/machine-config-daemon/currentconfig";
@@ -35,14 +35,14 @@ pub struct RebootRequest {
 pub fn write_reboot_request(root: &Path, request: &RebootRequest) -> anyhow::Result<()> {
     let failpoints = Failpoints::default();
     let fs = Fs::new(root, &failpoints);
-    fs.write_atomic(&fs.host(REBOOT_REQUESTED), &serde_json::to_vec(request)?, 0o644, None)?;
+    fs.write_atomic(&fs.host(REBOOT_REQUESTED)?, &serde_json::to_vec(request)?, 0o644, None)?;
     fs.sync_dirs()
 }
 
 /// The recorded reboot request, if any.
 #[context("Reading {REBOOT_REQUESTED}")]
 pub fn read_reboot_request(root: &Path) -> anyhow::Result<Option<RebootRequest>> {
-    match std::fs::read(host_path(root, REBOOT_REQUESTED)) {
+    match std::fs::read(host_path_followed(root, REBOOT_REQUESTED)?) {
         Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
@@ -53,7 +53,7 @@ pub fn read_reboot_request(root: &Path) -> anyhow::Result<Option<RebootRequest>>
 pub fn remove_reboot_request(root: &Path) -> anyhow::Result<()> {
     let failpoints = Failpoints::default();
     let fs = Fs::new(root, &failpoints);
-    fs.remove(&host_path(root, REBOOT_REQUESTED))?;
+    fs.remove(&host_path(root, REBOOT_REQUESTED)?)?;
     // Durable, as the write: a record that came back after a crash would be observed again.
     fs.sync_dirs()
 }
@@ -61,7 +61,7 @@ pub fn remove_reboot_request(root: &Path) -> anyhow::Result<()> {
 /// The on-disk current config, if any.
 #[context("Reading {CURRENT_CONFIG}")]
 pub fn read_current_config(root: &Path) -> anyhow::Result<Option<MachineConfig>> {
-    match std::fs::read(host_path(root, CURRENT_CONFIG)) {
+    match std::fs::read(host_path_followed(root, CURRENT_CONFIG)?) {
         Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).context("parsing the MachineConfig")?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
@@ -71,7 +71,7 @@ pub fn read_current_config(root: &Path) -> anyhow::Result<Option<MachineConfig>>
 /// Records `mc` as the node's current config, atomically.
 pub fn write_current_config(fs: &Fs<'_>, mc: &MachineConfig) -> anyhow::Result<()> {
     let json = serde_json::to_vec(mc).context("serializing the MachineConfig")?;
-    fs.write_atomic(&fs.host(CURRENT_CONFIG), &json, 0o644, None)
+    fs.write_atomic(&fs.host(CURRENT_CONFIG)?, &json, 0o644, None)
 }
 
 /// The OS image of on-cluster layering the node runs, if it runs one: recorded on the on-disk
@@ -90,7 +90,7 @@ pub fn with_layered_image(config: &mut MachineConfig, image: &str) {
 }
 
 pub fn force_file_present(root: &Path) -> bool {
-    host_path(root, FORCE_FILE).exists()
+    host_path(root, FORCE_FILE).is_ok_and(|p| std::fs::symlink_metadata(p).is_ok())
 }
 
 #[cfg(test)]

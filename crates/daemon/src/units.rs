@@ -11,7 +11,7 @@ use fn_error_context::context;
 use mco_ignition::v3;
 
 use crate::files::{Originals, backup_original, remove_stale};
-use crate::fsutil::{Fs, host_path};
+use crate::fsutil::{Fs, host_path, host_path_followed};
 use crate::plan::{dropin_path, unit_path};
 use crate::runner::{Cmd, Runner};
 
@@ -162,14 +162,14 @@ impl Install {
 }
 
 impl DirSystemd {
-    fn host(&self, node_path: &str) -> PathBuf {
+    fn host(&self, node_path: &str) -> anyhow::Result<PathBuf> {
         host_path(&self.root, node_path)
     }
 
     /// Appends one executed service action to [`ACTIONS_LOG`].
     fn log_action(&self, line: &str) -> anyhow::Result<()> {
         use std::io::Write;
-        let path = self.host(ACTIONS_LOG);
+        let path = self.host(ACTIONS_LOG)?;
         fs::create_dir_all(path.parent().context("log has no parent")?)?;
         let mut log = fs::OpenOptions::new()
             .create(true)
@@ -198,14 +198,15 @@ impl DirSystemd {
         UNIT_DIRS.iter().find_map(|dir| {
             [Some(unit.to_string()), template.clone()].into_iter().flatten().find_map(|name| {
                 let p = format!("{dir}/{name}");
-                let host = self.host(&p);
-                (host.exists() && !is_masked(&host)).then_some(p)
+                let exists = host_path_followed(&self.root, &p).is_ok_and(|file| file.exists());
+                (exists && !is_masked(&self.host(&p).ok()?)).then_some(p)
             })
         })
     }
 
     fn install_of(&self, unit_file: &str) -> anyhow::Result<Install> {
-        let text = fs::read_to_string(self.host(unit_file)).with_context(|| format!("reading {unit_file}"))?;
+        let text = fs::read_to_string(host_path_followed(&self.root, unit_file)?)
+            .with_context(|| format!("reading {unit_file}"))?;
         Ok(Install::parse(&text))
     }
 
@@ -217,6 +218,10 @@ impl DirSystemd {
             (Some((prefix, rest)), Some(inst)) if rest.starts_with('.') => format!("{prefix}@{inst}{rest}"),
             _ => unit.to_string(),
         };
+        let named = install.wanted_by.iter().chain(&install.required_by).chain(&install.alias);
+        if let Some(bad) = named.into_iter().find(|n| !crate::plan::is_unit_name(n)) {
+            bail!("Unit {file} has an invalid name in its [Install] section: {bad:?}");
+        }
         let mut links = Vec::new();
         for (targets, kind) in [(&install.wanted_by, "wants"), (&install.required_by, "requires")] {
             for t in targets {
@@ -234,7 +239,7 @@ impl DirSystemd {
     fn preset_enables(&self, unit: &str) -> anyhow::Result<bool> {
         let mut files: Vec<(String, PathBuf)> = Vec::new();
         for dir in PRESET_DIRS {
-            let Ok(entries) = fs::read_dir(self.host(dir)) else { continue };
+            let Ok(entries) = fs::read_dir(host_path_followed(&self.root, dir)?) else { continue };
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 if name.ends_with(".preset") && !files.iter().any(|(n, _)| *n == name) {
@@ -287,7 +292,7 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
 
 impl Systemd for DirSystemd {
     fn is_enabled(&self, unit: &str) -> anyhow::Result<UnitFileState> {
-        if is_masked(&self.host(&unit_path(unit))) {
+        if is_masked(&self.host(&unit_path(unit))?) {
             return Ok(UnitFileState::Masked);
         }
         if self.find(unit).is_none() {
@@ -297,18 +302,18 @@ impl Systemd for DirSystemd {
         if links.is_empty() {
             return Ok(UnitFileState::Static);
         }
-        let enabled = links.iter().any(|(link, _)| fs::symlink_metadata(self.host(link)).is_ok());
+        let enabled = links.iter().any(|(link, _)| self.host(link).is_ok_and(|l| fs::symlink_metadata(l).is_ok()));
         Ok(if enabled { UnitFileState::Enabled } else { UnitFileState::Disabled })
     }
 
     #[context("Enabling {units:?} under {}", self.root.display())]
     fn enable(&self, units: &[String]) -> anyhow::Result<()> {
         for unit in units {
-            if is_masked(&self.host(&unit_path(unit))) {
+            if is_masked(&self.host(&unit_path(unit))?) {
                 bail!("Unit file {unit} is masked.");
             }
             for (link, target) in self.links(unit)? {
-                let host = self.host(&link);
+                let host = self.host(&link)?;
                 if fs::read_link(&host).is_ok_and(|t| t == Path::new(&target)) {
                     continue;
                 }
@@ -325,14 +330,15 @@ impl Systemd for DirSystemd {
     /// directories that become empty, so a rolled-back root is left as it was.
     #[context("Disabling {units:?} under {}", self.root.display())]
     fn disable(&self, units: &[String]) -> anyhow::Result<()> {
-        let etc = self.host("/etc/systemd/system");
+        let etc = host_path_followed(&self.root, "/etc/systemd/system")?;
         for unit in units {
             let aliases = match self.find(unit) {
                 Some(file) => self.install_of(&file)?.alias,
                 None => Vec::new(),
             };
-            for a in aliases {
-                let host = self.host(&format!("/etc/systemd/system/{a}"));
+            // An alias that is not a unit name was never linked (see `links`).
+            for a in aliases.iter().filter(|a| crate::plan::is_unit_name(a)) {
+                let host = self.host(&format!("/etc/systemd/system/{a}"))?;
                 if fs::symlink_metadata(&host).is_ok_and(|m| m.file_type().is_symlink()) {
                     fs::remove_file(&host)?;
                 }
@@ -343,11 +349,16 @@ impl Systemd for DirSystemd {
                 if !(name.ends_with(".wants") || name.ends_with(".requires")) {
                     continue;
                 }
-                let link = dir.path().join(unit);
+                // Resolved in the root: the `.wants` directory may be a link the root holds.
+                let wants = format!("/etc/systemd/system/{name}");
+                let link = self.host(&format!("{wants}/{unit}"))?;
                 if fs::symlink_metadata(&link).is_ok() {
                     fs::remove_file(&link)?;
-                    if fs::read_dir(dir.path())?.next().is_none() {
-                        fs::remove_dir(dir.path())?;
+                    let dir = self.host(&wants)?;
+                    let empty =
+                        fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) && fs::read_dir(&dir)?.next().is_none();
+                    if empty {
+                        fs::remove_dir(&dir)?;
                     }
                 }
             }
@@ -389,12 +400,12 @@ pub fn write_unit(fs: &Fs<'_>, systemd: &dyn Systemd, u: &v3::Unit) -> anyhow::R
     for d in &u.dropins {
         let path = dropin_path(&u.name, &d.name);
         match d.contents.as_deref() {
-            None | Some("") => fs.remove(&fs.host(&path))?,
+            None | Some("") => fs.remove(&fs.host(&path)?)?,
             Some(contents) => write_unit_file(fs, &path, contents)?,
         }
     }
     let path = unit_path(&u.name);
-    let host = fs.host(&path);
+    let host = fs.host(&path)?;
     if u.mask == Some(true) {
         fs.symlink_atomic(&host, Path::new("/dev/null"), None)?;
     } else if let Some(contents) = u.contents.as_deref().filter(|c| !c.is_empty()) {
@@ -409,11 +420,11 @@ pub fn write_unit(fs: &Fs<'_>, systemd: &dyn Systemd, u: &v3::Unit) -> anyhow::R
 }
 
 fn write_unit_file(fs: &Fs<'_>, path: &str, contents: &str) -> anyhow::Result<()> {
-    let usr = fs.host(&format!("/usr{path}"));
+    let usr = fs.host(&format!("/usr{path}"))?;
     if usr.exists() {
         backup_original(fs, path, Some(&usr))?;
     }
-    fs.write_atomic(&fs.host(path), contents.as_bytes(), 0o644, None)
+    fs.write_atomic(&fs.host(path)?, contents.as_bytes(), 0o644, None)
 }
 
 /// Removes a unit the new config no longer has (preset first, as upstream, so its links go).
@@ -469,7 +480,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let sd = DirSystemd { root: dir.path().to_path_buf() };
         let write = |p: &str, text: &str| {
-            let host = host_path(dir.path(), p);
+            let host = host_path(dir.path(), p).unwrap();
             fs::create_dir_all(host.parent().unwrap()).unwrap();
             fs::write(host, text).unwrap();
         };
@@ -481,7 +492,7 @@ mod tests {
         write("/usr/lib/systemd/system-preset/90-default.preset", "disable *\n");
         write("/usr/lib/systemd/system-preset/10-a.preset", "# ours\nenable a.service\n");
         write("/etc/systemd/system-preset/10-a.preset", "enable b.service\n");
-        let link = |p: &str| fs::read_link(host_path(dir.path(), p)).ok();
+        let link = |p: &str| fs::read_link(host_path(dir.path(), p).unwrap()).ok();
 
         sd.preset("a.service").unwrap();
         sd.preset("b.service").unwrap();
@@ -509,9 +520,13 @@ mod tests {
 
         sd.disable(&["b.service".to_string()]).unwrap();
         assert_eq!(sd.is_enabled("b.service").unwrap(), UnitFileState::Disabled);
-        assert!(!host_path(dir.path(), "/etc/systemd/system/b.target.requires").exists(), "emptied directory removed");
-        fs::create_dir_all(host_path(dir.path(), "/etc/systemd/system")).unwrap();
-        std::os::unix::fs::symlink("/dev/null", host_path(dir.path(), "/etc/systemd/system/a.service")).unwrap();
+        assert!(
+            !host_path(dir.path(), "/etc/systemd/system/b.target.requires").unwrap().exists(),
+            "emptied directory removed"
+        );
+        fs::create_dir_all(host_path(dir.path(), "/etc/systemd/system").unwrap()).unwrap();
+        std::os::unix::fs::symlink("/dev/null", host_path(dir.path(), "/etc/systemd/system/a.service").unwrap())
+            .unwrap();
         assert_eq!(sd.is_enabled("a.service").unwrap(), UnitFileState::Masked);
         assert_eq!(
             sd.enable(&["a.service".to_string()]).unwrap_err().root_cause().to_string(),

@@ -9,7 +9,7 @@ use std::path::Path;
 use mco_api::MachineConfigSpec;
 use mco_ignition::v3;
 
-use crate::fsutil::host_path;
+use crate::fsutil::{host_path, host_path_followed};
 use crate::os::OsBackend;
 use crate::plan::{decode_file, dropin_path, split_kargs, unit_path};
 use crate::units::{Systemd, UnitFileState};
@@ -79,7 +79,10 @@ pub fn go_file_mode(mode: u32) -> String {
 }
 
 fn check_file(root: &Path, path: &str, contents: &[u8], mode: u32, problems: &mut Vec<String>) {
-    let host = host_path(root, path);
+    let host = match host_path(root, path) {
+        Ok(host) => host,
+        Err(e) => return problems.push(format!("could not resolve file {path:?}: {e:#}")),
+    };
     let meta = match fs::symlink_metadata(&host) {
         Ok(m) => m,
         Err(e) => return problems.push(format!("could not stat file {path:?}: {e}")),
@@ -102,7 +105,7 @@ fn check_unit(root: &Path, systemd: &dyn Systemd, u: &v3::Unit, problems: &mut V
         let path = dropin_path(&u.name, &d.name);
         match d.contents.as_deref() {
             None | Some("") => {
-                if fs::metadata(host_path(root, &path)).is_ok_and(|m| m.len() > 0) {
+                if host_path_followed(root, &path).is_ok_and(|p| fs::metadata(p).is_ok_and(|m| m.len() > 0)) {
                     problems.push(format!("drop-in {path:?} should be empty or absent"));
                 }
             }
@@ -111,7 +114,7 @@ fn check_unit(root: &Path, systemd: &dyn Systemd, u: &v3::Unit, problems: &mut V
     }
     let path = unit_path(&u.name);
     if u.mask == Some(true) {
-        let target = fs::read_link(host_path(root, &path)).ok();
+        let target = host_path(root, &path).ok().and_then(|p| fs::read_link(p).ok());
         if target.as_deref() != Some(Path::new("/dev/null")) {
             problems.push(format!("unit {:?} should be masked ({path} -> /dev/null), found {target:?}", u.name));
         }

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use mco_bootimage::skew::BOOT_IMAGE_VERSION_HEADER;
 use mco_daemon::apply::REBOOT_REQUEST;
-use mco_daemon::fsutil::host_path;
+use mco_daemon::fsutil::{host_path, host_path_followed};
 use mco_daemon::journal::DIRECTORY_ROOT_BOOT_ID;
 
 use crate::layout::{Layout, NodeDirs};
@@ -78,7 +78,7 @@ impl LabNode {
     }
 
     pub fn reboot_requested(&self) -> bool {
-        host_path(&self.dirs.root, REBOOT_REQUEST).exists()
+        host_path_followed(&self.dirs.root, REBOOT_REQUEST).is_ok_and(|path| path.exists())
     }
 
     /// Install, first boot with Ignition from `server`, firstboot pivot, reboot. A node that was
@@ -148,10 +148,10 @@ impl LabNode {
         let mut firstboot = vec![OsStr::new("daemon"), "firstboot".as_ref()];
         firstboot.extend(self.node_args());
         if let Err(e) = run_tool(mco, firstboot, &env, &log).await {
-            let issue = host_path(&self.dirs.root, mco_daemon::skew::ISSUE_FILE);
-            return match std::fs::read_to_string(&issue) {
-                Ok(text) => Ok(Provisioned::Refused { reason: format!("firstboot: {}", text.trim()) }),
-                Err(_) => Err(e),
+            let issue = host_path_followed(&self.dirs.root, mco_daemon::skew::ISSUE_FILE);
+            return match issue.map(std::fs::read_to_string) {
+                Ok(Ok(text)) => Ok(Provisioned::Refused { reason: format!("firstboot: {}", text.trim()) }),
+                _ => Err(e),
             };
         }
         self.reboot(mco, layout).await?;
@@ -235,7 +235,7 @@ impl LabNode {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
         let id = format!("{:032x}", nanos ^ (u128::from(std::process::id()) << 64));
         // The daemon compares boot ids to tell whether a reboot it requested happened.
-        std::fs::write(host_path(&self.dirs.root, DIRECTORY_ROOT_BOOT_ID), format!("{id}\n"))
+        std::fs::write(host_path(&self.dirs.root, DIRECTORY_ROOT_BOOT_ID)?, format!("{id}\n"))
             .context("writing the boot id")
     }
 }

@@ -99,9 +99,9 @@ impl NodeArgs {
     }
 
     /// The boot image's aleph file: in the OSTree sysroot when given, else in the root's /sysroot.
-    pub(crate) fn aleph(&self) -> PathBuf {
+    pub(crate) fn aleph(&self) -> anyhow::Result<PathBuf> {
         match &self.sysroot {
-            Some(sysroot) => sysroot.join(mco_os::aleph::ALEPH_FILE),
+            Some(sysroot) => Ok(sysroot.join(mco_os::aleph::ALEPH_FILE)),
             None => firstboot::host_aleph(&self.root),
         }
     }
@@ -215,7 +215,7 @@ pub fn run(cmd: DaemonCommand) -> anyhow::Result<ExitCode> {
         }
         DaemonCommand::Firstboot { node: args } => {
             let node = node(&args);
-            match firstboot::firstboot_with_aleph(&node, &args.aleph(), &Failpoints::from_env()?) {
+            match firstboot::firstboot_with_aleph(&node, &args.aleph()?, &Failpoints::from_env()?) {
                 Ok(Firstboot::NotFirstboot) => println!("not a first boot: no {}", firstboot::ENCAPSULATED),
                 Ok(Firstboot::AlreadyMatches { config }) => {
                     println!("the machine already runs {config}: removed {}", firstboot::ENCAPSULATED)

@@ -53,7 +53,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let kubelet_state = metrics.kubelet_state.clone();
     let mut pinning = mco_agent::pinning::Settings::new(args.node_name.clone(), node.root.clone());
     pinning.min_free_storage = args.pinned_images_min_free_storage;
-    let settings = Settings { node_name: args.node_name, aleph: args.node.aleph(), timing: Timing::default(), metrics };
+    let settings =
+        Settings { node_name: args.node_name, aleph: args.node.aleph()?, timing: Timing::default(), metrics };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         if let Some(addr) = args.health_listen {

@@ -13,11 +13,17 @@ fn mco() -> Command {
     Command::cargo_bin("mco").unwrap()
 }
 
+mod escapes;
+
 /// A node root: users, an OS-shipped `/etc/chrony.conf` (with its `/usr/etc` copy), a vendor unit,
 /// the crio and chronyd units.
 fn node_root() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let r = dir.path();
+    populate_node_root(dir.path());
+    dir
+}
+
+fn populate_node_root(r: &Path) {
     for d in ["etc", "usr/etc", "usr/lib/systemd/system", "home/core", "run"] {
         fs::create_dir_all(r.join(d)).unwrap();
     }
@@ -34,7 +40,6 @@ fn node_root() -> tempfile::TempDir {
         "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n",
     )
     .unwrap();
-    dir
 }
 
 fn data(text: &str) -> String {
