@@ -124,19 +124,31 @@ impl Manifests {
     }
 }
 
+/// The most a manifest file (or standard input) may hold: far beyond any object the API server
+/// stores (etcd refuses more than 1.5 MiB), far below what would exhaust memory.
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
 /// Reads every `.yaml`, `.yml` and `.json` file under the given paths (directories recursively,
-/// in name order). Unreadable files are errors; unreadable documents become problems.
+/// in name order). Unreadable files are errors; unreadable documents become problems. Inside
+/// directories only regular files are read (a FIFO would block, a device never end) and a
+/// directory that contains itself through a link is an error; no file is read past
+/// [`MAX_MANIFEST_BYTES`].
 pub fn load(paths: &[PathBuf]) -> anyhow::Result<Manifests> {
     let mut files = Vec::new();
     for path in paths {
-        collect_files(path, &mut files)?;
+        if path == Path::new("-") {
+            files.push(path.to_path_buf());
+        } else {
+            collect_files(path, &mut Vec::new(), &mut files)?;
+        }
     }
     // Each file is read and parsed on its own; the results are gathered in file order.
     let per_file = mco_render::parallel::map(&files, |file| -> anyhow::Result<Manifests> {
         let text = if file == Path::new("-") {
-            std::io::read_to_string(std::io::stdin())?
+            read_bounded(std::io::stdin(), "standard input")?
         } else {
-            std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?
+            let f = std::fs::File::open(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
+            read_bounded(f, &file.display().to_string())?
         };
         let mut manifests = Manifests::default();
         read_documents(file, &text, &mut manifests);
@@ -151,22 +163,59 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Manifests> {
     Ok(manifests)
 }
 
-fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    if path == Path::new("-") || path.is_file() {
+/// All of `reader` as text, refused past [`MAX_MANIFEST_BYTES`] before more is read.
+fn read_bounded(reader: impl std::io::Read, name: &str) -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    reader
+        .take(MAX_MANIFEST_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| anyhow::anyhow!("reading {name}: {e}"))?;
+    if text.len() as u64 > MAX_MANIFEST_BYTES {
+        anyhow::bail!("{name} is larger than {} MiB: not a manifest", MAX_MANIFEST_BYTES >> 20);
+    }
+    Ok(text)
+}
+
+/// Collects the manifests under `path`; `within` holds the (device, inode) of the directories
+/// being walked, to tell a loop.
+fn collect_files(path: &Path, within: &mut Vec<(u64, u64)>, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = std::fs::metadata(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    if !meta.is_dir() {
+        // A file named on the command line is read whatever it is (`<(kustomize build)` is a pipe).
+        let kind = meta.file_type();
+        let named = within.is_empty();
+        if !named && !kind.is_file() {
+            let what = if kind.is_fifo() {
+                "a FIFO"
+            } else if kind.is_char_device() || kind.is_block_device() {
+                "a device"
+            } else if kind.is_socket() {
+                "a socket"
+            } else {
+                "not a regular file"
+            };
+            anyhow::bail!("{} is {what}: only regular files are read from a manifest directory", path.display());
+        }
         out.push(path.to_path_buf());
         return Ok(());
+    }
+    let id = (meta.dev(), meta.ino());
+    if within.contains(&id) {
+        anyhow::bail!("{} is a directory that contains itself (a link loop)", path.display());
     }
     let entries = std::fs::read_dir(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
     let mut children: Vec<PathBuf> = entries.collect::<Result<Vec<_>, _>>()?.into_iter().map(|e| e.path()).collect();
     children.sort();
+    within.push(id);
     for child in children {
         let is_manifest = child.extension().is_some_and(|e| e == "yaml" || e == "yml" || e == "json");
-        if child.is_dir() {
-            collect_files(&child, out)?;
-        } else if is_manifest {
-            out.push(child);
+        if child.is_dir() || is_manifest {
+            collect_files(&child, within, out)?;
         }
     }
+    within.pop();
     Ok(())
 }
 

@@ -420,3 +420,51 @@ fn render_and_validate_read_kubelet_and_container_runtime_configs() {
     let ambiguous = "FeatureGate cluster: status.featureGates lists 2 versions (4.21.0, 4.22.0); keep only the cluster's current version's";
     assert_eq!(problems, format!("{} (document 1): {ambiguous}\n", dir.path().join("featuregate.yaml").display()));
 }
+
+/// Hostile manifest directories: each refused at once with a message naming the entry, never
+/// read forever or into memory without end (the limits make it so, not a timer).
+#[test]
+fn manifest_directories_hold_only_regular_files_and_no_loops() {
+    let fifo = |dir: &Path| {
+        let made = std::process::Command::new("mkfifo").arg(dir.join("blocks.yaml")).status().unwrap();
+        assert!(made.success());
+        "blocks.yaml is a FIFO: only regular files are read from a manifest directory".to_string()
+    };
+    let device = |dir: &Path| {
+        std::os::unix::fs::symlink("/dev/zero", dir.join("zero.yaml")).unwrap();
+        "zero.yaml is a device: only regular files are read from a manifest directory".to_string()
+    };
+    let looping = |dir: &Path| {
+        fs::create_dir(dir.join("sub")).unwrap();
+        std::os::unix::fs::symlink("..", dir.join("sub/up")).unwrap();
+        "sub/up is a directory that contains itself (a link loop)".to_string()
+    };
+    let large = |dir: &Path| {
+        let f = fs::File::create(dir.join("large.yaml")).unwrap();
+        f.set_len(64 << 20 | 1).unwrap();
+        "large.yaml is larger than 64 MiB: not a manifest".to_string()
+    };
+    let cases: [(&str, &dyn Fn(&Path) -> String); 4] =
+        [("fifo", &fifo), ("device", &device), ("loop", &looping), ("large", &large)];
+    for (name, make) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("00-pool.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n").unwrap();
+        let want = make(dir.path());
+        for command in [&["validate"][..], &["render", "--pool", "worker"]] {
+            let out = mco().args(command).arg(dir.path()).timeout(std::time::Duration::from_secs(120)).assert().code(2);
+            let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+            assert!(err.contains(&want), "{name}: {command:?}: want {want:?} in {err:?}");
+        }
+    }
+    // A file named on the command line is read whatever it is: a pipe from another tool works.
+    let pipe = mco()
+        .args(["validate", "/dev/stdin"])
+        .write_stdin(
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: worker\nspec:\n  \
+             machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: worker\n",
+        )
+        .assert();
+    // (Read and judged: a pool that selects nothing is a problem of its own.)
+    let said = String::from_utf8(pipe.code(1).get_output().stdout.clone()).unwrap();
+    assert!(said.starts_with("/dev/stdin (document 1): MachineConfigPool worker: "), "{said}");
+}
