@@ -444,8 +444,9 @@ fn manifest_directories_hold_only_regular_files_and_no_loops() {
         f.set_len(64 << 20 | 1).unwrap();
         "large.yaml is larger than 64 MiB: not a manifest".to_string()
     };
-    let cases: [(&str, &dyn Fn(&Path) -> String); 4] =
-        [("fifo", &fifo), ("device", &device), ("loop", &looping), ("large", &large)];
+    // Each makes its hostile entry in the directory and says what the refusal must name.
+    type MakeEntry = dyn Fn(&Path) -> String;
+    let cases: [(&str, &MakeEntry); 4] = [("fifo", &fifo), ("device", &device), ("loop", &looping), ("large", &large)];
     for (name, make) in cases {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("00-pool.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n").unwrap();
