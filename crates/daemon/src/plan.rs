@@ -364,6 +364,7 @@ pub fn decode_file(f: &v3::File) -> Result<PlannedFile, PlanError> {
             ContentsError::Compression(other) => {
                 format!("contents.compression {other:?} is not supported (only gzip)")
             }
+            e @ ContentsError::TooLarge => format!("contents: {e}"),
         })
     })?;
     let mode = match f.mode {

@@ -62,7 +62,13 @@ pub enum ContentsError {
     Gzip(std::io::Error),
     #[error("unsupported compression {0:?}")]
     Compression(String),
+    #[error("contents inflate to more than {} MiB", MAX_INFLATED_BYTES >> 20)]
+    TooLarge,
 }
+
+/// The most a file's gzip contents may inflate to: a few hundred compressed bytes must not
+/// become gigabytes in memory (a compression bomb).
+pub const MAX_INFLATED_BYTES: u64 = 128 << 20;
 
 /// The bytes a file resource writes: its data URL decoded and, for `compression: gzip`,
 /// inflated. A resource without a source is an empty file.
@@ -94,7 +100,13 @@ fn decode_resource(resource: &crate::v3::Resource) -> Result<(Vec<u8>, bool), Co
 }
 
 fn inflate(data: &[u8], out: &mut impl std::io::Write) -> Result<(), ContentsError> {
-    std::io::copy(&mut flate2::read::GzDecoder::new(data), out).map(|_| ()).map_err(ContentsError::Gzip)
+    use std::io::Read as _;
+    let mut bounded = flate2::read::GzDecoder::new(data).take(MAX_INFLATED_BYTES + 1);
+    let inflated = std::io::copy(&mut bounded, out).map_err(ContentsError::Gzip)?;
+    if inflated > MAX_INFLATED_BYTES {
+        return Err(ContentsError::TooLarge);
+    }
+    Ok(())
 }
 
 /// Base64 as Go's decoder in Ignition reads it: line breaks and spaces are ignored. Whitespace is
@@ -193,5 +205,28 @@ mod tests {
         assert!(matches!(check_contents(&not_gzip), Err(ContentsError::Gzip(_))));
         assert!(matches!(decode_contents(&resource("data:,x", Some("xz"))), Err(ContentsError::Compression(_))));
         assert_eq!(decode_contents(&crate::v3::Resource::default()).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_compression_bomb_is_refused_at_the_limit() {
+        use std::io::Write;
+        // 129 MiB of zeros: about 130 KiB compressed. Inflation stops one byte past the limit.
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..129 {
+            gz.write_all(&zeros).unwrap();
+        }
+        let compressed = gz.finish().unwrap();
+        assert!(compressed.len() < 200 << 10, "{}", compressed.len());
+        let bomb = crate::v3::Resource {
+            source: Some(format!("data:;base64,{}", base64::engine::general_purpose::STANDARD.encode(&compressed))),
+            compression: Some("gzip".into()),
+            ..Default::default()
+        };
+        for refused in [decode_contents(&bomb).map(|_| ()), check_contents(&bomb)] {
+            let err = refused.unwrap_err();
+            assert!(matches!(err, ContentsError::TooLarge), "{err}");
+            assert_eq!(err.to_string(), "contents inflate to more than 128 MiB");
+        }
     }
 }

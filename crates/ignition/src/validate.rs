@@ -116,7 +116,7 @@ fn duplicates<'a>(r: &mut Report, list: &str, keys: impl Iterator<Item = &'a str
 
 fn storage(r: &mut Report, config: &Config, minor: u64) {
     let s = &config.storage;
-    let links: Vec<&str> = s.links.iter().map(|l| l.path.as_str()).collect();
+    let links: HashSet<&str> = s.links.iter().map(|l| l.path.as_str()).collect();
     let unit_paths = systemd_paths(config);
     let mut seen_paths = HashSet::new();
     let nodes = s
@@ -134,7 +134,9 @@ fn storage(r: &mut Report, config: &Config, minor: u64) {
         if !seen_paths.insert(path.as_str()) {
             r.add(format!("{at}.path"), format!("duplicate entry defined: {path:?}"));
         }
-        if let Some(link) = links.iter().find(|l| path.starts_with(&format!("{l}/"))) {
+        // Each of the path's own ancestors looked up: linear in the config, whatever its size.
+        let mut ancestors = path.match_indices('/').map(|(at, _)| &path[..at]).filter(|a| !a.is_empty());
+        if let Some(link) = ancestors.find(|a| links.contains(a)) {
             r.add(format!("{at}.path"), format!("path includes link {link} defined in the config"));
         }
         if unit_paths.contains(path.as_str()) {
@@ -500,6 +502,21 @@ mod tests {
             let got = issues(input.clone());
             assert!(got.iter().any(|g| g.starts_with(want)), "{input}: want {want:?}, got {got:?}");
         }
+    }
+
+    /// Tens of thousands of files and links: each path checks its own ancestors against the
+    /// links (linear), where comparing every path with every link took about a minute.
+    #[test]
+    fn links_inside_a_large_config_are_found_by_ancestor() {
+        let n = 30_000;
+        let links: Vec<Value> = (0..n).map(|i| json!({"path": format!("/l/{i}"), "target": "/t"})).collect();
+        let mut files: Vec<Value> = (0..n).map(|i| json!({"path": format!("/f/{i}/x")})).collect();
+        files.push(json!({"path": format!("/l/{}/deep/x", n - 1)}));
+        let found = issues(json!({"storage": {"links": links, "files": files}}));
+        assert_eq!(
+            found,
+            [format!("error at $.storage.files.{n}.path: path includes link /l/{} defined in the config", n - 1)]
+        );
     }
 
     #[test]
