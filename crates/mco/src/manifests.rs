@@ -32,6 +32,32 @@ pub enum Object {
     },
 }
 
+impl Object {
+    /// What the API server keeps unique: kind, namespace (MachineSets) and name.
+    fn identity(&self) -> (String, Option<String>, String) {
+        fn of<K: kube::Resource<DynamicType = ()>>(object: &K) -> (String, Option<String>, String) {
+            let meta = object.meta();
+            (K::kind(&()).into_owned(), meta.namespace.clone(), meta.name.clone().unwrap_or_default())
+        }
+        match self {
+            Object::MachineConfig(o) => of(o.as_ref()),
+            Object::MachineConfigPool(o) => of(o.as_ref()),
+            Object::ControllerConfig(o) => of(o.as_ref()),
+            Object::MachineConfiguration(o) => of(o.as_ref()),
+            Object::MachineOSConfig(o) => of(o.as_ref()),
+            Object::MachineOSBuild(o) => of(o.as_ref()),
+            Object::MachineSet(o) => of(o.as_ref()),
+            Object::KubeletConfig(o) => of(o.as_ref()),
+            Object::ContainerRuntimeConfig(o) => of(o.as_ref()),
+            Object::OSImageStream(o) => of(o.as_ref()),
+            Object::ClusterConfig { kind, object } => {
+                let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+                (kind.clone(), None, name.to_string())
+            }
+        }
+    }
+}
+
 /// Where an object came from, for messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
@@ -160,7 +186,31 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Manifests> {
         manifests.objects.extend(file_manifests.objects);
         manifests.problems.extend(file_manifests.problems);
     }
+    refuse_duplicates(&mut manifests);
     Ok(manifests)
+}
+
+/// Two objects with one name would be one object on a cluster (the second replacing the first):
+/// a second definition is a problem naming both places, and neither is used silently.
+fn refuse_duplicates(manifests: &mut Manifests) {
+    let mut first: std::collections::HashMap<(String, Option<String>, String), Origin> = Default::default();
+    let mut kept = Vec::with_capacity(manifests.objects.len());
+    for (origin, object) in std::mem::take(&mut manifests.objects) {
+        let identity = object.identity();
+        match first.get(&identity) {
+            Some(earlier) => {
+                let (kind, namespace, name) = &identity;
+                let name = namespace.as_ref().map_or(name.clone(), |ns| format!("{ns}/{name}"));
+                let message = format!("{kind} {name} is defined twice: here and in {earlier}");
+                manifests.problems.push(Problem { origin, message });
+            }
+            None => {
+                first.insert(identity, origin.clone());
+                kept.push((origin, object));
+            }
+        }
+    }
+    manifests.objects = kept;
 }
 
 /// All of `reader` as text, refused past [`MAX_MANIFEST_BYTES`] before more is read.

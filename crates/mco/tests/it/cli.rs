@@ -469,3 +469,37 @@ fn manifest_directories_hold_only_regular_files_and_no_loops() {
     let said = String::from_utf8(pipe.code(1).get_output().stdout.clone()).unwrap();
     assert!(said.starts_with("/dev/stdin (document 1): MachineConfigPool worker: "), "{said}");
 }
+
+#[test]
+fn two_objects_with_one_name_are_refused_naming_both_places() {
+    let pool = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: worker\nspec:\n  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: worker\n";
+    let mc = |args: &str| {
+        format!(
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 50-kargs\n  labels:\n    machineconfiguration.openshift.io/role: worker\nspec:\n  kernelArguments: [{args}]\n"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("00-pool.yaml"), format!("{pool}---\n{pool}")).unwrap();
+    fs::write(dir.path().join("10-a.yaml"), mc("nosmt")).unwrap();
+    fs::write(dir.path().join("20-b.yaml"), mc("mitigations=off")).unwrap();
+    let out = mco().arg("validate").arg(dir.path()).assert().code(1).get_output().stdout.clone();
+    let out = String::from_utf8(out).unwrap();
+    let at = |file: &str, document: usize| format!("{} (document {document})", dir.path().join(file).display());
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            format!(
+                "{}: MachineConfigPool worker is defined twice: here and in {}",
+                at("00-pool.yaml", 2),
+                at("00-pool.yaml", 1)
+            ),
+            format!(
+                "{}: MachineConfig 50-kargs is defined twice: here and in {}",
+                at("20-b.yaml", 1),
+                at("10-a.yaml", 1)
+            ),
+        ]
+    );
+    let render = mco().args(["render", "--pool", "worker"]).arg(dir.path()).assert().failure();
+    assert!(render.get_output().stdout.is_empty(), "nothing rendered");
+}
