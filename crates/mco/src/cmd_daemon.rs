@@ -146,15 +146,29 @@ pub(crate) fn node(args: &NodeArgs) -> Node {
 /// A MachineConfig file as a node applies it: with the OS image the controller pinned (a
 /// rendered config exported from a cluster carries the pin; a tag without one is refused).
 fn read_mc(path: &Path) -> anyhow::Result<MachineConfig> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mc: MachineConfig =
-        mco_goser::yaml_object(&text).with_context(|| format!("{}: not a MachineConfig", path.display()))?;
+    let mc: MachineConfig = read_object(path, "machineconfiguration.openshift.io/v1", "MachineConfig")?;
     mc.with_pinned_os_image().with_context(|| format!("{}", path.display()))
 }
 
 fn read_configuration(path: &Path) -> anyhow::Result<MachineConfiguration> {
+    read_object(path, "operator.openshift.io/v1", "MachineConfiguration")
+}
+
+/// The one object of a file, which must be of the given apiVersion and kind: an object of
+/// another kind is not read as this one, whatever fields the two share.
+fn read_object<T: serde::de::DeserializeOwned>(path: &Path, api_version: &str, kind: &str) -> anyhow::Result<T> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    mco_goser::yaml_object(&text).with_context(|| format!("{}: not a MachineConfiguration", path.display()))
+    let value: serde_json::Value =
+        mco_goser::yaml_object(&text).with_context(|| format!("{}: not a {kind}", path.display()))?;
+    let field = |name: &str| value.get(name).and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
+    let (found_version, found_kind) = (field("apiVersion"), field("kind"));
+    if (found_version.as_str(), found_kind.as_str()) != (api_version, kind) {
+        anyhow::bail!(
+            "{}: a {found_kind:?} of apiVersion {found_version:?}, not a {kind} ({api_version})",
+            path.display()
+        );
+    }
+    serde_json::from_value(value).with_context(|| format!("{}: not a {kind}", path.display()))
 }
 
 fn empty_mc() -> MachineConfig {

@@ -308,6 +308,20 @@ fn refusals_name_the_problem_and_write_nothing() {
         assert!(err.contains(want), "{err}");
         assert_eq!(tree(r), before, "{want}");
     }
+    // An object of another kind is not read as a MachineConfig, whatever fields they share.
+    let mut pool = config_a();
+    pool["kind"] = json!("MachineConfigPool");
+    let pool = write_mc(cfg.path(), &pool);
+    let out = apply(r, None, &pool).assert().code(2);
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(
+        err.contains(
+            "a \"MachineConfigPool\" of apiVersion \"machineconfiguration.openshift.io/v1\", not a MachineConfig \
+             (machineconfiguration.openshift.io/v1)"
+        ),
+        "{err}"
+    );
+    assert_eq!(tree(r), before);
     // A tag without the digest a controller pins is no config a node applies (bad input: 2).
     let tag =
         write_mc(cfg.path(), &mc("tag", config_a()["spec"]["config"].clone(), json!({"osImageURL": "quay.io/os:9"})));
