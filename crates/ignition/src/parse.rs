@@ -129,9 +129,24 @@ fn v3_via<T: DeserializeOwned + serde::Serialize>(
     Ok(AnyConfig::V3(config))
 }
 
+/// Reads `value` as `T`, noting keys `T` has no field for; a value of the wrong type is an error
+/// naming its field (`$.storage.files.0.mode: invalid type: ...`), as the original names it.
 fn deserialize_noting_unused<T: DeserializeOwned>(value: &Value, warnings: &mut Vec<String>) -> Result<T, String> {
-    serde_ignored::deserialize(value, |path| warnings.push(format!("unused key {}", json_path(&path))))
-        .map_err(|e| e.to_string())
+    let mut note = |path: serde_ignored::Path| warnings.push(format!("unused key {}", json_path(&path)));
+    let noting = serde_ignored::Deserializer::new(value, &mut note);
+    serde_path_to_error::deserialize(noting).map_err(|e| {
+        use serde_path_to_error::Segment;
+        let mut at = String::from("$");
+        for segment in e.path() {
+            match segment {
+                Segment::Seq { index } => at.push_str(&format!(".{index}")),
+                Segment::Map { key } => at.push_str(&format!(".{key}")),
+                Segment::Enum { variant } => at.push_str(&format!(".{variant}")),
+                Segment::Unknown => {}
+            }
+        }
+        if at == "$" { e.inner().to_string() } else { format!("{at}: {}", e.inner()) }
+    })
 }
 
 /// `$.storage.files.0.path`, the form Ignition's reports use.
@@ -222,11 +237,20 @@ mod tests {
         let cfg = json!({"ignition": {"version": "3.2.0"}, "storage": {"files": [{"path": "/a", "mode": "420"}]}});
         let e = err(cfg);
         assert!(
-            e.starts_with("parsing Ignition config spec v3 failed with error: invalid type: string \"420\""),
+            e.starts_with(
+                "parsing Ignition config spec v3 failed with error: $.storage.files.0.mode: invalid type: string \"420\""
+            ),
             "{e}"
         );
         let cfg = json!({"ignition": {"version": "2.2.0"}, "storage": {"files": [{"path": "/a", "mode": 4.5}]}});
-        assert!(err(cfg).starts_with("parsing Ignition spec v2 failed with error: invalid type"));
+        let e = err(cfg);
+        assert!(
+            e.starts_with("parsing Ignition spec v2 failed with error: $.storage.files.0.mode: invalid type"),
+            "{e}"
+        );
+        let cfg = json!({"ignition": {"version": "3.4.0"}, "storage": {"files": [{"path": "/a", "mode": 1e20}]}});
+        let e = err(cfg);
+        assert!(e.starts_with("parsing Ignition config spec v3 failed with error: $.storage.files.0.mode: "), "{e}");
     }
 
     #[test]
