@@ -479,3 +479,184 @@ pub fn machine_os_config(mosc: &MachineOSConfig) -> Vec<FieldError> {
     }
     errors.errors
 }
+
+const DNS1123_SUBDOMAIN_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+const QUALIFIED_NAME_PATTERN: &str = r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$";
+const LABEL_VALUE_PATTERN: &str = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$";
+static DNS1123_SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| regex(DNS1123_SUBDOMAIN_PATTERN));
+static QUALIFIED_NAME: LazyLock<Regex> = LazyLock::new(|| regex(QUALIFIED_NAME_PATTERN));
+static LABEL_VALUE: LazyLock<Regex> = LazyLock::new(|| regex(LABEL_VALUE_PATTERN));
+/// The API server's limit on all annotations of an object together (keys and values).
+const TOTAL_ANNOTATION_BYTES: usize = 256 << 10;
+
+/// Why `value` is not a lowercase RFC 1123 subdomain, in the API server's words.
+fn dns1123_subdomain_problems(value: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if value.len() > 253 {
+        problems.push("must be no more than 253 characters".to_string());
+    }
+    if !DNS1123_SUBDOMAIN.is_match(value) {
+        problems.push(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must \
+             start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is \
+             '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+                .to_string(),
+        );
+    }
+    problems
+}
+
+/// Why `key` is not a qualified name (`[prefix/]name`), in the API server's words.
+fn qualified_name_problems(key: &str) -> Vec<String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    let mut problems = Vec::new();
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() {
+            problems.push("prefix part must be non-empty".to_string());
+        } else {
+            problems.extend(dns1123_subdomain_problems(prefix).into_iter().map(|p| format!("prefix part {p}")));
+        }
+    }
+    if name.is_empty() {
+        problems.push("name part must be non-empty".to_string());
+    } else {
+        if name.len() > 63 {
+            problems.push("name part must be no more than 63 characters".to_string());
+        }
+        if !QUALIFIED_NAME.is_match(name) {
+            problems.push(
+                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an \
+                 alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is \
+                 '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+                    .to_string(),
+            );
+        }
+    }
+    problems
+}
+
+/// The API server's rules for the name, labels and annotations of a cluster-scoped object of
+/// `kind` (every kind mco owns): the name an RFC 1123 subdomain, label and annotation keys
+/// qualified names, label values of at most 63 characters, annotations at most 256 KiB together.
+pub fn object_meta(
+    kind: &'static str,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Vec<FieldError> {
+    let name = meta.name.clone().unwrap_or_default();
+    let error = |field: &str, value: &str, message: String| FieldError {
+        kind,
+        name: name.clone(),
+        field: field.to_string(),
+        value: Some(value.to_string()),
+        message: format!("Invalid value: {message}"),
+    };
+    let mut errors = Vec::new();
+    if name.is_empty() {
+        errors.push(FieldError {
+            kind,
+            name: name.clone(),
+            field: "metadata.name".into(),
+            value: None,
+            message: "Required value: name or generateName is required".into(),
+        });
+    } else {
+        errors.extend(dns1123_subdomain_problems(&name).into_iter().map(|p| error("metadata.name", &name, p)));
+    }
+    for (key, value) in meta.labels.iter().flatten() {
+        errors.extend(qualified_name_problems(key).into_iter().map(|p| error("metadata.labels", key, p)));
+        if value.len() > 63 {
+            errors.push(error("metadata.labels", value, "must be no more than 63 characters".into()));
+        }
+        if !LABEL_VALUE.is_match(value) {
+            errors.push(error(
+                "metadata.labels",
+                value,
+                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and \
+                 must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', \
+                 regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+                    .into(),
+            ));
+        }
+    }
+    let mut total = 0;
+    for (key, value) in meta.annotations.iter().flatten() {
+        errors.extend(qualified_name_problems(key).into_iter().map(|p| error("metadata.annotations", key, p)));
+        total += key.len() + value.len();
+    }
+    if total > TOTAL_ANNOTATION_BYTES {
+        errors.push(FieldError {
+            kind,
+            name: name.clone(),
+            field: "metadata.annotations".into(),
+            value: None,
+            message: format!("Too long: must have at most {TOTAL_ANNOTATION_BYTES} bytes"),
+        });
+    }
+    errors
+}
+
+#[cfg(test)]
+mod object_meta_tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    fn meta(name: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> ObjectMeta {
+        let map = |pairs: &[(&str, &str)]| {
+            Some(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>())
+        };
+        ObjectMeta { name: Some(name.into()), labels: map(labels), annotations: map(annotations), ..Default::default() }
+    }
+
+    #[test]
+    fn names_labels_and_annotations_follow_the_api_servers_rules() {
+        let fine = meta(
+            "99-worker.ssh-keys",
+            &[("machineconfiguration.openshift.io/role", "worker"), ("a", ""), ("A_b.c-D", "X_y.z-1")],
+            &[("mco.dev/canary", "1"), ("x", &"v".repeat(1000))],
+        );
+        assert_eq!(object_meta("MachineConfig", &fine), []);
+        let long = "x".repeat(64);
+        let cases: Vec<(ObjectMeta, &str)> = vec![
+            (meta("", &[], &[]), "MachineConfig : metadata.name: Required value: name or generateName is required"),
+            (
+                meta("Bad_Name", &[], &[]),
+                "MachineConfig Bad_Name: metadata.name \"Bad_Name\": Invalid value: a lowercase RFC 1123 subdomain must consist of",
+            ),
+            (meta(&"a".repeat(254), &[], &[]), "\": Invalid value: must be no more than 253 characters"),
+            (
+                meta("a", &[("bad key", "v")], &[]),
+                "MachineConfig a: metadata.labels \"bad key\": Invalid value: name part must consist of",
+            ),
+            (
+                meta("a", &[("Bad.Prefix/k", "v")], &[]),
+                "metadata.labels \"Bad.Prefix/k\": Invalid value: prefix part a lowercase RFC 1123 subdomain",
+            ),
+            (meta("a", &[("/k", "v")], &[]), "Invalid value: prefix part must be non-empty"),
+            (meta("a", &[("p/", "v")], &[]), "Invalid value: name part must be non-empty"),
+            (meta("a", &[(&long, "v")], &[]), "Invalid value: name part must be no more than 63 characters"),
+            (meta("a", &[("k", &long)], &[]), "Invalid value: must be no more than 63 characters"),
+            (
+                meta("a", &[("k", "-v")], &[]),
+                "metadata.labels \"-v\": Invalid value: a valid label must be an empty string",
+            ),
+            (
+                meta("a", &[], &[("bad key", "v")]),
+                "metadata.annotations \"bad key\": Invalid value: name part must consist of",
+            ),
+            (
+                meta("a", &[], &[("big", &"v".repeat(256 << 10))]),
+                "metadata.annotations: Too long: must have at most 262144 bytes",
+            ),
+        ];
+        for (meta, want) in cases {
+            let found: Vec<String> = object_meta("MachineConfig", &meta).iter().map(ToString::to_string).collect();
+            assert!(found.len() == 1 && found[0].contains(want), "want {want:?}, found {found:?}");
+        }
+    }
+}

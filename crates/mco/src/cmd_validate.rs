@@ -71,7 +71,10 @@ pub fn problems(manifests: &Manifests) -> Vec<String> {
             },
             Object::ControllerConfig(_) | Object::MachineOSBuild(_) | Object::MachineSet(_) => Vec::new(),
         };
-        out.extend(found.into_iter().map(|f| format!("{origin}: {f}")));
+        // The API server's rules for names, labels and annotations come first, as it checks them first.
+        let meta = object.kind_and_meta().map(|(kind, meta)| mco_api::validate::object_meta(kind, meta));
+        let meta = meta.unwrap_or_default().into_iter().map(|e| e.to_string());
+        out.extend(meta.chain(found).map(|f| format!("{origin}: {f}")));
     }
     out
 }

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mco_api::constants::OS_IMAGE_STREAM_NAME;
 use mco_api::{
     ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfiguration,
@@ -33,27 +34,34 @@ pub enum Object {
 }
 
 impl Object {
+    /// The kind and metadata of a typed object (a cluster configuration object is kept as it is).
+    pub fn kind_and_meta(&self) -> Option<(&'static str, &ObjectMeta)> {
+        Some(match self {
+            Object::MachineConfig(o) => ("MachineConfig", &o.metadata),
+            Object::MachineConfigPool(o) => ("MachineConfigPool", &o.metadata),
+            Object::ControllerConfig(o) => ("ControllerConfig", &o.metadata),
+            Object::MachineConfiguration(o) => ("MachineConfiguration", &o.metadata),
+            Object::MachineOSConfig(o) => ("MachineOSConfig", &o.metadata),
+            Object::MachineOSBuild(o) => ("MachineOSBuild", &o.metadata),
+            Object::MachineSet(o) => ("MachineSet", &o.metadata),
+            Object::KubeletConfig(o) => ("KubeletConfig", &o.metadata),
+            Object::ContainerRuntimeConfig(o) => ("ContainerRuntimeConfig", &o.metadata),
+            Object::OSImageStream(o) => ("OSImageStream", &o.metadata),
+            Object::ClusterConfig { .. } => return None,
+        })
+    }
+
     /// What the API server keeps unique: kind, namespace (MachineSets) and name.
     fn identity(&self) -> (String, Option<String>, String) {
-        fn of<K: kube::Resource<DynamicType = ()>>(object: &K) -> (String, Option<String>, String) {
-            let meta = object.meta();
-            (K::kind(&()).into_owned(), meta.namespace.clone(), meta.name.clone().unwrap_or_default())
-        }
-        match self {
-            Object::MachineConfig(o) => of(o.as_ref()),
-            Object::MachineConfigPool(o) => of(o.as_ref()),
-            Object::ControllerConfig(o) => of(o.as_ref()),
-            Object::MachineConfiguration(o) => of(o.as_ref()),
-            Object::MachineOSConfig(o) => of(o.as_ref()),
-            Object::MachineOSBuild(o) => of(o.as_ref()),
-            Object::MachineSet(o) => of(o.as_ref()),
-            Object::KubeletConfig(o) => of(o.as_ref()),
-            Object::ContainerRuntimeConfig(o) => of(o.as_ref()),
-            Object::OSImageStream(o) => of(o.as_ref()),
-            Object::ClusterConfig { kind, object } => {
+        match (self.kind_and_meta(), self) {
+            (Some((kind, meta)), _) => {
+                (kind.to_string(), meta.namespace.clone(), meta.name.clone().unwrap_or_default())
+            }
+            (None, Object::ClusterConfig { kind, object }) => {
                 let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
                 (kind.clone(), None, name.to_string())
             }
+            (None, _) => unreachable!("every typed object has metadata"),
         }
     }
 }

@@ -503,3 +503,24 @@ fn two_objects_with_one_name_are_refused_naming_both_places() {
     let render = mco().args(["render", "--pool", "worker"]).arg(dir.path()).assert().failure();
     assert!(render.get_output().stdout.is_empty(), "nothing rendered");
 }
+
+/// What the API server refuses in any object's metadata, `mco validate` refuses offline.
+#[test]
+fn validate_applies_the_api_servers_name_label_and_annotation_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfigPool\nmetadata:\n  name: Worker_Pool\n  labels:\n    bad key: x\n  annotations:\n    mco.dev/canary: \"1\"\nspec:\n  machineConfigSelector:\n    matchLabels:\n      machineconfiguration.openshift.io/role: worker\n";
+    fs::write(dir.path().join("pool.yaml"), manifest).unwrap();
+    let out = mco().arg("validate").arg(dir.path()).assert().code(1).get_output().stdout.clone();
+    let out = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].contains("MachineConfigPool Worker_Pool: metadata.name \"Worker_Pool\": Invalid value: a lowercase RFC 1123 subdomain"),
+        "{out}"
+    );
+    assert!(
+        lines[1].contains(
+            "MachineConfigPool Worker_Pool: metadata.labels \"bad key\": Invalid value: name part must consist of"
+        ),
+        "{out}"
+    );
+}
