@@ -299,9 +299,14 @@ pub async fn an_os_without_a_kubelet_takes_its_first_worker_down(lab: &mut Lab) 
     // An OS update without a kubelet takes the first worker that reboots into it down for good, as
     // such a machine would be: `mco lab status` says which and why (its kubelet never comes back,
     // so the rollout goes no further).
+    let before = target(&pool(&lab.client).await);
     // Named to sort after every MachineConfig earlier scenarios left (the last osImageURL in
     // name order wins, and `99-worker-os-update` stays on the lab).
     lab.apply("99-worker-zz-no-kubelet", &os_image_mc("99-worker-zz-no-kubelet", &base));
+    eventually("the worker pool to target a config of the OS without a kubelet", || async {
+        satisfying(target(&pool(&lab.client).await), |now| *now != before)
+    })
+    .await;
     // A drain and a reboot first: a rollout's step.
     let nodes: Api<Node> = Api::all(lab.client.clone());
     let down = eventually_within(ROLLOUT_TIMEOUT, "a worker reported down", || async {
