@@ -172,7 +172,6 @@ pub fn plan(old: Side<'_>, new: Side<'_>, force: bool) -> Result<Plan, PlanError
         old.ignition.systemd.units.iter().map(|u| (u.name.as_str(), u)).collect();
     for u in &new.ignition.systemd.units {
         check_unit_name(&u.name)?;
-        check_install(u)?;
     }
     let changed = new.ignition.systemd.units.iter().filter(|u| force || old_units.get(u.name.as_str()) != Some(u));
     steps.extend(unit_steps(changed)?);
@@ -312,39 +311,6 @@ pub fn dropin_paths(config: &v3::Config) -> BTreeSet<String> {
 fn check_unit_name(name: &str) -> Result<(), PlanError> {
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
         return Err(PlanError::Invalid(format!("systemd unit or drop-in name {name:?} is not a file name")));
-    }
-    Ok(())
-}
-
-/// The unit types systemd knows (`systemd.unit(5)`).
-const UNIT_TYPES: &[&str] =
-    &["service", "socket", "device", "mount", "automount", "swap", "target", "path", "timer", "slice", "scope"];
-
-/// Whether `name` is a unit name as systemd's `unit_name_is_valid` judges one: at most 255
-/// characters of letters, digits and `:-_.\`, one optional `@` (template or instance), and a
-/// known type after the last dot.
-pub fn is_unit_name(name: &str) -> bool {
-    let Some((stem, kind)) = name.rsplit_once('.') else { return false };
-    let prefix = stem.split_once('@').map_or(stem, |(prefix, _)| prefix);
-    name.len() <= 255
-        && UNIT_TYPES.contains(&kind)
-        && !prefix.is_empty()
-        && name.matches('@').count() <= 1
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || ":-_.\\@".contains(c))
-}
-
-/// Refuses a unit whose `[Install]` section names something other than units: enabling it
-/// would turn those names into link paths (`systemctl enable` refuses them too).
-fn check_install(unit: &v3::Unit) -> Result<(), PlanError> {
-    let install = crate::units::Install::parse(unit.contents.as_deref().unwrap_or_default());
-    let named = [("WantedBy", &install.wanted_by), ("RequiredBy", &install.required_by), ("Alias", &install.alias)];
-    for (key, names) in named {
-        if let Some(bad) = names.iter().find(|n| !is_unit_name(n)) {
-            return Err(PlanError::Invalid(format!(
-                "systemd unit {:?}: [Install] {key}={bad:?} is not a unit name",
-                unit.name
-            )));
-        }
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use fn_error_context::context;
+use mco_ignition::unit::{Install, is_unit_name};
 use mco_ignition::v3;
 
 use crate::files::{Originals, backup_original, remove_stale};
@@ -121,46 +122,6 @@ const PRESET_DIRS: [&str; 4] = [
     "/lib/systemd/system-preset",
 ];
 
-/// The `[Install]` section of a unit file.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Install {
-    pub wanted_by: Vec<String>,
-    pub required_by: Vec<String>,
-    pub alias: Vec<String>,
-    pub default_instance: Option<String>,
-}
-
-impl Install {
-    /// Reads `WantedBy=`, `RequiredBy=`, `Alias=` and `DefaultInstance=` (space-separated lists,
-    /// an empty assignment resets the list) from the `[Install]` section.
-    pub fn parse(unit_text: &str) -> Self {
-        let mut install = Install::default();
-        let mut in_install = false;
-        for line in unit_text.lines().map(str::trim) {
-            if line.starts_with('[') {
-                in_install = line == "[Install]";
-                continue;
-            }
-            let Some((key, value)) = line.split_once('=').filter(|_| in_install) else { continue };
-            let list = match key.trim() {
-                "WantedBy" => &mut install.wanted_by,
-                "RequiredBy" => &mut install.required_by,
-                "Alias" => &mut install.alias,
-                "DefaultInstance" => {
-                    install.default_instance = Some(value.trim().to_string()).filter(|v| !v.is_empty());
-                    continue;
-                }
-                _ => continue,
-            };
-            if value.trim().is_empty() {
-                list.clear();
-            }
-            list.extend(value.split_whitespace().map(str::to_string));
-        }
-        install
-    }
-}
-
 impl DirSystemd {
     fn host(&self, node_path: &str) -> anyhow::Result<PathBuf> {
         host_path(&self.root, node_path)
@@ -219,7 +180,7 @@ impl DirSystemd {
             _ => unit.to_string(),
         };
         let named = install.wanted_by.iter().chain(&install.required_by).chain(&install.alias);
-        if let Some(bad) = named.into_iter().find(|n| !crate::plan::is_unit_name(n)) {
+        if let Some(bad) = named.into_iter().find(|n| !is_unit_name(n)) {
             bail!("Unit {file} has an invalid name in its [Install] section: {bad:?}");
         }
         let mut links = Vec::new();
@@ -337,7 +298,7 @@ impl Systemd for DirSystemd {
                 None => Vec::new(),
             };
             // An alias that is not a unit name was never linked (see `links`).
-            for a in aliases.iter().filter(|a| crate::plan::is_unit_name(a)) {
+            for a in aliases.iter().filter(|a| is_unit_name(a)) {
                 let host = self.host(&format!("/etc/systemd/system/{a}"))?;
                 if fs::symlink_metadata(&host).is_ok_and(|m| m.file_type().is_symlink()) {
                     fs::remove_file(&host)?;
@@ -439,18 +400,6 @@ pub fn remove_unit(fs: &Fs<'_>, systemd: &dyn Systemd, originals: &Originals, un
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn install_sections_parse_like_systemd() {
-        let text = "[Unit]\nWantedBy=ignored.target\n[Install]\nWantedBy=multi-user.target  a.target\nRequiredBy=b.target\n\
-                    Alias=x.service\nWantedBy=\nWantedBy=c.target\nDefaultInstance=one\n";
-        let i = Install::parse(text);
-        assert_eq!(i.wanted_by, ["c.target"]);
-        assert_eq!(i.required_by, ["b.target"]);
-        assert_eq!(i.alias, ["x.service"]);
-        assert_eq!(i.default_instance.as_deref(), Some("one"));
-        assert_eq!(Install::parse("[Service]\nExecStart=/bin/true\n"), Install::default());
-    }
 
     #[test]
     fn globs_match_like_fnmatch() {

@@ -12,6 +12,7 @@ pub mod dataurl;
 pub mod merge;
 pub mod parse;
 pub mod spec2;
+pub mod unit;
 pub mod v2;
 mod v2_older;
 pub mod v3;

@@ -1,11 +1,14 @@
 //! Validation of Ignition configs: Ignition's own rules that matter for MachineConfigs, plus the
 //! original's extra rule that file modes may not exceed 0777, plus contents checks the original
-//! only discovers on the node (data URLs that do not decode, gzip that does not inflate).
+//! only discovers on the node (data URLs that do not decode, gzip that does not inflate), and
+//! units whose `[Install]` section names something other than units (which enabling would turn
+//! into link paths anywhere on the node).
 
 use std::collections::HashSet;
 use std::fmt;
 
 use crate::dataurl;
+use crate::unit::{Install, UNIT_TYPES};
 use crate::v3::{Config, Resource};
 
 /// One problem, located by a JSONPath-like path into the config (`$.storage.files.0.path`).
@@ -290,21 +293,6 @@ fn systemd_paths(config: &Config) -> HashSet<String> {
     paths
 }
 
-const UNIT_TYPES: &[&str] = &[
-    "service",
-    "socket",
-    "device",
-    "mount",
-    "automount",
-    "swap",
-    "target",
-    "path",
-    "timer",
-    "snapshot",
-    "slice",
-    "scope",
-];
-
 fn systemd(r: &mut Report, config: &Config) {
     let units = &config.systemd.units;
     duplicates(r, "$.systemd.units", units.iter().map(|u| u.name.as_str()));
@@ -317,10 +305,13 @@ fn systemd(r: &mut Report, config: &Config) {
             }
             _ => {}
         }
-        if let Some(contents) = &u.contents
-            && let Err(e) = unit_file(contents)
-        {
-            r.add(format!("{at}.contents"), format!("invalid unit content: {e}"));
+        if let Some(contents) = &u.contents {
+            if let Err(e) = unit_file(contents) {
+                r.add(format!("{at}.contents"), format!("invalid unit content: {e}"));
+            }
+            if let Some(bad) = Install::parse(contents).bad_name() {
+                r.add(format!("{at}.contents"), format!("[Install] {bad} is not a unit name"));
+            }
         }
         duplicates(r, &format!("{at}.dropins"), u.dropins.iter().map(|d| d.name.as_str()));
         for (j, d) in u.dropins.iter().enumerate() {
@@ -472,6 +463,10 @@ mod tests {
             (
                 json!({"systemd": {"units": [{"name": "a"}]}}),
                 "error at $.systemd.units.0.name: no systemd unit extension",
+            ),
+            (
+                json!({"systemd": {"units": [{"name": "a.service", "contents": "[Install]\nAlias=../../etc/cron.d/x.service\n"}]}}),
+                "error at $.systemd.units.0.contents: [Install] Alias=\"../../etc/cron.d/x.service\" is not a unit name",
             ),
             (
                 json!({"systemd": {"units": [{"name": "a.service"}, {"name": "a.service"}]}}),

@@ -251,34 +251,6 @@ fn unreconcilable_changes_are_refused() {
 }
 
 #[test]
-fn unit_names_are_judged_as_systemd_does() {
-    let cases = [
-        ("sshd.service", true),
-        ("getty@tty1.service", true),
-        ("getty@.service", true),
-        ("multi-user.target", true),
-        ("dev-disk-by\\x2dlabel-root.device", true),
-        ("a:b_c.socket", true),
-        ("", false),
-        ("service", false),
-        (".service", false),
-        ("@x.service", false),
-        ("a.unknown", false),
-        ("a@b@c.service", false),
-        ("../../etc/passwd", false),
-        ("/etc/x.service", false),
-        ("a b.service", false),
-        ("a/b.target", false),
-        (&"x".repeat(250), false),
-    ];
-    for (name, valid) in cases {
-        assert_eq!(is_unit_name(name), valid, "{name:?}");
-    }
-    assert!(is_unit_name(&format!("{}.service", "x".repeat(247))), "255 characters");
-    assert!(!is_unit_name(&format!("{}.service", "x".repeat(248))), "256 characters");
-}
-
-#[test]
 fn a_unit_whose_install_section_names_paths_is_refused_before_anything_is_written() {
     let old = spec(json!({"ignition": {"version": "3.5.0"}}));
     for (key, bad) in
@@ -287,7 +259,8 @@ fn a_unit_whose_install_section_names_paths_is_refused_before_anything_is_writte
         let contents = format!("[Unit]\nDescription=x\n[Install]\n{key}=multi-user.target {bad}\n");
         let new = spec(ign(json!([]), json!([{"name": "evil.service", "enabled": true, "contents": contents}])));
         let err = plan_of(&old, &new, false).unwrap_err().to_string();
-        assert_eq!(err, format!("systemd unit \"evil.service\": [Install] {key}={bad:?} is not a unit name"), "{key}");
+        let want = format!("error at $.systemd.units.0.contents: [Install] {key}={bad:?} is not a unit name");
+        assert!(err.contains(&want), "{key}: {err}");
     }
     let fine = "[Install]\nWantedBy=multi-user.target\nAlias=other.service\nRequiredBy=getty@tty1.service\n";
     let new = spec(ign(json!([]), json!([{"name": "good.service", "enabled": true, "contents": fine}])));

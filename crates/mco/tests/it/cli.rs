@@ -181,6 +181,18 @@ fn bad_input_gets_one_clear_line_naming_object_and_field() {
             "MachineConfig 10-a: spec.fips: invalid type: string \"maybe\", expected a boolean",
         ),
     ];
+    let mut cases = cases;
+    cases.push((
+        "unit installed by path",
+        mc(
+            "10-a",
+            &ign(
+                "3.4.0",
+                "    systemd:\n      units:\n      - name: a.service\n        enabled: true\n        contents: |\n          [Install]\n          WantedBy=../../../etc/cron.d\n",
+            ),
+        ),
+        "MachineConfig 10-a: spec.config: invalid ignition V3 config found: error at $.systemd.units.0.contents: [Install] WantedBy=\"../../../etc/cron.d\" is not a unit name",
+    ));
     for (name, manifest, want) in cases {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("00-pool.yaml"), pool).unwrap();
