@@ -122,3 +122,43 @@ fn a_failed_apply_never_wedges_the_node() {
     apply(r, Some(&a), &b).assert().success();
     validate(r, &b).success();
 }
+
+/// A crash at every point of a failing apply and of its rollback: the next run of the same bad
+/// config rolls back to the identical old state and fails as before, and a good config applies.
+#[test]
+fn a_crash_anywhere_in_a_failing_apply_or_its_rollback_converges() {
+    let cfg = tempfile::tempdir().unwrap();
+    let (a, b) = (write_mc(cfg.path(), &config_a()), write_mc(cfg.path(), &config_b()));
+    let mut bad = config_b();
+    bad["metadata"]["name"] = json!("rendered-worker-bad");
+    bad["spec"]["config"]["storage"]["files"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"path": "/etc/chrony.conf/sub.conf", "contents": {"source": data("x\n")}}));
+    let bad = write_mc(cfg.path(), &bad);
+    let clean = node_root();
+    apply(clean.path(), None, &a).assert().success();
+    apply(clean.path(), Some(&a), &b).assert().success();
+    let want = tree(clean.path());
+    let mut points = 0;
+    for n in 1.. {
+        let node = node_root();
+        let r = node.path();
+        apply(r, None, &a).assert().success();
+        let before = tree(r);
+        let out = apply(r, Some(&a), &bad).env("MCO_FAILPOINT", format!("{n}:crash")).output().unwrap();
+        assert!(!out.status.success(), "failpoint {n}: the bad config applied");
+        if !String::from_utf8_lossy(&out.stderr).contains(&format!("failpoint {n} (")) {
+            break;
+        }
+        let again = apply(r, Some(&a), &bad).assert().code(1);
+        let err = String::from_utf8(again.get_output().stderr.clone()).unwrap();
+        assert!(err.contains("/etc/chrony.conf is not a directory"), "failpoint {n}: {err}");
+        assert!(!err.contains("rolling back also failed"), "failpoint {n}: {err}");
+        assert_eq!(tree(r), before, "failpoint {n}: back to the identical old state");
+        apply(r, Some(&a), &b).assert().success();
+        assert_eq!(tree(r), want, "failpoint {n}: the good config after the crash");
+        points = n;
+    }
+    assert!(points >= 15, "only {points} failpoints in the failing apply and its rollback");
+}
