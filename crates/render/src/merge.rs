@@ -43,6 +43,28 @@ pub struct Merged {
     pub order: Vec<String>,
 }
 
+/// The most the API server takes in one request (its 3 MiB body limit): a config larger than
+/// that exists in no cluster, and is refused before it is parsed (one of 200,000 files would
+/// otherwise take gigabytes through parsing and merging before the rendered size refusal).
+pub const MAX_OBJECT_BYTES: usize = 3 << 20;
+
+/// The length of `value` as JSON, without writing it anywhere.
+fn json_size(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).expect("a JSON value serializes");
+    count.0
+}
+
 /// Checks one MachineConfig as `ValidateMachineConfig` does: the kernel type, then the Ignition
 /// config (parse and validate), and only when there is a config, the extensions. Returns the
 /// config at spec 3.5, so it is parsed only once per render.
@@ -58,6 +80,13 @@ pub fn validate_machine_config(mc: &MachineConfig) -> Result<Option<v3::Config>,
         return Err(fail("spec.kernelType", format!("kernelType={} is invalid", spec.kernel_type)));
     }
     let Some(raw) = &spec.config else { return Ok(None) };
+    let size = json_size(raw);
+    if size > MAX_OBJECT_BYTES {
+        return Err(fail(
+            "spec.config",
+            format!("{size} bytes: more than the API server takes in one object ({MAX_OBJECT_BYTES} bytes)"),
+        ));
+    }
     let parsed = mco_ignition::parse_value(raw).map_err(|e| fail("spec.config", e.to_string()))?;
     let internal = mco_ignition::validate_and_convert(parsed.config).map_err(|e| fail("spec.config", e.to_string()))?;
     let invalid: Vec<&str> = spec
