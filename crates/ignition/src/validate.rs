@@ -327,8 +327,9 @@ fn systemd(r: &mut Report, config: &Config) {
     }
 }
 
-/// The structure go-systemd's unit deserializer insists on: options only inside a section,
-/// `[Section]` headers closed, lines that are neither comments nor headers carry `=`.
+/// The structure go-systemd's unit deserializer insists on: `[Section]` headers closed, lines in
+/// a section that are neither comments nor headers carry `=` (what precedes the first section
+/// is skipped).
 fn unit_file(contents: &str) -> Result<(), String> {
     let mut in_section = false;
     let mut continued = false;
@@ -345,7 +346,9 @@ fn unit_file(contents: &str) -> Result<(), String> {
             }
             in_section = true;
         } else if !in_section {
-            return Err(format!("line {}: option {line:?} is outside a section", n + 1));
+            // go-systemd's lexer looks for the first `[` and skips what comes before it (systemd
+            // ignores such lines too): the original accepts such a unit.
+            continue;
         } else if !line.contains('=') {
             return Err(format!("line {}: {line:?} is not of the form Key=Value", n + 1));
         }
@@ -389,7 +392,9 @@ mod tests {
                 "links": [{"path": "/etc/l", "target": "/etc/a"}]
             },
             "systemd": {"units": [{"name": "a.service", "enabled": true, "contents": "[Unit]\nDescription=x\n# c\n[Service]\nExecStart=/bin/true \\\n  --flag\n[Install]\nWantedBy=multi-user.target\n",
-                "dropins": [{"name": "10-x.conf", "contents": "[Service]\nEnvironment=A=B\n"}]}]},
+                "dropins": [{"name": "10-x.conf", "contents": "[Service]\nEnvironment=A=B\n"}]},
+                // Text before the first section is skipped, as go-systemd's lexer skips it.
+                {"name": "b.service", "contents": "This unit has a preface\nKey=before any section\n[Service]\nExecStart=/bin/true\n"}]},
             "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAAA"]}]}
         });
         assert_eq!(issues(ok), Vec::<String>::new());
@@ -471,10 +476,6 @@ mod tests {
             (
                 json!({"systemd": {"units": [{"name": "a.service"}, {"name": "a.service"}]}}),
                 "error at $.systemd.units.1: duplicate entry defined: \"a.service\"",
-            ),
-            (
-                json!({"systemd": {"units": [{"name": "a.service", "contents": "ExecStart=/bin/true"}]}}),
-                "error at $.systemd.units.0.contents: invalid unit content: line 1: option \"ExecStart=/bin/true\" is outside a section",
             ),
             (
                 json!({"systemd": {"units": [{"name": "a.service", "dropins": [{"name": "x.txt"}]}]}}),
