@@ -505,6 +505,7 @@ impl Agent {
         let drain = handshake::drain_required(plan.drain, inputs.topology.as_deref());
         match handshake::update_step(observed.state, observed.desired_drain, &to, drain) {
             UpdateStep::SetWorking => {
+                tracing::info!("Drain calculated for node disruption: {drain} for config {to}");
                 self.progress.record_or_log(self.name(), &annotations, &Step::needs_update(self.name())).await;
                 self.patch(&mut annotations, &[(STATE_ANNOTATION, Some(STATE_WORKING.to_string()))]).await?;
                 self.settings.metrics.set_state(STATE_WORKING, "", unix_seconds(std::time::SystemTime::now()));

@@ -440,13 +440,15 @@ fn a_policy_json_change_reloads_crio_and_does_not_reboot() {
         &[("/etc/containers/policy.json", "{\"default\":[]}"), ("/etc/motd", "hi")],
         json!([]),
     );
-    let out = apply(r, None, &write_mc(cfg.path(), &new)).assert().success();
+    let out = apply(r, None, &write_mc(cfg.path(), &new)).env("MCO_LOG", "info").assert().success();
     assert!(
         stdout(&out).ends_with("actions: Reload crio.service\ndrain: no (no action disrupts workloads)\n"),
         "{}",
         stdout(&out)
     );
     assert_eq!(read(r, ACTIONS_LOG), "reload crio.service\n");
+    let logged = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(logged.contains("Performing post config change action: Reload for config rendered-new"), "{logged}");
     assert!(!exists(r, REBOOT_REQUEST), "no reboot");
     assert_eq!(read(r, "/etc/containers/policy.json"), "{\"default\":[]}");
 }
