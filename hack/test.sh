@@ -49,15 +49,14 @@ timed=(-Z unstable-options --report-time)
 
 failed=()
 tests_start=$(now)
-# The lab's scenarios, in the background: its two sequences side by side (each on labs of its
-# own, in their own network namespaces; see SEQUENCES in crates/mco/tests/lab/main.rs), both
-# beside every other test binary.
+# The lab's scenarios, in the background: the GCP lab's beside the other platform's (two labs,
+# each in its own network namespace), both beside every other test binary.
 lab_pids=()
 if lab=$(awk -F'\t' '$1 == "lab"' "$report/binaries.tsv") && [[ -n $lab ]]; then
     IFS=$'\t' read -r _ executable dir <<< "$lab"
     echo "== lab scenarios (in the background: $report/lab-*.log)"
-    MCO_LAB_SEQUENCE=1 run lab-1 "$executable" "$dir" & lab_pids+=($!)
-    MCO_LAB_SEQUENCE=2 run lab-2 "$executable" "$dir" & lab_pids+=($!)
+    run lab-none "$executable" "$dir" --skip gcp:: & lab_pids+=($!)
+    run lab-gcp "$executable" "$dir" gcp:: & lab_pids+=($!)
 fi
 while IFS=$'\t' read -r name executable dir; do
     [[ $name == lab ]] && continue

@@ -93,32 +93,6 @@ fn scenarios() -> Vec<Scenario> {
     ]
 }
 
-/// The scenarios' modules in sequences that can run side by side, each on labs of its own:
-/// `MCO_LAB_SEQUENCE=N` runs the N-th only (hack/test.sh runs one process per sequence), unset
-/// runs them all in one. The first's scenarios build on each other's state (the RBAC audit reads
-/// what all of them did); the second's start from a fresh lab.
-const SEQUENCES: [&[&str]; 2] =
-    [&["boot", "rollout", "streams", "updates", "builds", "rbac"], &["skew", "images", "gcp"]];
-
-/// The scenarios of the sequence `MCO_LAB_SEQUENCE` names, or all; every scenario's module must
-/// be in exactly one sequence.
-fn selected(all: Vec<Scenario>) -> Result<Vec<Scenario>, String> {
-    let module = |s: &Scenario| s.name.split("::").next().unwrap_or_default();
-    for scenario in &all {
-        let homes = SEQUENCES.iter().filter(|sequence| sequence.contains(&module(scenario))).count();
-        if homes != 1 {
-            return Err(format!("{} is in {homes} of the SEQUENCES; it must be in one", scenario.name));
-        }
-    }
-    let Ok(wanted) = std::env::var("MCO_LAB_SEQUENCE") else { return Ok(all) };
-    let sequence = wanted
-        .parse::<usize>()
-        .ok()
-        .and_then(|n| SEQUENCES.get(n.checked_sub(1)?))
-        .ok_or_else(|| format!("MCO_LAB_SEQUENCE={wanted:?}: not one of 1 to {}", SEQUENCES.len()))?;
-    Ok(all.into_iter().filter(|s| sequence.contains(&module(s))).collect())
-}
-
 /// The lab scenarios run on, and what became of the platforms' labs.
 #[derive(Default)]
 struct Labs {
@@ -188,14 +162,7 @@ fn main() -> ExitCode {
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a tokio runtime"),
     );
     let labs = Arc::new(Mutex::new(Labs::default()));
-    let scenarios = match selected(scenarios()) {
-        Ok(scenarios) => scenarios,
-        Err(why) => {
-            eprintln!("error: {why}");
-            return ExitCode::from(2);
-        }
-    };
-    let trials = scenarios
+    let trials = scenarios()
         .into_iter()
         .map(|scenario| {
             let (labs, runtime) = (labs.clone(), runtime.clone());
