@@ -94,6 +94,27 @@ fn a_link_loop_in_the_root_is_refused_with_its_name() {
     assert_eq!(tree(r), before, "nothing written");
 }
 
+/// `base` renamed, with one more file under a path that is a regular file: it fails after the
+/// update started writing.
+fn under_a_regular_file(mut base: Value) -> Value {
+    base["metadata"]["name"] = json!("rendered-worker-bad");
+    base["spec"]["config"]["storage"]["files"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"path": "/etc/chrony.conf/sub.conf", "contents": {"source": data("x\n")}}));
+    base
+}
+
+/// Applying `bad` over `current` fails for the file, rolls back completely (the tree is `before`
+/// again) and names no failed rollback.
+fn fails_cleanly(r: &Path, current: &Path, bad: &Path, before: &BTreeMap<String, String>, attempt: &str) {
+    let out = apply(r, Some(current), bad).assert().code(1);
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(err.contains("/etc/chrony.conf is not a directory"), "{attempt}: {err}");
+    assert!(!err.contains("rolling back also failed"), "{attempt}: {err}");
+    assert_eq!(&tree(r), before, "{attempt}: rolled back to the identical old state");
+}
+
 #[test]
 fn a_failed_apply_never_wedges_the_node() {
     let node = node_root();
@@ -102,20 +123,9 @@ fn a_failed_apply_never_wedges_the_node() {
     let (a, b) = (write_mc(cfg.path(), &config_a()), write_mc(cfg.path(), &config_b()));
     apply(r, None, &a).assert().success();
     let before = tree(r);
-    // A file under a path that is a regular file fails after the update started writing.
-    let mut bad = config_a();
-    bad["metadata"]["name"] = json!("rendered-worker-bad");
-    bad["spec"]["config"]["storage"]["files"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"path": "/etc/chrony.conf/sub.conf", "contents": {"source": data("x\n")}}));
-    let bad = write_mc(cfg.path(), &bad);
+    let bad = write_mc(cfg.path(), &under_a_regular_file(config_a()));
     for attempt in ["first", "second"] {
-        let out = apply(r, Some(&a), &bad).assert().code(1);
-        let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
-        assert!(err.contains("/etc/chrony.conf is not a directory"), "{attempt}: {err}");
-        assert!(!err.contains("rolling back also failed"), "{attempt}: {err}");
-        assert_eq!(tree(r), before, "{attempt}: rolled back to the identical old state");
+        fails_cleanly(r, &a, &bad, &before, attempt);
     }
     // The same config as before, and a new one, apply.
     apply(r, Some(&a), &a).assert().success();
@@ -129,13 +139,7 @@ fn a_failed_apply_never_wedges_the_node() {
 fn a_crash_anywhere_in_a_failing_apply_or_its_rollback_converges() {
     let cfg = tempfile::tempdir().unwrap();
     let (a, b) = (write_mc(cfg.path(), &config_a()), write_mc(cfg.path(), &config_b()));
-    let mut bad = config_b();
-    bad["metadata"]["name"] = json!("rendered-worker-bad");
-    bad["spec"]["config"]["storage"]["files"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"path": "/etc/chrony.conf/sub.conf", "contents": {"source": data("x\n")}}));
-    let bad = write_mc(cfg.path(), &bad);
+    let bad = write_mc(cfg.path(), &under_a_regular_file(config_b()));
     let clean = node_root();
     apply(clean.path(), None, &a).assert().success();
     apply(clean.path(), Some(&a), &b).assert().success();
@@ -151,11 +155,7 @@ fn a_crash_anywhere_in_a_failing_apply_or_its_rollback_converges() {
         if !String::from_utf8_lossy(&out.stderr).contains(&format!("failpoint {n} (")) {
             break;
         }
-        let again = apply(r, Some(&a), &bad).assert().code(1);
-        let err = String::from_utf8(again.get_output().stderr.clone()).unwrap();
-        assert!(err.contains("/etc/chrony.conf is not a directory"), "failpoint {n}: {err}");
-        assert!(!err.contains("rolling back also failed"), "failpoint {n}: {err}");
-        assert_eq!(tree(r), before, "failpoint {n}: back to the identical old state");
+        fails_cleanly(r, &a, &bad, &before, &format!("failpoint {n}"));
         apply(r, Some(&a), &b).assert().success();
         assert_eq!(tree(r), want, "failpoint {n}: the good config after the crash");
         points = n;
