@@ -591,6 +591,19 @@ mod tests {
         json!({"storage": {"disks": [{"device": "/dev/sdb", "partitions": [extra]}]}})
     }
 
+    /// Found by the `ignition` fuzz target: a config with a user other than core converts down to
+    /// spec 2 (an old machine's Ignition creates any user), but the original reads a spec 2
+    /// config back only with the core user, so the round trip is refused, naming the user.
+    #[test]
+    fn another_user_converts_down_but_is_refused_reading_spec_2_back() {
+        let config = json!({"ignition": {"version": "3.4.0"}, "passwd": {"users": [{"name": ":ore"}]}});
+        let internal = crate::to_internal(crate::parse(config.to_string().as_bytes()).unwrap().config).unwrap();
+        let AnyConfig::V2(down) = convert(&internal, Target::V2_2).unwrap() else { panic!("not spec 2") };
+        let bytes = mco_goser::to_go_json(&down, mco_goser::Escaping::Modern).unwrap();
+        let err = crate::to_internal(crate::parse(&bytes).unwrap().config).unwrap_err().to_string();
+        assert_eq!(err, "unexpected user with name: :ore. Only core user is supported");
+    }
+
     #[test]
     fn supported_versions_match_the_parse_error_list() {
         assert_eq!(SUPPORTED_VERSIONS.join(","), crate::parse::SUPPORTED_VERSIONS);
