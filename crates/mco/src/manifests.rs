@@ -53,16 +53,12 @@ impl Object {
 
     /// What the API server keeps unique: kind, namespace (MachineSets) and name.
     fn identity(&self) -> (String, Option<String>, String) {
-        match (self.kind_and_meta(), self) {
-            (Some((kind, meta)), _) => {
-                (kind.to_string(), meta.namespace.clone(), meta.name.clone().unwrap_or_default())
-            }
-            (None, Object::ClusterConfig { kind, object }) => {
-                let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-                (kind.clone(), None, name.to_string())
-            }
-            (None, _) => unreachable!("every typed object has metadata"),
+        if let Object::ClusterConfig { kind, object } = self {
+            let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+            return (kind.clone(), None, name.to_string());
         }
+        let (kind, meta) = self.kind_and_meta().expect("every typed object has metadata");
+        (kind.to_string(), meta.namespace.clone(), meta.name.clone().unwrap_or_default())
     }
 }
 
