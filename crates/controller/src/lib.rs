@@ -16,6 +16,7 @@ pub mod drain;
 pub mod health;
 pub mod kubeletconfig;
 pub mod leader;
+pub mod networkpolicy;
 pub mod node;
 pub mod osimagestream;
 pub mod pinnedimageset;
@@ -215,7 +216,7 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
     }
     tracing::info!(
         "became the leader; starting the render, node, drain, build, kubelet config, container runtime config, \
-         OSImageStream, PinnedImageSet and boot image controllers"
+         OSImageStream, PinnedImageSet, NetworkPolicy and boot image controllers"
     );
     let builds = async {
         match settings.builds.options(&client).await {
@@ -247,6 +248,7 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
             anyhow::bail!("the kubelet config controllers stopped")
         }
         () = pinnedimageset::run(client.clone()) => anyhow::bail!("the PinnedImageSet controller stopped"),
+        () = networkpolicy::run(client.clone()) => anyhow::bail!("the NetworkPolicy controller stopped"),
         () = node::controller::run(client.clone(), settings.node) => anyhow::bail!("the node controller stopped"),
         () = builds => anyhow::bail!("the build controller stopped"),
         drained = drain::controller::run(config, settings.drain) => {

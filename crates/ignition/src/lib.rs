@@ -2,11 +2,13 @@
 //!
 //! Everything here is pure: parse spec 2.x and 3.0-3.5 ([`parse`]), bring any of them to the
 //! internal spec 3.5 ([`to_internal`]), convert down to older versions ([`convert`]), merge
-//! ([`merge::merge`]) and validate ([`validate`]). The types keep Go's field order and
-//! `omitempty` rules so that serialized configs are byte-identical to the original's.
+//! ([`merge::merge`]), validate ([`validate`]) and choose the version a client asks for in its
+//! `Accept` header ([`accept`]). The types keep Go's field order and `omitempty` rules so that
+//! serialized configs are byte-identical to the original's.
 
 mod goempty;
 
+pub mod accept;
 pub mod convert;
 pub mod dataurl;
 pub mod merge;

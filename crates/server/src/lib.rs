@@ -13,7 +13,6 @@
 //! * [`tls`]: rustls with certificate reload; [`certs`]: creating a CA and serving certificate;
 //!   [`stub`]: the pointer config machines boot with; [`run`]: the `mco server` process.
 
-pub mod accept;
 pub mod cache;
 pub mod certs;
 pub mod http;
@@ -27,5 +26,7 @@ pub mod tls;
 
 pub use cache::BodyCache;
 pub use http::{Limits, Server};
+/// Negotiation lives beside the Ignition versions it chooses among (and is fuzzed there).
+pub use mco_ignition::accept;
 pub use source::cluster::{ClusterOptions, ClusterSource};
 pub use source::{BootstrapSource, ConfigSource, Snapshot, SourceError};

@@ -80,9 +80,11 @@ pub async fn nodes_boot_with_ignition_pivot_and_join(lab: &mut Lab) {
         .map(|pod| {
             let owner = pod.owner_references().iter().find(|o| o.controller == Some(true)).map(|o| o.kind.as_str());
             let spec = pod.spec.as_ref().unwrap();
+            // On Linux nodes only, as upstream's DaemonSet (its e2e TestOperatorLabel).
+            let os = spec.node_selector.as_ref().and_then(|s| s.get("kubernetes.io/os")).map(String::as_str);
             assert_eq!(
-                (owner, spec.service_account_name.as_deref()),
-                (Some("DaemonSet"), Some("machine-config-daemon")),
+                (owner, spec.service_account_name.as_deref(), os),
+                (Some("DaemonSet"), Some("machine-config-daemon"), Some("linux")),
                 "{}",
                 pod.name_any()
             );

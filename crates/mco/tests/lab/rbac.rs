@@ -38,6 +38,8 @@ pub async fn every_component_uses_exactly_its_grants(lab: &mut Lab) {
         ("patch", "osimagestreams", "its annotations change with mco's version only"),
         ("patch", "osimagestreams/status", "the streams change with the release only"),
         ("patch", "events", "a repeated event within 6 minutes, which this run does not have"),
+        ("create", "networkpolicies", "the bootstrap controller applied them before the handover"),
+        ("patch", "networkpolicies", "(as above; applied again only when changed or gone)"),
         // The boot image controller's writes: the bootstrap controller made them before the
         // handover; the GCP lab test checks them with the Machine API component.
         ("create", "machineconfigurations", "MachineConfiguration cluster exists"),

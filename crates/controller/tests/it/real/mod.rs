@@ -4,6 +4,7 @@ mod build;
 mod drain;
 mod kubeletconfig;
 mod leader;
+mod networkpolicy;
 mod node;
 mod os_image;
 mod osimagestream;

@@ -37,7 +37,7 @@ pub fn negotiate(accept: &str) -> Result<Version, UnsupportedVersion> {
         return Ok(Version::new(2, 2, 0));
     }
     let minor = Version::new(v.major, v.minor, 0);
-    if let Some(supported) = mco_ignition::convert::supported_minor_version(&minor) {
+    if let Some(supported) = crate::convert::supported_minor_version(&minor) {
         return Ok(supported);
     }
     if v.major == 3 && v.minor > 5 {
