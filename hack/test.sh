@@ -2,7 +2,8 @@
 # Every test of every tier, as CI runs them: the system packages, the real kube-apiserver + etcd
 # and the lab's components (built once from the Go module proxy into a cache), the build (timed,
 # `cargo test --no-run --timings`), then every test binary with each test's wall time, the lab's
-# scenarios beside the rest. Nothing may be skipped: an ignored test fails the run.
+# scenarios beside the rest, and every fuzz target for a few seconds (MCO_FUZZ_SECONDS, 10).
+# Nothing may be skipped: an ignored test fails the run.
 #
 # The breakdown (build, each tier, the ten slowest tests) is printed at the end and written to
 # target/test-report/report.md; each binary's output is in target/test-report/<binary>.log.
@@ -65,6 +66,9 @@ while IFS=$'\t' read -r name executable dir; do
 done < "$report/binaries.tsv"
 echo "== doc tests"
 cargo test --workspace --locked --all-features --doc > "$report/doc.log" 2>&1 || failed+=("doc tests")
+# Every fuzz target briefly (hack/fuzz.sh runs them longer), while the lab goes on.
+echo "== fuzz targets, ${MCO_FUZZ_SECONDS:=10} s each ($report/fuzz.log)"
+bash hack/fuzz.sh "$MCO_FUZZ_SECONDS" > "$report/fuzz.log" 2>&1 || failed+=("fuzz (the crash and its input: $report/fuzz.log)")
 for pid in "${lab_pids[@]}"; do
     wait "$pid" || failed+=("lab")
 done

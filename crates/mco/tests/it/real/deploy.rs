@@ -174,6 +174,7 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
         (mcs, "watch", "machineconfigs.machineconfiguration.openshift.io", None),
         (mcd, "get", "machineconfigs.machineconfiguration.openshift.io", None),
         (mcd, "patch", "machineconfignodes.machineconfiguration.openshift.io/status", None),
+        (mcd, "patch", "machineconfignodes.machineconfiguration.openshift.io", None),
         (mcc, "create", "machineconfignodes.machineconfiguration.openshift.io", None),
         (mcc, "delete", "machineconfignodes.machineconfiguration.openshift.io", None),
     ];
@@ -346,8 +347,22 @@ async fn daemon_tokens_write_only_their_own_nodes_machine_config_node(env: &Test
     })
     .await;
     assert!(refusal.contains("updates to MCN node-b can only be done from the MCN's owner node"), "{refusal}");
-    let own = write_status(bound, "node-a").await.unwrap();
+    let own = write_status(bound.clone(), "node-a").await.unwrap();
     assert_eq!(own.status.unwrap().config_version.unwrap().desired, "rendered-worker-a");
+    // The object itself alike, as upstream's e2e TestMCNScope* patch it: its own node's, not another's.
+    let edit = json!({"spec": {"configVersion": {"desired": "rendered-worker-test"}}});
+    let patch_spec = |client: Client, node: &'static str| {
+        let edit = edit.clone();
+        async move { Api::<MachineConfigNode>::all(client).patch(node, &PatchParams::default(), &Patch::Merge(&edit)).await }
+    };
+    let own = patch_spec(bound.clone(), "node-a").await.unwrap();
+    assert_eq!(own.spec.config_version.desired, "rendered-worker-test");
+    match patch_spec(bound, "node-b").await {
+        Err(kube::Error::Api(e)) => {
+            assert!(e.message.contains("updates to MCN node-b can only be done from the MCN's owner node"), "{e:?}")
+        }
+        other => panic!("node-a's daemon edited node-b's MachineConfigNode: {other:?}"),
+    }
 
     let unbound = client_with_token(env, daemon_token(env, None).await).await;
     match write_status(unbound, "node-a").await {
@@ -358,6 +373,18 @@ async fn daemon_tokens_write_only_their_own_nodes_machine_config_node(env: &Test
             )
         }
         other => panic!("a token bound to no pod wrote a MachineConfigNode: {other:?}"),
+    }
+    // Impersonating the daemon's account (no node-name claim): refused, as upstream's e2e expects.
+    let daemon = format!("system:serviceaccount:{NAMESPACE}:machine-config-daemon");
+    let as_daemon = client_as(env, |admin| kube::config::AuthInfo { impersonate: Some(daemon), ..admin }).await;
+    match patch_spec(as_daemon, "node-a").await {
+        Err(kube::Error::Api(e)) => {
+            assert!(
+                e.message.contains("this user must have a \"authentication.kubernetes.io/node-name\" claim"),
+                "{e:?}"
+            )
+        }
+        other => panic!("an impersonated daemon edited a MachineConfigNode: {other:?}"),
     }
     // The controller's account is not confined by the policy.
     let controller = format!("system:serviceaccount:{NAMESPACE}:machine-config-controller");
