@@ -96,3 +96,23 @@ fn f32_matches_go() {
         assert_eq!(go_json(&f, Escaping::Modern), row[1], "bits {}", row[0]);
     }
 }
+
+/// Found by the `rendered_name` fuzz target: numbers too long for an integer are read as the
+/// nearest float64, as Go's decoder reads them (serde_json's default fast parse can miss by one
+/// unit in the last place, which would print other digits and so hash another rendered name), and
+/// written back in digits that read as the same float64.
+#[test]
+fn long_numbers_read_as_the_nearest_float64_and_round_trip() {
+    let literals = [
+        "18446744444444444444444444444444444444444444444444444444444444444444073709551615",
+        "184467440737095516152",
+        "1.8446744444444442e+76",
+    ];
+    for literal in literals {
+        let nearest: f64 = literal.parse().unwrap();
+        let read: serde_json::Value = serde_json::from_str(literal).unwrap();
+        assert_eq!(read.as_f64(), Some(nearest), "{literal}");
+        let written = go_json(&read, Escaping::Modern);
+        assert_eq!(written.parse::<f64>().unwrap(), nearest, "{literal} -> {written}");
+    }
+}
