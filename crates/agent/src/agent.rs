@@ -105,8 +105,10 @@ pub async fn run(client: Client, node_client: Client, node: Node, settings: Sett
     let host = os_release::read(&node.root);
     tracing::info!(os = %host.os, version = %host.version, "host OS");
     settings.metrics.set_host_os(&host.os, &host.version);
-    let node = metered::metered(node, &settings.metrics);
+    let before_reboot = metered::BeforeReboot::default();
+    let node = metered::metered(node, &settings.metrics, before_reboot.clone());
     let mut agent = Agent {
+        before_reboot,
         events: NodeEvents::new(client.clone(), &settings.node_name),
         progress: Recorder::new(client.clone()),
         reported_updated: None,
@@ -223,6 +225,8 @@ struct Agent {
     backoff: Backoff,
     /// Writes the MachineConfigNode conditions of each step.
     progress: Recorder,
+    /// The reports an update makes just before its reboot is requested.
+    before_reboot: metered::BeforeReboot,
     /// Records the Events of each step on the Node.
     events: NodeEvents,
     /// The config this process last reported `Updated` for (one write per config, not per poll).
@@ -545,10 +549,33 @@ impl Agent {
                 // deployment then pulls after writing them.
                 let pull = (image && !pull_files && !new_image.is_empty() && self.node.os.is_some())
                     .then(|| new_image.clone());
+                // An update that reboots is reported applied, and its reboot required, just before
+                // the reboot is requested (in the apply, on its blocking thread): afterwards the
+                // daemon may already be gone.
+                let reported = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                if reboots {
+                    let (progress, node, annotations) =
+                        (self.progress.clone(), self.name().to_string(), annotations.clone());
+                    let (runtime, done) = (tokio::runtime::Handle::current(), reported.clone());
+                    self.before_reboot.set(move || {
+                        runtime.block_on(async {
+                            let steps =
+                                [Step::applied(os, files), Step::degraded(&node, None), Step::reboot_required()];
+                            for step in steps {
+                                progress.record_or_log(&node, &annotations, &step).await;
+                            }
+                        });
+                        done.store(true, std::sync::atomic::Ordering::SeqCst);
+                    });
+                }
                 let applied = self.pull_and_deploy(pull, old, new, inputs.disruption).await;
+                self.before_reboot.clear();
+                let reported = reported.load(std::sync::atomic::Ordering::SeqCst);
                 if applied.is_ok() {
-                    for step in [Step::applied(os, files), Step::degraded(self.name(), None)] {
-                        self.progress.record_or_log(self.name(), &annotations, &step).await;
+                    if !reported {
+                        for step in [Step::applied(os, files), Step::degraded(self.name(), None)] {
+                            self.progress.record_or_log(self.name(), &annotations, &step).await;
+                        }
                     }
                     self.failure_reported = false;
                     let (reason, message) = if image {
@@ -571,7 +598,9 @@ impl Agent {
                 }
                 match applied {
                     Ok(done) if done.disruption.reboots() => {
-                        self.progress.record_or_log(self.name(), &annotations, &Step::reboot_required()).await;
+                        if !reported {
+                            self.progress.record_or_log(self.name(), &annotations, &Step::reboot_required()).await;
+                        }
                         self.events.normal("Reboot", &format!("Node will reboot into config {to}")).await;
                         tracing::info!(node = self.name(), config = %to, "applied; rebooting into it");
                         Ok(Flow::Stop(Stopped::RebootRequested))

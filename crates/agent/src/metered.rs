@@ -1,8 +1,10 @@
 //! The node's OS backend and reboot as the daemon uses them: their failures counted (the
-//! original's `mcd_pivot_errors_total` and `mcd_reboots_failed_total`), and each reboot request
-//! recorded on the node, so that the daemon on the new boot can observe how long the reboot took.
+//! original's `mcd_pivot_errors_total` and `mcd_reboots_failed_total`), each reboot request
+//! recorded on the node, so that the daemon on the new boot can observe how long the reboot took,
+//! and the update's reports made just before the request ([`BeforeReboot`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use mco_daemon::apply::{Node, Reboot};
@@ -12,12 +14,39 @@ use mco_daemon::plan::OsChanges;
 use mco_daemon::state::{self, RebootRequest};
 use mco_metrics::daemon::{DaemonMetrics, UpdatePhase};
 
-/// `node` with its OS backend and reboot metered into `metrics`.
-pub fn metered(node: Node, metrics: &DaemonMetrics) -> Node {
+/// `node` with its OS backend and reboot metered into `metrics`, its reboot preceded by what
+/// `before` holds then.
+pub fn metered(node: Node, metrics: &DaemonMetrics, before: BeforeReboot) -> Node {
     let Node { root, systemd, os, originals, reboot } = node;
     let os = os.map(|inner| -> Box<dyn OsBackend> { Box::new(CountedOs { inner, metrics: metrics.clone() }) });
-    let reboot = Box::new(RecordedReboot { inner: reboot, root: root.clone(), metrics: metrics.clone() });
+    let reboot = Box::new(RecordedReboot { inner: reboot, root: root.clone(), metrics: metrics.clone(), before });
     Node { root, systemd, os, originals, reboot }
+}
+
+/// Work to do just before a reboot is requested, set for one update: once the request is made the
+/// node may go down at any moment, so what must be reported before it (upstream records its
+/// `RebootedNode` condition before it reboots) cannot wait until the apply returns.
+#[derive(Clone, Default)]
+pub struct BeforeReboot(Arc<Mutex<Option<Work>>>);
+
+type Work = Box<dyn FnOnce() + Send>;
+
+impl BeforeReboot {
+    pub fn set(&self, work: impl FnOnce() + Send + 'static) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(work));
+    }
+
+    /// Drops the work if no reboot ran it.
+    pub fn clear(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+
+    fn run(&self) {
+        let work = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(work) = work {
+            work();
+        }
+    }
 }
 
 /// Counts the failures of an OS update: pulling the image or staging the deployment.
@@ -66,10 +95,12 @@ struct RecordedReboot {
     inner: Box<dyn Reboot>,
     root: PathBuf,
     metrics: DaemonMetrics,
+    before: BeforeReboot,
 }
 
 impl Reboot for RecordedReboot {
     fn reboot(&self, rationale: &str) -> anyhow::Result<()> {
+        self.before.run();
         // Recorded before the request: once it is made the node may go down at any moment. A
         // record that cannot be written costs only the measurement.
         let recorded = record_request(&self.root)
@@ -131,6 +162,8 @@ mod tests {
         }
     }
 
+    use mco_daemon::apply::REBOOT_REQUEST;
+
     struct FailingReboot;
 
     impl Reboot for FailingReboot {
@@ -160,13 +193,31 @@ mod tests {
             count.map_or(0, |n| n.parse::<u64>().unwrap())
         };
 
-        let failing = RecordedReboot { inner: Box::new(FailingReboot), root: root.into(), metrics: metrics.clone() };
+        let failing = RecordedReboot {
+            inner: Box::new(FailingReboot),
+            root: root.into(),
+            metrics: metrics.clone(),
+            before: BeforeReboot::default(),
+        };
         assert!(failing.reboot("Node will reboot into config b").is_err());
         assert_eq!(metrics.reboots_failed.get(), 1);
         assert_eq!(state::read_reboot_request(root).unwrap(), None, "a failed request leaves no record");
 
-        let node = metered(Node::directory_root(root.into(), None), &metrics);
+        // What was set before the reboot runs before the request is made, once.
+        let before = BeforeReboot::default();
+        let node = metered(Node::directory_root(root.into(), None), &metrics, before.clone());
+        let requested_before: Arc<Mutex<Vec<bool>>> = Arc::default();
+        let (seen, request) = (requested_before.clone(), mco_daemon::fsutil::host_path(root, REBOOT_REQUEST).unwrap());
+        before.set(move || seen.lock().unwrap().push(request.exists()));
         node.reboot.reboot("Node will reboot into config b").unwrap();
+        assert_eq!(*requested_before.lock().unwrap(), [false], "run once, before the request");
+        node.reboot.reboot("Node will reboot into config b").unwrap();
+        assert_eq!(requested_before.lock().unwrap().len(), 1, "not again");
+        let (cleared, ran) = (BeforeReboot::default(), requested_before.clone());
+        cleared.set(move || ran.lock().unwrap().push(true));
+        cleared.clear();
+        cleared.run();
+        assert_eq!(requested_before.lock().unwrap().len(), 1, "cleared work does not run");
         let recorded = state::read_reboot_request(root).unwrap().expect("the request recorded");
         assert_eq!(recorded.boot_id, "boot-1");
         assert_eq!(metrics.reboots_failed.get(), 1, "only the failed request counted");

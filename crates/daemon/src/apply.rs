@@ -20,6 +20,7 @@ use crate::journal::{self, Recorder};
 use crate::os::OsBackend;
 use crate::plan::{self, LEGACY_SSH_KEY_PATH, Plan, PlanError, Side, Step, dropin_path, unit_path};
 use crate::runner::{Cmd, Runner};
+use crate::shadow::{SHADOW_PATH, set_password_hashes};
 use crate::ssh::{SSH_DIR, write_ssh_keys};
 use crate::state::{self, CURRENT_CONFIG, FORCE_FILE};
 use crate::units::{DirSystemd, Systemd, remove_unit, write_unit};
@@ -320,6 +321,7 @@ fn touched(plan: &Plan) -> (Vec<String>, Vec<String>, bool) {
                 units.push(name.clone());
             }
             Step::WriteSshKeys(_) => paths.extend([SSH_DIR.to_string(), LEGACY_SSH_KEY_PATH.to_string()]),
+            Step::SetPasswordHashes(_) => paths.push(SHADOW_PATH.to_string()),
             Step::Os(_) => os = true,
         }
     }
@@ -359,6 +361,7 @@ fn run(
             Step::RemoveDropin(p) => remove_stale(fs, &node.originals, p, false, false)?,
             Step::RemoveUnit(name) => remove_unit(fs, systemd, &node.originals, name)?,
             Step::WriteSshKeys(keys) => write_ssh_keys(fs, ids, keys)?,
+            Step::SetPasswordHashes(hashes) => set_password_hashes(fs, hashes)?,
             Step::Os(changes) => node.os.as_ref().context("no OS backend")?.apply(changes)?,
         }
         fs.failpoints.hit(&format!("after {}", step_name(step)))?;
@@ -393,6 +396,7 @@ fn step_name(step: &Step) -> String {
         Step::RemoveFile(p) | Step::RemoveDropin(p) => format!("remove {p}"),
         Step::RemoveUnit(u) => format!("remove unit {u}"),
         Step::WriteSshKeys(_) => "write SSH keys".into(),
+        Step::SetPasswordHashes(_) => "set password hashes".into(),
         Step::Os(_) => "OS changes".into(),
     }
 }

@@ -51,7 +51,12 @@ pub fn bake_config(root: &Path, config: &MachineConfig) -> anyhow::Result<()> {
             Step::EnableUnits(units) => systemd.enable(&in_tree(&systemd, units, "enabled")?)?,
             Step::DisableUnits(units) => systemd.disable(&in_tree(&systemd, units, "disabled")?)?,
             Step::PresetUnits(units) => tracing::debug!(?units, "not presetting units in an image"),
-            Step::RemoveFile(_) | Step::RemoveDropin(_) | Step::RemoveUnit(_) | Step::WriteSshKeys(_) | Step::Os(_) => {
+            Step::RemoveFile(_)
+            | Step::RemoveDropin(_)
+            | Step::RemoveUnit(_)
+            | Step::WriteSshKeys(_)
+            | Step::SetPasswordHashes(_)
+            | Step::Os(_) => {
                 bail!("unexpected step in a bake: {step:?}")
             }
         }

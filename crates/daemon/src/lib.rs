@@ -20,6 +20,7 @@ pub mod journal;
 pub mod os;
 pub mod plan;
 pub mod runner;
+pub mod shadow;
 pub mod skew;
 pub mod ssh;
 pub mod state;

@@ -120,6 +120,8 @@ pub enum Step {
     RemoveUnit(String),
     /// The core user's authorized keys, one per line.
     WriteSshKeys(String),
+    /// Users and the password hashes they get.
+    SetPasswordHashes(Vec<(String, String)>),
     Os(OsChanges),
 }
 
@@ -205,6 +207,15 @@ pub fn plan(old: Side<'_>, new: Side<'_>, force: bool) -> Result<Plan, PlanError
             new.ignition.passwd.users.iter().flat_map(|u| &u.ssh_authorized_keys).map(|k| format!("{k}\n")).collect();
         if !(keys.is_empty() && old.ignition.passwd.users.is_empty()) {
             steps.push(Step::WriteSshKeys(keys));
+        }
+        let hashes = crate::shadow::password_hashes(&old.ignition.passwd.users, &new.ignition.passwd.users);
+        if let Some((user, why)) =
+            hashes.iter().find_map(|(user, hash)| Some((user, crate::shadow::unusable_hash(hash)?)))
+        {
+            return Err(PlanError::Invalid(format!("passwordHash of user {user} {why}")));
+        }
+        if !hashes.is_empty() {
+            steps.push(Step::SetPasswordHashes(hashes));
         }
     }
 

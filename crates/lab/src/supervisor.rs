@@ -330,26 +330,35 @@ async fn run(
         .map(|(index, (pool, i))| LabNode::named(layout, pool, &format!("{pool}-{i}"), index))
         .collect();
     let total = planned.len();
-    for (index, node) in planned.into_iter().enumerate() {
+    for node in &planned {
         report.pools.insert(node.name.clone(), node.pool.clone());
-        progress(layout, report, format!("booting node {} ({}/{total})", node.name, index + 1))?;
+    }
+    // Every machine's first boot (its Ignition, its pivot) and mco's image at once: each is
+    // mostly waiting on its own processes, and none needs another.
+    progress(layout, report, format!("provisioning {total} nodes and building mco's image"))?;
+    let provisioned = futures::future::try_join_all(planned.iter().map(|node| async {
         let request = AddNode {
             name: node.name.clone(),
             pool: node.pool.clone(),
             boot_image: BootImage::Current,
             version_header: true,
         };
-        if let Provisioned::Refused { reason } = provisioner.provision(&node, &request).await? {
-            anyhow::bail!("node {} was refused: {reason}", node.name);
+        match provisioner.provision(node, &request).await? {
+            Provisioned::Refused { reason } => anyhow::bail!("node {} was refused: {reason}", node.name),
+            Provisioned::Booted => Ok(()),
         }
+    }));
+    let image = install::build_image(mco, &options.deploy, layout, &image_registry, None);
+    let (_, digest) = tokio::try_join!(provisioned, image)?;
+    for (index, node) in planned.into_iter().enumerate() {
+        progress(layout, report, format!("booting node {} ({}/{total})", node.name, index + 1))?;
         nodes.push(machines.join(node, index, report).await?);
         if index == 0 {
             control_plane.start_proxy(&env, layout, &nodes[0].node.name)?;
         }
     }
 
-    progress(layout, report, "installing mco from deploy/: building its image, applying the lab overlay")?;
-    let digest = install::build_image(mco, &options.deploy, layout, &image_registry, None).await?;
+    progress(layout, report, "installing mco from deploy/: applying the lab overlay")?;
     let overlay = Overlay {
         digest,
         apiserver_url: format!("https://{}:{apiserver_port}", network::APISERVER_ADDRESS),

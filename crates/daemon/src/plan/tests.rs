@@ -94,16 +94,24 @@ fn steps_of_updates() {
 }
 
 #[test]
-fn ssh_keys_are_written_when_passwd_changes() {
-    let users = |keys: serde_json::Value| {
-        spec(
-            json!({"ignition": {"version": "3.5.0"}, "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": keys}]}}),
-        )
+fn ssh_keys_and_password_hashes_are_written_when_passwd_changes() {
+    let users = |keys: serde_json::Value, hash: Option<&str>| {
+        let mut core = json!({"name": "core", "sshAuthorizedKeys": keys});
+        if let Some(hash) = hash {
+            core["passwordHash"] = json!(hash);
+        }
+        spec(json!({"ignition": {"version": "3.5.0"}, "passwd": {"users": [core]}}))
     };
-    let p = plan_of(&users(json!(["ssh-ed25519 A"])), &users(json!(["ssh-ed25519 A", "ssh-rsa B"])), false).unwrap();
-    assert_eq!(p.steps, vec![Step::WriteSshKeys("ssh-ed25519 A\nssh-rsa B\n".into())]);
-    let same = plan_of(&users(json!(["k"])), &users(json!(["k"])), false).unwrap();
+    let hashes = |hash: &str| Step::SetPasswordHashes(vec![("core".to_string(), hash.to_string())]);
+    let p = plan_of(&users(json!(["ssh-ed25519 A"]), None), &users(json!(["ssh-ed25519 A", "ssh-rsa B"]), None), false)
+        .unwrap();
+    assert_eq!(p.steps, vec![Step::WriteSshKeys("ssh-ed25519 A\nssh-rsa B\n".into()), hashes("*")]);
+    let p = plan_of(&users(json!(["k"]), None), &users(json!(["k"]), Some("$6$s$h")), false).unwrap();
+    assert_eq!(p.steps, vec![Step::WriteSshKeys("k\n".into()), hashes("$6$s$h")]);
+    let same = plan_of(&users(json!(["k"]), Some("$6$s$h")), &users(json!(["k"]), Some("$6$s$h")), false).unwrap();
     assert_eq!(same.steps, vec![]);
+    let err = plan_of(&users(json!(["k"]), None), &users(json!(["k"]), Some("x:0:0")), false).unwrap_err();
+    assert_eq!(err.to_string(), "passwordHash of user core contains ':'");
 }
 
 #[test]

@@ -10,6 +10,9 @@ use mco_api::MachineConfigNode;
 use mco_testenv::kube::runtime::watcher;
 use mco_testenv::kube::{Api, Client, ResourceExt as _};
 
+/// The entry marking a relist of the watch: changes between the two states are not seen.
+pub const RELISTED: &str = "(watch relisted)";
+
 /// Type -> (status, reason, message).
 type Conditions = BTreeMap<String, (String, String, String)>;
 
@@ -39,6 +42,13 @@ impl Transitions {
                     watcher::Event::Init
                 });
                 let (watcher::Event::Apply(mcn) | watcher::Event::InitApply(mcn)) = event else {
+                    // A relist (after an error or an expired watch) shows only the state it finds:
+                    // what changed meanwhile is not seen, and a failure should say so.
+                    if let watcher::Event::Init = event {
+                        for entries in recorded.lock().unwrap().values_mut() {
+                            entries.push(RELISTED.to_string());
+                        }
+                    }
                     continue;
                 };
                 let now = conditions(&mcn);

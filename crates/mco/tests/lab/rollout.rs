@@ -72,7 +72,9 @@ pub async fn rollouts_keep_max_unavailable_and_the_disruption_budget(lab: &mut L
         eventually(&format!("{node}'s MachineConfigNode through three updates"), || {
             let seen = transitions.of(node);
             let done = in_order(&seen, &three_updates);
-            async move { if done { Ok(()) } else { Err(seen) } }
+            // Should it fail: the writes the daemon gave up on, if any.
+            let unrecorded = if done { vec![] } else { unrecorded_conditions(lab, node) };
+            async move { if done { Ok(()) } else { Err((seen, unrecorded)) } }
         })
         .await;
     }
@@ -203,4 +205,24 @@ pub async fn kubelet_health_checks_never_failed(lab: &mut Lab) {
         "{kubelet_states}"
     );
     assert!(worst.iter().all(|(_, failures)| failures == "0"), "kubelet health checks failed: {worst:?}");
+}
+
+/// The daemon's warnings of MachineConfigNode conditions it could not write, from every container
+/// of its pods on `node` (the node's pod logs, in its root).
+fn unrecorded_conditions(lab: &Lab, node: &str) -> Vec<String> {
+    let pods = lab.state_dir().join("nodes").join(node).join("root/var/log/pods");
+    let daemon_pods = std::fs::read_dir(&pods).into_iter().flatten().flatten().filter(|pod| {
+        pod.file_name().to_string_lossy().starts_with("openshift-machine-config-operator_machine-config-daemon")
+    });
+    let logs = daemon_pods.flat_map(|pod| walk_files(&pod.path()));
+    logs.flat_map(|log| {
+        std::fs::read_to_string(log).unwrap_or_default().lines().map(str::to_string).collect::<Vec<_>>()
+    })
+    .filter(|line| line.contains("condition not recorded"))
+    .collect()
+}
+
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
+    entries.flat_map(|e| if e.path().is_dir() { walk_files(&e.path()) } else { vec![e.path()] }).collect()
 }

@@ -29,6 +29,8 @@ fn populate_node_root(r: &Path) {
     }
     fs::write(r.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\ncore:x:1000:1000::/home/core:/bin/sh\n").unwrap();
     fs::write(r.join("etc/group"), "root:x:0:\ncore:x:1000:\nwheel:x:10:core\n").unwrap();
+    fs::write(r.join("etc/shadow"), "root:*:19000:0:99999:7:::\ncore:!:19000:0:99999:7:::\n").unwrap();
+    fs::set_permissions(r.join("etc/shadow"), fs::Permissions::from_mode(0o640)).unwrap();
     std::os::unix::fs::chown(r.join("home/core"), Some(1000), Some(1000)).unwrap();
     fs::write(r.join("usr/etc/chrony.conf"), "pool 2.rhel.pool.ntp.org iburst\n").unwrap();
     fs::write(r.join("etc/chrony.conf"), "pool 2.rhel.pool.ntp.org iburst\n").unwrap();
@@ -99,7 +101,8 @@ fn config_b() -> Value {
         "rendered-worker-b",
         json!({
             "ignition": {"version": "3.5.0"},
-            "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAAA a@x", "ssh-rsa BBBB b@x"]}]},
+            "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519 AAAA a@x", "ssh-rsa BBBB b@x"],
+                                  "passwordHash": "$6$salt$b"}]},
             "storage": {"files": [
                 {"path": "/etc/mco/plain.conf", "mode": 384, "overwrite": true, "contents": {"source": data("plain b\n")}},
                 {"path": "/etc/mco/zipped.conf", "mode": 420, "contents": {"compression": "gzip", "source": gz_data("zipped a\n")}},
@@ -181,7 +184,7 @@ fn applies_a_config_and_then_an_update() {
     let (a, b) = (write_mc(cfg.path(), &config_a()), write_mc(cfg.path(), &config_b()));
 
     apply(r, None, &a).assert().success().stdout(
-        "applied mco-empty-mc -> rendered-worker-a (10 steps)\nactions: Reboot\ndrain: yes (the actions reboot or drain the node)\n",
+        "applied mco-empty-mc -> rendered-worker-a (11 steps)\nactions: Reboot\ndrain: yes (the actions reboot or drain the node)\n",
     );
     assert_eq!(read(r, "/run/mco-reboot-requested"), "Node will reboot into config rendered-worker-a\n");
     assert_eq!(read(r, "/etc/mco/plain.conf"), "plain a\n");
@@ -204,6 +207,9 @@ fn applies_a_config_and_then_an_update() {
     assert_eq!(read(r, "/home/core/.ssh/authorized_keys.d/ignition"), "ssh-ed25519 AAAA a@x\n");
     assert_eq!(meta(r, "/home/core/.ssh/authorized_keys.d/ignition"), (0o600, 1000, 1000));
     assert_eq!(meta(r, "/home/core/.ssh"), (0o700, 1000, 1000));
+    // No passwordHash: no password login (upstream's `usermod -p '*'`), the file's mode kept.
+    assert_eq!(read(r, "/etc/shadow"), "root:*:19000:0:99999:7:::\ncore:*:19000:0:99999:7:::\n");
+    assert_eq!(meta(r, "/etc/shadow"), (0o640, 0, 0));
     let recorded: Value = serde_json::from_str(&read(r, "/etc/machine-config-daemon/currentconfig")).unwrap();
     assert_eq!(recorded["metadata"]["name"], "rendered-worker-a");
     assert!(!exists(r, "/var/lib/machine-config-daemon/txn"), "the journal is gone after success");
@@ -218,6 +224,7 @@ fn applies_a_config_and_then_an_update() {
     assert!(!exists(r, "/etc/systemd/system/multi-user.target.wants/mco-a.service"), "disabled");
     assert!(!exists(r, "/etc/systemd/system/vendor.service.d/10-mco.conf"), "removed drop-in");
     assert_eq!(read(r, "/home/core/.ssh/authorized_keys.d/ignition"), "ssh-ed25519 AAAA a@x\nssh-rsa BBBB b@x\n");
+    assert_eq!(read(r, "/etc/shadow"), "root:*:19000:0:99999:7:::\ncore:$6$salt$b:19000:0:99999:7:::\n");
     validate(r, &b).success();
     let drift = validate(r, &a).failure();
     let out = String::from_utf8(drift.get_output().stdout.clone()).unwrap();
@@ -235,6 +242,9 @@ fn applies_a_config_and_then_an_update() {
     {
         assert!(!exists(r, gone), "{gone}");
     }
+    // A user the config no longer names gets no password (upstream's empty field would allow
+    // a login without one).
+    assert_eq!(read(r, "/etc/shadow"), "root:*:19000:0:99999:7:::\ncore:*:19000:0:99999:7:::\n");
     assert!(!exists(r, "/etc/machine-config-daemon/noorig/etc/mco/plain.conf.mcdnoorig"));
 }
 
@@ -299,6 +309,15 @@ fn refusals_name_the_problem_and_write_nothing() {
                 json!({}),
             ),
             "user \"nobody-here\" not found in /etc/passwd",
+        ),
+        (
+            mc(
+                "colon",
+                json!({"ignition": {"version": "3.5.0"}, "passwd": {"users": [
+                {"name": "core", "passwordHash": "x:0:0:99999:7:::"}]}}),
+                json!({}),
+            ),
+            "passwordHash of user core contains ':'",
         ),
     ];
     for (desired, want) in cases {
