@@ -231,28 +231,38 @@ async fn pools_name_only_streams_the_cluster_offers(env: &TestEnv) {
     }))
     .unwrap();
     streams.create(&PostParams::default(), &stream).await.unwrap();
+    let name = |stream: &str| json!({"spec": {"osImageStream": {"name": stream}}});
+    let refused_with_the_policys_message = |stream: &'static str| {
+        let pools = pools.clone();
+        async move {
+            match pools.patch("infra", &PatchParams::default(), &Patch::Merge(&name(stream))).await {
+                Err(kube::Error::Api(e)) if e.message.contains(
+                    "The specified osImageStream name must reference a valid stream from the cluster OSImageStream resource",
+                ) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    };
+    // Before the OSImageStream has a status it offers no stream (named, not a CEL error).
+    eventually("a stream refused while the OSImageStream has no status", || refused_with_the_policys_message("rhel-9"))
+        .await;
     let digest = "0".repeat(64);
     let status = json!({"status": {"defaultStream": "rhel-9", "availableStreams": [{"name": "rhel-9",
         "osImage": format!("quay.io/os@sha256:{digest}"), "osExtensionsImage": format!("quay.io/ext@sha256:{digest}")}]}});
     streams.patch_status("cluster", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
-    let name = |stream: &str| json!({"spec": {"osImageStream": {"name": stream}}});
-    let refusal = eventually("the pool's unknown stream refused", || {
+    // The policy reads the OSImageStream from its own cache: until that has the status, every
+    // stream is refused, so the pool naming the offered stream is retried too.
+    eventually("the pool's unknown stream refused", || refused_with_the_policys_message("rhel-11")).await;
+    eventually("the pool's offered stream accepted", || {
         let pools = pools.clone();
         async move {
-            match pools.patch("infra", &PatchParams::default(), &Patch::Merge(&name("rhel-11"))).await {
-                Err(kube::Error::Api(e)) => Ok(e.message),
-                other => Err(format!("{other:?}")),
-            }
+            pools
+                .patch("infra", &PatchParams::default(), &Patch::Merge(&name("rhel-9")))
+                .await
+                .map_err(|e| e.to_string())
         }
     })
     .await;
-    assert!(
-        refusal.contains(
-            "The specified osImageStream name must reference a valid stream from the cluster OSImageStream resource"
-        ),
-        "{refusal}"
-    );
-    pools.patch("infra", &PatchParams::default(), &Patch::Merge(&name("rhel-9"))).await.unwrap();
     // (Deleted before the policy took effect, it is made again for the next attempt.)
     let refusal = eventually("the OSImageStream's deletion refused", || {
         let (streams, stream) = (streams.clone(), stream.clone());
