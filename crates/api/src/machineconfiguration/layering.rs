@@ -112,7 +112,7 @@ pub enum ContainerfileArch {
 pub struct MachineOSConfigStatus {
     /// Conditions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(schema_with = "crate::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
 
     /// Generation this status was computed for.
@@ -175,13 +175,30 @@ pub struct MachineOSBuildSpec {
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSBuildStatus {
     /// Conditions (`Prepared`, `Building`, `Failed`, `Interrupted`, `Succeeded`); frozen once the
-    /// build ends.
+    /// build ends (upstream's rules).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(schema_with = "crate::schema::conditions", length(max = 8), extend("x-kubernetes-validations" = [
+        {
+            "rule": "oldSelf.exists(x, x.type=='Failed' && x.status=='True') ? self==oldSelf : true",
+            "message": "once a Failed condition is set, conditions are immutable",
+        },
+        {
+            "rule": "oldSelf.exists(x, x.type=='Interrupted' && x.status=='True') ? self==oldSelf : true",
+            "message": "once an Interrupted condition is set, conditions are immutable",
+        },
+        {
+            "rule": "oldSelf.exists(x, x.type=='Succeeded' && x.status=='True') ? self==oldSelf : true",
+            "message": "once an Succeeded condition is set, conditions are immutable",
+        },
+    ]))]
     pub conditions: Option<Vec<Condition>>,
 
     /// Backend running the build.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "has(self.imageBuilderType) && self.imageBuilderType == 'Job' ?  has(self.job) : !has(self.job)",
+        "message": "job is required when imageBuilderType is Job, and forbidden otherwise",
+    }]))]
     pub builder: Option<MachineOSBuilderReference>,
 
     /// Ephemeral objects (ConfigMaps, Secrets) the build uses, removed after success.
@@ -209,7 +226,8 @@ pub struct MachineOSBuildStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineOSBuilderReference {
-    /// Build backend.
+    /// Build backend (upstream's schema has no enum here, unlike the MachineOSConfig's).
+    #[schemars(with = "String")]
     pub image_builder_type: MachineOSImageBuilderType,
 
     /// The Job running the build (when the type is `Job`).

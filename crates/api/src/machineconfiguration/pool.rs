@@ -240,6 +240,7 @@ pub struct CertExpiry {
 #[serde(rename_all = "camelCase")]
 pub struct PoolSynchronizerStatus {
     /// Synchronizer type; the only one is `PinnedImageSets`.
+    #[schemars(length(max = 256), extend("enum" = ["PinnedImageSets"]))]
     pub pool_synchronizer_type: String,
 
     /// Machines managed by the synchronizer.

@@ -1,12 +1,15 @@
 //! KubeletConfig, ContainerRuntimeConfig, PinnedImageSet and OSImageStream on a real
 //! kube-apiserver: upstream-shaped manifests are stored unchanged, and what upstream's CRD rules
-//! refuse is refused with upstream's messages.
+//! refuse is refused with upstream's messages; so are the status rules of MachineOSBuild and
+//! MachineConfigPool that mco has from upstream.
 
 use std::path::PathBuf;
 
-use kube::api::{ApiResource, DynamicObject, PostParams};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource};
-use mco_api::{ContainerRuntimeConfig, KubeletConfig, OSImageStream, PinnedImageSet};
+use mco_api::{
+    ContainerRuntimeConfig, KubeletConfig, MachineConfigPool, MachineOSBuild, OSImageStream, PinnedImageSet,
+};
 use mco_testenv::TestEnv;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -142,4 +145,63 @@ async fn upstream_manifests_are_kept_and_upstream_rules_enforced() {
             other => panic!("{name}: expected a refusal with {message:?}, got {other:?}"),
         }
     }
+}
+
+/// The refusal of a status merge patch, or a panic naming what happened instead.
+async fn status_refusal(api: &Api<DynamicObject>, name: &str, status: Value) -> String {
+    match api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await {
+        Err(kube::Error::Api(e)) => e.message,
+        other => panic!("{name}: expected the status {status} refused, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn build_and_pool_status_rules_are_upstreams() {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../api/tests/fixtures/machineosbuild.yaml"),
+    )
+    .unwrap();
+    let mut build: Value = serde_yaml::from_str(&text).unwrap();
+    let status = build.as_object_mut().unwrap().remove("status").unwrap();
+    let builds = Api::<DynamicObject>::all_with(client.clone(), &ApiResource::erase::<MachineOSBuild>(&()));
+    builds.create(&PostParams::default(), &serde_json::from_value(build.clone()).unwrap()).await.unwrap();
+    let name = build["metadata"]["name"].as_str().unwrap();
+
+    let mut jobless = status["builder"].clone();
+    jobless.as_object_mut().unwrap().remove("job");
+    let refusal = status_refusal(&builds, name, json!({"builder": jobless})).await;
+    assert!(refusal.contains("job is required when imageBuilderType is Job, and forbidden otherwise"), "{refusal}");
+    let mut unknown = status["conditions"].clone();
+    unknown[0]["status"] = "Maybe".into();
+    let refusal = status_refusal(&builds, name, json!({"conditions": unknown})).await;
+    assert!(refusal.contains("Unsupported value: \"Maybe\""), "{refusal}");
+
+    // Succeeded: from then on the conditions stay as they are.
+    builds.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await.unwrap();
+    let mut changed = status["conditions"].clone();
+    changed[0]["message"] = "prepared again".into();
+    let refusal = status_refusal(&builds, name, json!({"conditions": changed})).await;
+    assert!(refusal.contains("once an Succeeded condition is set, conditions are immutable"), "{refusal}");
+
+    let pools = Api::<DynamicObject>::all_with(client.clone(), &ApiResource::erase::<MachineConfigPool>(&()));
+    let pool = json!({"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfigPool", "metadata": {"name": "infra"}, "spec": {}});
+    pools.create(&PostParams::default(), &serde_json::from_value(pool).unwrap()).await.unwrap();
+    let counts = json!({"machineCount": 0, "updatedMachineCount": 0, "readyMachineCount": 0, "availableMachineCount": 0, "unavailableMachineCount": 0});
+    let synchronizer = |kind: &str| {
+        let mut status = counts.clone();
+        status["poolSynchronizerType"] = kind.into();
+        json!({"poolSynchronizersStatus": [status]})
+    };
+    let refusal = status_refusal(&pools, "infra", synchronizer("Images")).await;
+    assert!(refusal.contains("Unsupported value: \"Images\""), "{refusal}");
+    pools
+        .patch_status(
+            "infra",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": synchronizer("PinnedImageSets")})),
+        )
+        .await
+        .unwrap();
 }
