@@ -6,6 +6,8 @@
 //!   [`MachineConfigNode`].
 //! * [`operator`]: `operator.openshift.io/v1` — [`MachineConfiguration`].
 //! * [`config`]: `config.openshift.io/v1` types those kinds embed (the TLS security profile).
+//! * [`image_config`]: the cluster's image configuration — [`Image`], [`ImageDigestMirrorSet`],
+//!   [`ImageTagMirrorSet`], [`ImageContentSourcePolicy`].
 //! * [`machine`]: `machine.openshift.io/v1beta1` — [`MachineSet`] and in-place accessors for the
 //!   boot-image fields of its provider spec ([`machine::provider`]).
 //! * [`containers_policy`]: the files a containers-policy.json names, and the policy seen from
@@ -31,6 +33,7 @@ pub mod config;
 pub mod constants;
 pub mod containers_policy;
 mod crd;
+pub mod image_config;
 pub mod machine;
 pub mod machineconfiguration;
 mod null;
@@ -40,6 +43,7 @@ mod schema;
 pub mod validate;
 
 pub use crd::{crds, crds_yaml};
+pub use image_config::{Image, ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet};
 pub use machine::MachineSet;
 pub use machineconfiguration::{
     ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigNode, MachineConfigNodeSpec,

@@ -130,6 +130,8 @@ pub struct Settings {
     pub health: Option<std::net::SocketAddr>,
     /// Where `/metrics` is answered for Prometheus, if anywhere.
     pub metrics: Option<std::net::SocketAddr>,
+    /// Where `/metrics` is answered over HTTPS to authorized tokens, if anywhere.
+    pub secure_metrics: Option<mco_metrics_auth::SecureListen>,
 }
 
 /// The build controller's settings, before its image is known.
@@ -201,11 +203,15 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
     settings.node.metrics = metrics.clone();
     settings.kubelet_configs.metrics = metrics.clone();
     settings.drain.metrics = metrics;
-    if let Some(addr) = settings.metrics {
-        tokio::spawn(health::listen(addr, Some(std::sync::Arc::new(registry))).await?);
-    }
     let config = config(settings.kubeconfig.as_deref()).await?;
     let client = Client::try_from(config.clone())?;
+    let registry = std::sync::Arc::new(registry);
+    if let Some(addr) = settings.metrics {
+        tokio::spawn(health::listen(addr, Some(registry.clone())).await?);
+    }
+    if let Some(secure) = &settings.secure_metrics {
+        tokio::spawn(mco_metrics_auth::start(secure, client.clone(), registry).await?);
+    }
     let lease = &settings.lease;
     let elector =
         leader::LeaderElector::new(client.clone(), &lease.namespace, &lease.name, &lease.identity, lease.timing);

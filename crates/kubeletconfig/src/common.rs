@@ -6,12 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
-use mco_api::constants::{
-    GENERATED_BY_CONTROLLER_VERSION_ANNOTATION, MACHINE_CONFIG_ROLE_LABEL, MC_NAME_SUFFIX_ANNOTATION,
-};
-use mco_api::{
-    ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool, MachineConfigSpec,
-};
+use mco_api::constants::{GENERATED_BY_CONTROLLER_VERSION_ANNOTATION, MC_NAME_SUFFIX_ANNOTATION};
+use mco_api::{ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool};
 use mco_ignition::v3::{self, File, Resource};
 
 use crate::name::{self, ManagedKey};
@@ -205,7 +201,7 @@ impl<'a, C: PoolConfig> Writer<'a, C> {
         let current = match &key.renamed_from {
             Some(old) => {
                 self.sync.deletions.push(old.clone());
-                Some(new_machine_config(&key.name, pool_name, self.existing[old.as_str()].spec.config.clone()))
+                Some(MachineConfig::for_pool(&key.name, pool_name, self.existing[old.as_str()].spec.config.clone()))
             }
             None => self.existing.get(key.name.as_str()).map(|mc| (*mc).clone()),
         };
@@ -233,7 +229,7 @@ impl<'a, C: PoolConfig> Writer<'a, C> {
         if !meta.annotations.as_ref().is_some_and(|a| a.contains_key(MC_NAME_SUFFIX_ANNOTATION)) {
             self.sync.name_suffix = Some(name::suffix_of(name));
         }
-        let mut mc = current.unwrap_or_else(|| new_machine_config(name, pool, None));
+        let mut mc = current.unwrap_or_else(|| MachineConfig::for_pool(name, pool, None));
         let mut ignition = v3::Config::new("3.5.0");
         ignition.storage.files = files;
         let bytes = mco_goser::to_go_json(&ignition, mco_goser::Escaping::Legacy)
@@ -274,18 +270,6 @@ impl<'a, C: PoolConfig> Writer<'a, C> {
             .collect();
         self.sync.deletions.extend(stale);
         self.sync
-    }
-}
-
-/// `MachineConfigFromRawIgnConfig`: a MachineConfig labelled with its pool.
-fn new_machine_config(name: &str, pool: &str, config: Option<serde_json::Value>) -> MachineConfig {
-    MachineConfig {
-        metadata: ObjectMeta {
-            name: Some(name.to_string()),
-            labels: Some(BTreeMap::from([(MACHINE_CONFIG_ROLE_LABEL.to_string(), pool.to_string())])),
-            ..Default::default()
-        },
-        spec: MachineConfigSpec { config, ..Default::default() },
     }
 }
 

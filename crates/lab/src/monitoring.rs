@@ -3,14 +3,17 @@
 //! named `metrics`, with the labels `deploy/components/monitoring/pod-monitor.yaml` gives
 //! (namespace, pod, container, node), and evaluates that component's plain rules file. Debian
 //! builds Prometheus without Kubernetes service discovery, so the supervisor plays it: it lists
-//! mco's pods every few seconds and writes them as a file_sd targets file.
+//! mco's pods every few seconds and writes them as a file_sd targets file. The metrics ports are
+//! HTTPS and want a token allowed to read them: the lab applies the component's
+//! `metrics-reader.yaml` and gives Prometheus a token of its account.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use fn_error_context::context;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt as _};
 use mco_api::constants::MCO_NAMESPACE;
@@ -29,13 +32,19 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// mco's workloads, by their pods' `k8s-app` label (upstream's names).
 const WORKLOADS: [&str; 3] = ["machine-config-controller", "machine-config-daemon", "machine-config-server"];
 
+/// The account whose token Prometheus scrapes with (`metrics-reader.yaml`), and how long the
+/// token lasts: longer than any lab.
+const READER: &str = "metrics-reader";
+const TOKEN_SECONDS: i64 = 7 * 24 * 3600;
+
 /// The rules file of `deploy/` the lab's Prometheus evaluates.
 pub fn rules_file(deploy: &Path) -> PathBuf {
     deploy.join("components/monitoring/rules.yml")
 }
 
-/// Prometheus's configuration: the targets in `targets` (a file_sd file), and `rules`.
-pub fn config(targets: &Path, rules: &Path) -> String {
+/// Prometheus's configuration: the targets in `targets` (a file_sd file), scraped over HTTPS
+/// (self-signed certificates) with the bearer token in `token`, and `rules`.
+pub fn config(targets: &Path, token: &Path, rules: &Path) -> String {
     let interval = format!("{}s", INTERVAL.as_secs());
     format!(
         "# Written by `mco lab up --prometheus`.\n\
@@ -43,11 +52,17 @@ pub fn config(targets: &Path, rules: &Path) -> String {
          rule_files:\n  - {rules}\n\
          scrape_configs:\n\
          \x20 - job_name: machine-config\n\
+         \x20   scheme: https\n\
+         \x20   tls_config:\n\
+         \x20     insecure_skip_verify: true\n\
+         \x20   authorization:\n\
+         \x20     credentials_file: {token}\n\
          \x20   file_sd_configs:\n\
          \x20     - files: [{targets}]\n\
          \x20       refresh_interval: {interval}\n",
         rules = rules.display(),
         targets = targets.display(),
+        token = token.display(),
     )
 }
 
@@ -125,9 +140,11 @@ pub async fn start(
     let rules = rules_file(deploy).canonicalize().context("finding the monitoring component's rules file")?;
     let targets_file = dir.join("targets.json");
     write_atomically(&targets_file, "[]")?;
+    let token_file = dir.join("token");
+    write_atomically(&token_file, &reader_token(layout, deploy, &client).await?)?;
     tasks.spawn(discover(client, targets_file.clone()));
     let config_file = dir.join("prometheus.yml");
-    std::fs::write(&config_file, config(&targets_file, &rules))?;
+    std::fs::write(&config_file, config(&targets_file, &token_file, &rules))?;
     let mut command = Command::new("prometheus");
     command
         .arg(format!("--config.file={}", config_file.display()))
@@ -144,6 +161,23 @@ pub async fn start(
         .await
         .map_err(|_| anyhow::anyhow!("not ready after {READY_TIMEOUT:?}:\n{}", service.tail()))?;
     Ok(service)
+}
+
+/// Applies the component's metrics reader (its account, Role and binding) and returns a token of
+/// the account.
+#[context("Giving Prometheus a token allowed to read mco's metrics")]
+async fn reader_token(layout: &Layout, deploy: &Path, client: &Client) -> anyhow::Result<String> {
+    let file = deploy.join("components/monitoring/metrics-reader.yaml");
+    let kubeconfig = layout.kubeconfig();
+    let args = ["--kubeconfig".as_ref(), kubeconfig.as_os_str(), "apply".as_ref(), "-f".as_ref(), file.as_os_str()];
+    crate::process::run_tool(&crate::install::kubectl()?, args, &[], &layout.log("prometheus-reader")).await?;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec { expiration_seconds: Some(TOKEN_SECONDS), ..Default::default() }),
+        ..Default::default()
+    };
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), MCO_NAMESPACE);
+    let granted = accounts.create_token_request(READER, &Default::default(), &request).await?;
+    granted.status.and_then(|s| s.token).context("the API server gave no token")
 }
 
 /// Whether `GET /-/ready` answers 200.
@@ -168,9 +202,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let targets = dir.path().join("targets.json");
         std::fs::write(&targets, "[]").unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "a-token").unwrap();
         let rules = rules_file(&crate::install::default_deploy_dir()).canonicalize().unwrap();
         let file = dir.path().join("prometheus.yml");
-        std::fs::write(&file, config(&targets, &rules)).unwrap();
+        std::fs::write(&file, config(&targets, &token, &rules)).unwrap();
         let output = std::process::Command::new("promtool")
             .args(["check", "config"])
             .arg(&file)

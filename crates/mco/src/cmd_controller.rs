@@ -78,9 +78,12 @@ pub struct ControllerArgs {
     /// Answer `GET /healthz` (the pod's probes) on this address.
     #[arg(long, value_name = "ADDR", value_parser = crate::listen_address)]
     health_listen: Option<std::net::SocketAddr>,
-    /// Answer `GET /metrics` (Prometheus) on this address.
+    /// Answer `GET /metrics` (Prometheus) on this address, without authentication (upstream:
+    /// 127.0.0.1:8797).
     #[arg(long, value_name = "ADDR", value_parser = crate::listen_address)]
     metrics_listen: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    secure_metrics: crate::SecureMetricsArgs,
 }
 
 /// A non-negative number of seconds, fractions allowed.
@@ -126,6 +129,7 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         boot_images: (!args.no_boot_images).then(mco_bootimage_controller::Options::default),
         health: args.health_listen,
         metrics: args.metrics_listen,
+        secure_metrics: args.secure_metrics.options(),
         lease: LeaseSettings {
             namespace: args.lease_namespace,
             name: args.lease_name,

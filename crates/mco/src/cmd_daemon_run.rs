@@ -27,9 +27,12 @@ pub struct RunArgs {
     /// Answer `GET /healthz` (the pod's probes) on this address.
     #[arg(long, value_name = "ADDR", value_parser = crate::listen_address)]
     health_listen: Option<std::net::SocketAddr>,
-    /// Answer `GET /metrics` (Prometheus) on this address.
+    /// Answer `GET /metrics` (Prometheus) on this address, without authentication (upstream:
+    /// 127.0.0.1:8797).
     #[arg(long, value_name = "ADDR", value_parser = crate::listen_address)]
     metrics_listen: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    secure_metrics: crate::SecureMetricsArgs,
     /// PinnedImageSets' images are pulled only while the node's allocatable ephemeral storage is at
     /// least this (a Kubernetes quantity; upstream's 16Gi). 0: no storage check, for kubelets that
     /// report no ephemeral storage.
@@ -60,8 +63,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         if let Some(addr) = args.health_listen {
             tokio::spawn(mco_controller::health::listen(addr, None).await?);
         }
+        let client = mco_controller::client(args.kubeconfig.as_deref()).await?;
+        let registry = std::sync::Arc::new(registry);
         if let Some(addr) = args.metrics_listen {
-            tokio::spawn(mco_controller::health::listen(addr, Some(std::sync::Arc::new(registry))).await?);
+            tokio::spawn(mco_controller::health::listen(addr, Some(registry.clone())).await?);
+        }
+        if let Some(secure) = args.secure_metrics.options() {
+            tokio::spawn(mco_metrics_auth::start(&secure, client.clone(), registry).await?);
         }
         let healthz = args.kubelet_healthz_endpoint;
         tokio::spawn(kubelet_health::monitor(
@@ -70,7 +78,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             kubelet_health::TIMEOUT,
             kubelet_state,
         ));
-        let client = mco_controller::client(args.kubeconfig.as_deref()).await?;
         let node_client = match &args.node_kubeconfig {
             Some(path) => node_credentials(path, args.node.mounted_host_root()).await?,
             None => client.clone(),

@@ -56,15 +56,23 @@ pub struct ServerArgs {
     /// Cap on the encoded bodies kept in memory, in MiB (least recently served dropped first).
     #[arg(long, value_name = "MIB", default_value_t = mco_server::cache::DEFAULT_CAPACITY >> 20)]
     cache_mib: usize,
-    /// Answer `GET /metrics` (Prometheus) on this address.
+    /// Answer `GET /metrics` (Prometheus) on this address, without authentication.
     #[arg(long, value_name = "ADDR", value_parser = crate::listen_address)]
     metrics_listen: Option<SocketAddr>,
+    /// (Cluster mode only: the API server judges each request's token.)
+    #[command(flatten)]
+    secure_metrics: crate::SecureMetricsArgs,
 }
 
 /// Time the watches get to list the cluster's objects before the server gives up.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
+    let secure_metrics = args.secure_metrics.options();
+    if secure_metrics.is_some() && args.bootstrap_dir.is_some() {
+        anyhow::bail!("--metrics-secure-listen needs cluster mode: the API server judges each request's token");
+    }
+    let cluster_kubeconfig = args.kubeconfig.clone();
     let mode = match (args.bootstrap_dir, args.bootstrap_kubeconfig) {
         (Some(dir), Some(kubeconfig)) => Mode::Bootstrap { dir, kubeconfig, certs: args.bootstrap_certs },
         (None, None) => Mode::Cluster {
@@ -93,8 +101,13 @@ pub fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
+        let registry = Arc::new(registry);
         if let Some(addr) = args.metrics_listen {
-            tokio::spawn(mco_controller::health::listen(addr, Some(Arc::new(registry))).await?);
+            tokio::spawn(mco_controller::health::listen(addr, Some(registry.clone())).await?);
+        }
+        if let Some(secure) = secure_metrics {
+            let client = mco_controller::client(cluster_kubeconfig.as_deref()).await?;
+            tokio::spawn(mco_metrics_auth::start(&secure, client, registry).await?);
         }
         mco_server::run::run(options).await
     })?;

@@ -125,6 +125,27 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The secure metrics port, shared by the components that serve metrics.
+#[derive(Debug, clap::Args)]
+pub struct SecureMetricsArgs {
+    /// Answer `GET /metrics` over HTTPS on this address, to bearer tokens the API server
+    /// authenticates and allows to `get` `namespace/metrics` in mco's namespace (what upstream's
+    /// kube-rbac-proxy checks on port 9001).
+    #[arg(long, value_name = "ADDR", value_parser = listen_address)]
+    metrics_secure_listen: Option<std::net::SocketAddr>,
+    /// Directory of that port's certificate (`tls.crt`, `tls.key`: a mounted Secret, reloaded when
+    /// it changes). Without it, or while it holds neither file: a self-signed certificate.
+    #[arg(long, value_name = "DIR", requires = "metrics_secure_listen")]
+    metrics_tls_dir: Option<std::path::PathBuf>,
+}
+
+impl SecureMetricsArgs {
+    pub fn options(&self) -> Option<mco_metrics_auth::SecureListen> {
+        let addr = self.metrics_secure_listen?;
+        Some(mco_metrics_auth::SecureListen { addr, tls_dir: self.metrics_tls_dir.clone() })
+    }
+}
+
 /// A listen address, `HOST:PORT`, where HOST may also be a bare IPv6 address (what
 /// `$(HOST_IP):PORT` gives on an IPv6 node: `fd00::5:8797`) besides `[fd00::5]:8797` and IPv4.
 fn listen_address(value: &str) -> Result<std::net::SocketAddr, String> {

@@ -95,6 +95,22 @@ pub enum PinError {
 }
 
 impl MachineConfig {
+    /// A MachineConfig labelled with its pool's role, holding `config` (upstream's
+    /// `MachineConfigFromRawIgnConfig`): what generating controllers write.
+    pub fn for_pool(name: &str, pool: &str, config: Option<Value>) -> MachineConfig {
+        MachineConfig {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name.to_string()),
+                labels: Some(std::collections::BTreeMap::from([(
+                    crate::constants::MACHINE_CONFIG_ROLE_LABEL.to_string(),
+                    pool.to_string(),
+                )])),
+                ..Default::default()
+            },
+            spec: MachineConfigSpec { config, ..Default::default() },
+        }
+    }
+
     /// The image a node deploys for this config: its `osImageURL`, or the digest the controller
     /// resolved it to ([`PINNED_OS_IMAGE_ANNOTATION`]) so that every node gets the same image
     /// even if a tag moves. A pin of another repository, or not by digest, is refused, and so is

@@ -115,13 +115,14 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
     for wanted in [
         "--sysroot=/sysroot",
         "--health-listen=$(HOST_IP):8798",
-        "--metrics-listen=$(HOST_IP):8797",
+        "--metrics-secure-listen=$(HOST_IP):9001",
         mco_lab::machine::MACHINE_ROOT,
         "ports:metrics",
     ] {
         assert!(daemon.contains(wanted), "{wanted} not in {daemon}");
     }
-    assert!(!daemon.contains("--host"), "{daemon}");
+    // No plain metrics port: the machines share one loopback.
+    assert!(!daemon.contains("--host") && !daemon.contains("--metrics-listen"), "{daemon}");
     let image = kubectl(
         kubeconfig,
         &[
@@ -139,7 +140,10 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
     assert!(image.contains("--retry-period=2"), "{image}");
     // It checks OS images in the lab registry on the nodes' loopback: on its node's network, so on
     // ports the daemon there does not use.
-    assert!(image.contains("--metrics-listen=$(HOST_IP):8795") && image.ends_with("ports:health metrics"), "{image}");
+    assert!(
+        image.contains("--metrics-secure-listen=$(HOST_IP):8795") && image.ends_with("ports:health metrics"),
+        "{image}"
+    );
     assert!(image.contains("--health-listen=$(HOST_IP):8796"), "{image}");
     // The server shares the control plane nodes' network with the daemon: its metrics port is its own.
     let server = kubectl(
@@ -156,8 +160,8 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
     );
     let server = String::from_utf8_lossy(&server.stdout).to_string();
     assert!(
-        server.contains("--metrics-listen=$(HOST_IP):8799")
-            && server.ends_with("ports:https=22623 http=22624 metrics=8799 "),
+        server.contains(r#""--metrics-listen=127.0.0.1:8799","--metrics-secure-listen=0.0.0.0:9002""#)
+            && server.ends_with("ports:https=22623 http=22624 metrics=9002 "),
         "{server}"
     );
 
@@ -177,6 +181,10 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
         (mcd, "patch", "machineconfignodes.machineconfiguration.openshift.io", None),
         (mcc, "create", "machineconfignodes.machineconfiguration.openshift.io", None),
         (mcc, "delete", "machineconfignodes.machineconfiguration.openshift.io", None),
+        // Their metrics ports ask who a scraper is and whether it may read.
+        (mcc, "create", "tokenreviews.authentication.k8s.io", None),
+        (mcd, "create", "subjectaccessreviews.authorization.k8s.io", None),
+        (mcs, "create", "tokenreviews.authentication.k8s.io", None),
     ];
     let refused = [
         // No Secret outside the Machine API's namespace (upstream's controller has them all).
