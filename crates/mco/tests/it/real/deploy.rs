@@ -375,35 +375,20 @@ async fn daemon_tokens_write_only_their_own_nodes_machine_config_node(env: &Test
     };
     let own = patch_spec(bound.clone(), "node-a").await.unwrap();
     assert_eq!(own.spec.config_version.desired, "rendered-worker-test");
-    match patch_spec(bound, "node-b").await {
-        Err(kube::Error::Api(e)) => {
-            assert!(e.message.contains("updates to MCN node-b can only be done from the MCN's owner node"), "{e:?}")
-        }
-        other => panic!("node-a's daemon edited node-b's MachineConfigNode: {other:?}"),
-    }
+    let node_b = patch_spec(bound, "node-b").await;
+    assert_refused(
+        node_b,
+        "updates to MCN node-b can only be done from the MCN's owner node",
+        "node-a's daemon edits node-b's",
+    );
 
     let unbound = client_with_token(env, daemon_token(env, None).await).await;
-    match write_status(unbound, "node-a").await {
-        Err(kube::Error::Api(e)) => {
-            assert!(
-                e.message.contains("this user must have a \"authentication.kubernetes.io/node-name\" claim"),
-                "{e:?}"
-            )
-        }
-        other => panic!("a token bound to no pod wrote a MachineConfigNode: {other:?}"),
-    }
+    let no_claim = "this user must have a \"authentication.kubernetes.io/node-name\" claim";
+    assert_refused(write_status(unbound, "node-a").await, no_claim, "a token bound to no pod writes a status");
     // Impersonating the daemon's account (no node-name claim): refused, as upstream's e2e expects.
     let daemon = format!("system:serviceaccount:{NAMESPACE}:machine-config-daemon");
     let as_daemon = client_as(env, |admin| kube::config::AuthInfo { impersonate: Some(daemon), ..admin }).await;
-    match patch_spec(as_daemon, "node-a").await {
-        Err(kube::Error::Api(e)) => {
-            assert!(
-                e.message.contains("this user must have a \"authentication.kubernetes.io/node-name\" claim"),
-                "{e:?}"
-            )
-        }
-        other => panic!("an impersonated daemon edited a MachineConfigNode: {other:?}"),
-    }
+    assert_refused(patch_spec(as_daemon, "node-a").await, no_claim, "an impersonated daemon edits one");
     // The controller's account is not confined by the policy.
     let controller = format!("system:serviceaccount:{NAMESPACE}:machine-config-controller");
     let as_controller = client_as(env, |admin| kube::config::AuthInfo { impersonate: Some(controller), ..admin }).await;
@@ -411,4 +396,12 @@ async fn daemon_tokens_write_only_their_own_nodes_machine_config_node(env: &Test
         .patch_status("node-b", &PatchParams::apply("machine-config-operator").force(), &Patch::Apply(&status))
         .await;
     assert!(written.is_ok(), "{written:?}");
+}
+
+/// `written` is an API refusal whose message contains `message` (`what`: the attempt).
+fn assert_refused<T: std::fmt::Debug>(written: Result<T, kube::Error>, message: &str, what: &str) {
+    match written {
+        Err(kube::Error::Api(e)) => assert!(e.message.contains(message), "{what}: refused with {e:?}, not {message:?}"),
+        other => panic!("{what}: not refused: {other:?}"),
+    }
 }
