@@ -454,3 +454,22 @@ go_struct! {
         pub name: String,
     }
 }
+
+/// `NewIgnFileBytesOverwriting`: mode 0644, overwrite, contents as a base64 data URL, empty
+/// compression.
+pub fn overwriting_file(path: &str, contents: &[u8]) -> File {
+    File {
+        path: path.to_string(),
+        overwrite: Some(true),
+        mode: Some(0o644),
+        contents: Resource {
+            compression: Some(String::new()),
+            source: Some(format!(
+                "data:text/plain;charset=utf-8;base64,{}",
+                base64::Engine::encode(&base64::engine::general_purpose::STANDARD, contents)
+            )),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}

@@ -4,11 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use base64::Engine;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use mco_api::constants::{GENERATED_BY_CONTROLLER_VERSION_ANNOTATION, MC_NAME_SUFFIX_ANNOTATION};
 use mco_api::{ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool};
-use mco_ignition::v3::{self, File, Resource};
+use mco_ignition::v3::{self, File};
 
 use crate::name::{self, ManagedKey};
 
@@ -286,24 +285,7 @@ fn with_finalizer(finalizers: Option<Vec<String>>, name: &str, own_word: Option<
     finalizers
 }
 
-/// `NewIgnFileBytesOverwriting`: mode 0644, overwrite, contents as a base64 data URL, empty
-/// compression.
-pub(crate) fn overwriting_file(path: &str, contents: &[u8]) -> File {
-    File {
-        path: path.to_string(),
-        overwrite: Some(true),
-        mode: Some(0o644),
-        contents: Resource {
-            compression: Some(String::new()),
-            source: Some(format!(
-                "data:text/plain;charset=utf-8;base64,{}",
-                base64::engine::general_purpose::STANDARD.encode(contents)
-            )),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
+pub(crate) use mco_ignition::v3::overwriting_file;
 
 #[cfg(test)]
 mod tests {

@@ -6,12 +6,11 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use mco_api::constants::GENERATED_BY_CONTROLLER_VERSION_ANNOTATION;
 use mco_api::image_config::{Image, RegistrySources};
 use mco_api::{MachineConfig, MachineConfigPool};
-use mco_ignition::v3::{self, File, Resource};
+use mco_ignition::v3;
 use serde_json::Value;
 
 use crate::error::{BootstrapError, SettingsWarning, SyncError};
@@ -234,23 +233,8 @@ fn config_bytes(config: Option<&Value>) -> Option<Vec<u8>> {
 /// 0644, contents a base64 data URL (`dataurl.EncodeBytes`) with empty compression.
 pub fn ignition_config(files: &[GeneratedFile]) -> Vec<u8> {
     let mut ignition = v3::Config::new("3.5.0");
-    ignition.storage.files = files
-        .iter()
-        .map(|file| File {
-            path: file.path.to_string(),
-            overwrite: Some(true),
-            mode: Some(0o644),
-            contents: Resource {
-                compression: Some(String::new()),
-                source: Some(format!(
-                    "data:text/plain;charset=utf-8;base64,{}",
-                    base64::engine::general_purpose::STANDARD.encode(&file.contents)
-                )),
-                ..Default::default()
-            },
-            ..Default::default()
-        })
-        .collect();
+    ignition.storage.files =
+        files.iter().map(|file| v3::overwriting_file(file.path, file.contents.as_bytes())).collect();
     mco_goser::to_go_json(&ignition, mco_goser::Escaping::Legacy).expect("an Ignition config always serializes")
 }
 
