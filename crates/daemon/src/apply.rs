@@ -23,7 +23,7 @@ use crate::runner::{Cmd, Runner};
 use crate::shadow::{SHADOW_PATH, set_password_hashes};
 use crate::ssh::{SSH_DIR, write_ssh_keys};
 use crate::state::{self, CURRENT_CONFIG, FORCE_FILE};
-use crate::units::{DirSystemd, Systemd, remove_unit, write_unit};
+use crate::units::{DirSystemd, Systemd, remove_unit, with_unit_files, write_unit};
 use crate::validate;
 
 /// Restarts the node.
@@ -347,8 +347,8 @@ fn run(
         match step {
             Step::WriteFile(f) => write_file(fs, ids, &node.originals, f)?,
             Step::WriteUnit(u) => write_unit(fs, systemd, u)?,
-            Step::EnableUnits(units) => systemd.enable(units)?,
-            Step::DisableUnits(units) => systemd.disable(units)?,
+            Step::EnableUnits(units) => systemd.enable(&with_unit_files(systemd, units, "enable")?)?,
+            Step::DisableUnits(units) => systemd.disable(&with_unit_files(systemd, units, "disable")?)?,
             Step::PresetUnits(units) => {
                 for u in units {
                     // A unit may be only drop-ins for a unit that does not exist (upstream ignores this too).

@@ -28,7 +28,7 @@ use mco_api::MachineConfig;
 use crate::failpoint::Failpoints;
 use crate::fsutil::Fs;
 use crate::plan::{self, Step};
-use crate::units::{DirSystemd, Systemd, UnitFileState, write_unit};
+use crate::units::{DirSystemd, Systemd, with_unit_files, write_unit};
 
 /// Writes into the empty (or missing) directory `root` the files (but those under `/var`), units,
 /// unit enablement and masks of `config`.
@@ -48,8 +48,8 @@ pub fn bake_config(root: &Path, config: &MachineConfig) -> anyhow::Result<()> {
             Step::WriteFile(f) if node_owned(&f.path) => tracing::debug!(path = f.path, "not baking a file of /var"),
             Step::WriteFile(f) => fs.write_atomic(&fs.host(&f.path)?, &f.contents, f.mode, None)?,
             Step::WriteUnit(u) => write_unit(&fs, &systemd, u)?,
-            Step::EnableUnits(units) => systemd.enable(&in_tree(&systemd, units, "enabled")?)?,
-            Step::DisableUnits(units) => systemd.disable(&in_tree(&systemd, units, "disabled")?)?,
+            Step::EnableUnits(units) => systemd.enable(&with_unit_files(&systemd, units, "enable")?)?,
+            Step::DisableUnits(units) => systemd.disable(&with_unit_files(&systemd, units, "disable")?)?,
             Step::PresetUnits(units) => tracing::debug!(?units, "not presetting units in an image"),
             Step::RemoveFile(_)
             | Step::RemoveDropin(_)
@@ -67,22 +67,6 @@ pub fn bake_config(root: &Path, config: &MachineConfig) -> anyhow::Result<()> {
 /// Paths an OSTree system keeps in `/var`, which an image does not deploy.
 fn node_owned(path: &str) -> bool {
     ["/var/", "/home/", "/root/"].iter().any(|prefix| path.starts_with(prefix))
-}
-
-/// The units of `units` whose unit file is in the tree; the others are logged and left out.
-fn in_tree(systemd: &DirSystemd, units: &[String], what: &str) -> anyhow::Result<Vec<String>> {
-    let mut found = Vec::new();
-    for unit in units {
-        if systemd.is_enabled(unit)? == UnitFileState::NotFound {
-            tracing::warn!(
-                unit = %unit,
-                "the config has no unit file for {unit}: it stays as the base image has it, not {what}"
-            );
-        } else {
-            found.push(unit.clone());
-        }
-    }
-    Ok(found)
 }
 
 #[cfg(test)]

@@ -61,6 +61,22 @@ pub trait Systemd: Send + Sync {
     fn update_ca_trust(&self) -> anyhow::Result<()>;
 }
 
+/// The units of `units` that have a unit file (one the config wrote or one already there); the
+/// others are logged and left out rather than failing the update. Upstream `writeUnits` skips them
+/// the same way (OCPBUGS-56648): a config may say `enabled` for a unit that ships with an extension
+/// or a later OS, and a unit with neither contents nor a file cannot be enabled or disabled.
+pub fn with_unit_files(systemd: &dyn Systemd, units: &[String], action: &str) -> anyhow::Result<Vec<String>> {
+    let mut found = Vec::new();
+    for unit in units {
+        if systemd.is_enabled(unit)? == UnitFileState::NotFound {
+            tracing::info!(unit = %unit, "Could not {action} unit {unit}: it has no contents and no unit file, skipping");
+        } else {
+            found.push(unit.clone());
+        }
+    }
+    Ok(found)
+}
+
 /// `systemctl` on this host.
 pub struct HostSystemd {
     pub runner: Arc<dyn Runner>,

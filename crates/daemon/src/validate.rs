@@ -128,8 +128,10 @@ fn check_unit(root: &Path, systemd: &dyn Systemd, u: &v3::Unit, problems: &mut V
         Err(e) => problems.push(format!("unit {:?}: {e:#}", u.name)),
         Ok(state) => {
             use UnitFileState::*;
+            // A unit with no file is never enabled (`with_unit_files`); a missing file the config
+            // has contents for is reported above.
             let consistent = if enabled {
-                !matches!(state, Disabled | Masked | MaskedRuntime | NotFound)
+                !matches!(state, Disabled | Masked | MaskedRuntime)
             } else {
                 !matches!(state, Enabled | EnabledRuntime)
             };

@@ -248,6 +248,39 @@ fn applies_a_config_and_then_an_update() {
     assert!(!exists(r, "/etc/machine-config-daemon/noorig/etc/mco/plain.conf.mcdnoorig"));
 }
 
+/// A unit the config enables or disables without contents is enabled or disabled when a unit file
+/// for it is on the node, and skipped when there is none (upstream's TestIgn3Cfg: such a unit must
+/// not fail the update).
+#[test]
+fn units_without_contents_are_enabled_only_when_the_node_has_them() {
+    let node = node_root();
+    let r = node.path();
+    let cfg = tempfile::tempdir().unwrap();
+    let config = mc(
+        "rendered-worker-empty-units",
+        json!({
+            "ignition": {"version": "3.5.0"},
+            "systemd": {"units": [
+                {"name": "new-empty-svc.service", "enabled": true},
+                {"name": "gone-svc.service", "enabled": false, "contents": ""},
+                {"name": "vendor.service", "enabled": true}
+            ]}
+        }),
+        json!({}),
+    );
+    let path = write_mc(cfg.path(), &config);
+    apply(r, None, &path).assert().success();
+    assert_eq!(
+        fs::read_link(r.join("etc/systemd/system/multi-user.target.wants/vendor.service")).unwrap(),
+        Path::new("/usr/lib/systemd/system/vendor.service"),
+        "the OS's unit is enabled"
+    );
+    for absent in ["/etc/systemd/system/new-empty-svc.service", "/etc/systemd/system/gone-svc.service"] {
+        assert!(!exists(r, absent), "{absent} is not written");
+    }
+    validate(r, &path).success().stdout("node matches rendered-worker-empty-units\n");
+}
+
 #[test]
 fn drift_is_refused_until_the_force_file_exists() {
     let node = node_root();
