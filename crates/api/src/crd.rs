@@ -6,6 +6,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 use serde_json::Value;
 
+use crate::image_config::{Image, ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet};
 use crate::machineconfiguration::{
     CONTAINER_RUNTIME_CONFIG_SCHEMA, KUBELET_CONFIG_SCHEMA, MACHINE_CONFIG_NODE_SCHEMA, OS_IMAGE_STREAM_SCHEMA,
 };
@@ -31,6 +32,11 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         UpstreamSchema::default().apply(PinnedImageSet::crd()),
         OS_IMAGE_STREAM_SCHEMA.apply(OSImageStream::crd()),
         MACHINE_CONFIG_NODE_SCHEMA.apply(MachineConfigNode::crd()),
+        // The cluster's image configuration (OpenShift's kinds), for clusters that do not serve it.
+        Image::crd(),
+        ImageDigestMirrorSet::crd(),
+        ImageTagMirrorSet::crd(),
+        ImageContentSourcePolicy::crd(),
     ]
     .into_iter()
     .map(tidy)

@@ -8,8 +8,8 @@
 //! * `operator.openshift.io/v1alpha1` [`ImageContentSourcePolicy`]: the older form of digest
 //!   mirrors.
 //!
-//! These kinds belong to the cluster (openshift/api), not to mco, so they are not among
-//! [`crate::crds`]. Lists keep Go's nil/empty distinction (`None` vs `Some(vec![])`): the
+//! These kinds belong to the cluster (openshift/api), not to mco: OpenShift serves them; their
+//! CRDs among [`crate::crds`] are for other clusters (`deploy/components/image-config`). Lists keep Go's nil/empty distinction (`None` vs `Some(vec![])`): the
 //! original writes registries.conf for an Image whose `insecureRegistries` is `[]` and not for
 //! one without the field.
 
@@ -159,7 +159,7 @@ pub struct ImageTagMirrorSetSpec {
     pub image_tag_mirrors: Vec<ImageMirrors>,
 }
 
-/// The (empty) status of ImageDigestMirrorSet and ImageTagMirrorSet.
+/// The (empty) status of ImageDigestMirrorSet, ImageTagMirrorSet and ImageContentSourcePolicy.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct MirrorSetStatus {}
 
@@ -187,6 +187,7 @@ pub struct ImageMirrors {
     version = "v1alpha1",
     kind = "ImageContentSourcePolicy",
     plural = "imagecontentsourcepolicies",
+    status = "MirrorSetStatus",
     derive = "PartialEq",
     derive = "Default",
     doc = "ImageContentSourcePolicy holds cluster-wide information about how to handle registry mirror rules."

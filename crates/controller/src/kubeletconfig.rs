@@ -15,9 +15,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::serde::Serialize;
 use k8s_openapi::serde::de::DeserializeOwned;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PostParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch};
 use kube::runtime::controller::Action;
-use kube::runtime::{Controller, WatchStreamExt as _, watcher};
+use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use mco_api::constants::{CONTROLLER_CONFIG_NAME, MACHINE_CONFIG_ROLE_LABEL, MC_NAME_SUFFIX_ANNOTATION};
 use mco_api::{ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigPool};
@@ -26,7 +26,8 @@ use mco_metrics::controller::{ControllerMetrics, SubControllerSync};
 use mco_render::ControllerVersion;
 use serde_json::{Value, json};
 
-use crate::{CONTROLLER_NAME, KubeError, kube_error, logging_errors, patch_params};
+use crate::generated::{delete_machine_config, write_machine_config};
+use crate::{KubeError, events, kube_error, list_all, patch_params};
 
 /// The config.openshift.io kinds whose `cluster` object the syncs read.
 const CLUSTER_SETTINGS: [&str; 3] = ["FeatureGate", "APIServer", "Node"];
@@ -133,13 +134,6 @@ async fn run_kind<K: ConfigKind>(context: Arc<Context>) {
         .await;
 }
 
-fn events<T>(what: &'static str, api: Api<T>) -> impl futures::Stream<Item = Result<T, watcher::Error>> + Send
-where
-    T: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    logging_errors(what, watcher(api, watcher::Config::default()).default_backoff().touched_objects())
-}
-
 fn cluster_setting(kind: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("config.openshift.io", "v1", kind),
@@ -159,9 +153,9 @@ async fn reconcile<K: ConfigKind>(config: Arc<K>, context: Arc<Context>) -> Resu
         cascade_delete(client, &*config).await?;
         return Ok(Action::await_change());
     }
-    let machine_configs = list::<MachineConfig>(client, "MachineConfigs").await?;
-    let pools = list::<MachineConfigPool>(client, "MachineConfigPools").await?;
-    let configs = list::<K>(client, K::KIND).await?;
+    let machine_configs = list_all::<MachineConfig>(client, "MachineConfigs").await?;
+    let pools = list_all::<MachineConfigPool>(client, "MachineConfigPools").await?;
+    let configs = list_all::<K>(client, K::KIND).await?;
     let controller_config = Api::<ControllerConfig>::all(client.clone())
         .get_opt(CONTROLLER_CONFIG_NAME)
         .await
@@ -242,14 +236,6 @@ async fn cascade_delete<K: ConfigKind>(client: &Client, config: &K) -> Result<()
     Ok(())
 }
 
-async fn list<T>(client: &Client, what: &str) -> Result<Vec<T>, Error>
-where
-    T: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    let listed = Api::<T>::all(client.clone()).list(&ListParams::default()).await;
-    Ok(listed.map_err(kube_error(format!("listing {what}")))?.items)
-}
-
 /// The FeatureGate, APIServer and Node `cluster` objects, each absent when the cluster does not
 /// serve its kind or has none.
 async fn cluster_settings(client: &Client) -> Result<ClusterSettings, Error> {
@@ -265,38 +251,4 @@ async fn cluster_settings(client: &Client) -> Result<ClusterSettings, Error> {
     }
     let [feature_gate, api_server, node] = [&objects[0], &objects[1], &objects[2]];
     ClusterSettings::read(feature_gate.as_ref(), api_server.as_ref(), node.as_ref()).map_err(Error::Settings)
-}
-
-/// Creates the generated MachineConfig, or replaces the one of that name.
-async fn write_machine_config(api: &Api<MachineConfig>, generated: &MachineConfig) -> Result<(), Error> {
-    let name = generated.name_any();
-    let post = PostParams { field_manager: Some(CONTROLLER_NAME.to_string()), ..Default::default() };
-    match api.get_opt(&name).await.map_err(kube_error(format!("reading MachineConfig {name}")))? {
-        None => {
-            api.create(&post, generated).await.map_err(kube_error(format!("creating MachineConfig {name}")))?;
-            tracing::info!("created MachineConfig {name}");
-        }
-        Some(existing)
-            if existing.spec == generated.spec && existing.metadata.annotations == generated.metadata.annotations => {}
-        Some(existing) => {
-            let mut replacement = generated.clone();
-            replacement.metadata.resource_version = existing.metadata.resource_version;
-            api.replace(&name, &post, &replacement)
-                .await
-                .map_err(kube_error(format!("replacing MachineConfig {name}")))?;
-            tracing::info!("updated MachineConfig {name}");
-        }
-    }
-    Ok(())
-}
-
-async fn delete_machine_config(api: &Api<MachineConfig>, name: &str) -> Result<(), Error> {
-    match api.delete(name, &Default::default()).await {
-        Ok(_) => {
-            tracing::info!("deleted MachineConfig {name}");
-            Ok(())
-        }
-        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
-        Err(e) => Err(kube_error(format!("deleting MachineConfig {name}"))(e).into()),
-    }
 }

@@ -1,7 +1,8 @@
 //! The machine-config controller (`mco controller`): the render controller ([`render`]), the
 //! node controller ([`node`]: rollouts and pool status), the drain controller ([`drain`]), the
 //! build controller ([`build`]: on-cluster OS image builds) and
-//! the kubelet config and container runtime config controllers ([`kubeletconfig`]), the
+//! the kubelet config and container runtime config controllers ([`kubeletconfig`]), the image
+//! configuration controller ([`registries`]: mirrors and registry policies), the
 //! OSImageStream controller ([`osimagestream`]) and the PinnedImageSet controller
 //! ([`pinnedimageset`]: which sets a pool's nodes pin), run by
 //! whichever instance holds the leader Lease ([`leader`]).
@@ -13,6 +14,7 @@
 pub mod build;
 pub mod conditions;
 pub mod drain;
+mod generated;
 pub mod health;
 pub mod kubeletconfig;
 pub mod leader;
@@ -20,6 +22,7 @@ pub mod networkpolicy;
 pub mod node;
 pub mod osimagestream;
 pub mod pinnedimageset;
+pub mod registries;
 pub mod render;
 
 use std::path::PathBuf;
@@ -84,6 +87,24 @@ pub(crate) fn logging_errors<T>(
         }
         std::future::ready(event.ok().map(Ok))
     })
+}
+
+/// Every change of `K`, for a Controller's triggers (see [`logging_errors`]).
+pub(crate) fn events<K>(what: &'static str, api: kube::Api<K>) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    use kube::runtime::WatchStreamExt as _;
+    logging_errors(what, watcher(api, watcher::Config::default()).default_backoff().touched_objects())
+}
+
+/// Every object of a cluster-scoped (or every namespace's) kind.
+pub(crate) async fn list_all<K>(client: &Client, what: &str) -> Result<Vec<K>, KubeError>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let listed = kube::Api::<K>::all(client.clone()).list(&Default::default()).await;
+    Ok(listed.map_err(kube_error(format!("listing {what}")))?.items)
 }
 
 /// Records an event. A new [`Recorder`] each time: a recorder folds every later event with the
@@ -222,7 +243,7 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
     }
     tracing::info!(
         "became the leader; starting the render, node, drain, build, kubelet config, container runtime config, \
-         OSImageStream, PinnedImageSet, NetworkPolicy and boot image controllers"
+         image configuration, OSImageStream, PinnedImageSet, NetworkPolicy and boot image controllers"
     );
     let builds = async {
         match settings.builds.options(&client).await {
@@ -249,6 +270,10 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
         }
         () = osimagestream::run(client.clone(), settings.version.clone(), osimagestream::Options::default()) => {
             anyhow::bail!("the OSImageStream controller stopped")
+        }
+        // Upstream's container runtime config controller syncs the image configuration too.
+        () = registries::run(client.clone(), settings.version.clone(), settings.kubelet_configs.retry_delay) => {
+            anyhow::bail!("the image configuration controller stopped")
         }
         () = kubeletconfig::run(client.clone(), settings.version, settings.kubelet_configs) => {
             anyhow::bail!("the kubelet config controllers stopped")

@@ -19,7 +19,8 @@ use mco_api::{MachineConfigPool, PinnedImageSet};
 use mco_render::select::{InvalidSelector, Selection};
 use serde_json::json;
 
-use crate::render::controller::{events, every_pool};
+use crate::events;
+use crate::render::controller::every_pool;
 use crate::{KubeError, conditions, kube_error, patch_params};
 
 /// How long a failed sync waits before it is tried again.

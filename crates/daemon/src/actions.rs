@@ -7,13 +7,26 @@ use anyhow::{Context, anyhow};
 use mco_api::operator::{NodeDisruptionPolicyStatusAction as Action, NodeDisruptionPolicyStatusActionType as Kind};
 
 use crate::failpoint::Failpoints;
-use crate::units::Systemd;
+use crate::units::{Systemd, UnitFileState};
 
 /// Restarting it fails on RHEL 8 nodes, which lack it; upstream then runs `update-ca-trust`.
 pub const UPDATE_CA_TRUST_SERVICE: &str = "coreos-update-ca-trust.service";
 
 /// What `Special` (a registries.conf change) reloads: `systemctl reload crio`, as upstream spells it.
 pub const SPECIAL_RELOAD: &str = "crio";
+
+/// CRI-O's unit. A node may run another container runtime (the lab's run containerd, which reads
+/// neither registries.conf nor policy.json): there the actions that make CRI-O re-read its files
+/// are skipped rather than failing the update (upstream's nodes always run CRI-O).
+const CRIO_SERVICE: &str = "crio.service";
+
+/// Whether `unit` names CRI-O's service and the node does not have it.
+fn is_missing_crio(systemd: &dyn Systemd, unit: &str) -> anyhow::Result<bool> {
+    if unit != SPECIAL_RELOAD && unit != CRIO_SERVICE {
+        return Ok(false);
+    }
+    Ok(systemd.is_enabled(CRIO_SERVICE)? == UnitFileState::NotFound)
+}
 
 fn service<'a>(action: &'a Action, what: &str) -> anyhow::Result<&'a str> {
     let reference = match action.type_ {
@@ -34,6 +47,19 @@ pub fn run(systemd: &dyn Systemd, actions: &[Action], config: &str, failpoints: 
         // words (its e2e tests look for them).
         if !matches!(action.type_, Kind::Drain) {
             tracing::info!("Performing post config change action: {:?} for config {config}", action.type_);
+        }
+        let unit = match action.type_ {
+            Kind::Restart => Some(service(action, "Restart")?),
+            Kind::Reload => Some(service(action, "Reload")?),
+            Kind::Special => Some(SPECIAL_RELOAD),
+            _ => None,
+        };
+        if let Some(unit) = unit.filter(|u| is_missing_crio(systemd, u).unwrap_or(false)) {
+            tracing::info!(
+                "{CRIO_SERVICE} is not on this node (another container runtime runs here): not running {:?} of {unit}",
+                action.type_
+            );
+            continue;
         }
         match action.type_ {
             Kind::Reboot | Kind::Drain => continue,
@@ -87,10 +113,15 @@ mod tests {
 
     /// A root with crio and kubelet units; returns it and what `run` logged or the error.
     fn run_in_root(actions: &[Action]) -> (String, Option<String>) {
+        run_in_root_with(&["crio.service", "kubelet.service"], actions)
+    }
+
+    /// A root with `units`; returns what `run` logged or the error.
+    fn run_in_root_with(units_there: &[&str], actions: &[Action]) -> (String, Option<String>) {
         let dir = tempfile::tempdir().unwrap();
         let units = host_path(dir.path(), "/usr/lib/systemd/system").unwrap();
         fs::create_dir_all(&units).unwrap();
-        for u in ["crio.service", "kubelet.service"] {
+        for u in units_there {
             fs::write(units.join(u), "[Service]\nExecStart=/bin/true\n").unwrap();
         }
         let sd = DirSystemd { root: dir.path().to_path_buf() };
@@ -129,6 +160,30 @@ mod tests {
         for (actions, log, err) in cases {
             let what = actions.iter().map(mco_disruption::describe).collect::<Vec<_>>();
             assert_eq!(run_in_root(&actions), (log.to_string(), err.map(str::to_string)), "{what:?}");
+        }
+    }
+
+    /// On a node without CRI-O, what would make CRI-O re-read its files is skipped; other units'
+    /// actions still run and still fail when their unit is missing.
+    #[test]
+    fn crio_actions_are_skipped_on_a_node_without_crio() {
+        let cases: Vec<(Vec<Action>, &str, Option<&str>)> = vec![
+            (
+                vec![Action::new(Kind::Special), reload("crio.service"), restart("crio.service"), reload("crio")],
+                "",
+                None,
+            ),
+            (vec![Action::new(Kind::Special), restart("kubelet.service")], "restart kubelet.service\n", None),
+            (
+                vec![reload("containerd.service")],
+                "",
+                Some("could not apply update: reloading containerd.service failed: Unit containerd.service not found."),
+            ),
+        ];
+        for (actions, log, err) in cases {
+            let what = actions.iter().map(mco_disruption::describe).collect::<Vec<_>>();
+            let got = run_in_root_with(&["kubelet.service"], &actions);
+            assert_eq!(got, (log.to_string(), err.map(str::to_string)), "{what:?}");
         }
     }
 }

@@ -120,6 +120,17 @@ pub fn config_crds() -> Vec<Value> {
     ]
 }
 
+/// The `cluster` Image (no registry settings), as OpenShift's installer creates it; its CRD comes
+/// with mco (`deploy/components/image-config`), so it is created after mco is installed.
+pub fn image_config() -> Value {
+    json!({"apiVersion": CONFIG_API_VERSION, "kind": "Image", "metadata": {"name": "cluster"}, "spec": {}})
+}
+
+/// The CRD of [`image_config`], by name (what the lab waits to be established).
+pub fn image_config_crd() -> Value {
+    json!({"metadata": {"name": "images.config.openshift.io"}})
+}
+
 /// What a cloud cluster has for its MachineSets before anyone applies one: the Machine API
 /// namespace, the `coreos-bootimages` ConfigMap with [`BOOT_IMAGES_STREAM`], and the installer's
 /// `worker-user-data` secret holding `worker_stub` (the pointer Ignition config machines boot

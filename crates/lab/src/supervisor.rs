@@ -40,7 +40,9 @@ use crate::control_plane::ControlPlane;
 use crate::install::{self, Overlay};
 use crate::layout::Layout;
 use crate::machine::{Machine, MachineSpec};
-use crate::manifests::{ClusterInputs, Platform, cloud_objects, cluster_objects, config_crds};
+use crate::manifests::{
+    ClusterInputs, Platform, cloud_objects, cluster_objects, config_crds, image_config, image_config_crd,
+};
 use crate::node::{Answer, Boot, LabNode, Provisioned, ask_server};
 use crate::process::{Service, run_tool};
 use crate::request::{self, AddNode, BootImage};
@@ -371,6 +373,8 @@ async fn run(
     // What an administrator creates beside deploy/: the server's certificate (the lab's, which
     // the stubs' CA signed for the address machines ask).
     apply::apply(&client, &[install::server_tls_secret(&certs.join("tls.crt"), &certs.join("tls.key"))?]).await?;
+    wait_established(&client, &[image_config_crd()]).await?;
+    apply::apply(&client, &[image_config()]).await?;
     progress(layout, report, "waiting for the controller's pods; the bootstrap controller hands over")?;
     // The control-plane nodes' network indices (their addresses).
     let masters: Vec<usize> = nodes.iter().filter(|r| r.node.pool == MASTER_POOL).map(|r| r.spec.index).collect();

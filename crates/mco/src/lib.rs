@@ -61,10 +61,14 @@ enum Command {
     Skew(cmd_skew::SkewCommand),
     /// Print the CustomResourceDefinitions of the API types as YAML.
     Crds {
-        /// Only the CRDs of this API group (repeatable); deploy/crds.yaml holds mco's own groups,
-        /// without the Machine API's MachineSet, which a cloud provider's cluster brings.
+        /// Only the CRDs of this API group (repeatable); deploy/base/crds.yaml holds mco's own
+        /// kinds, without the Machine API's MachineSet, which a cloud provider's cluster brings, or
+        /// the image configuration kinds OpenShift serves (deploy/components/image-config).
         #[arg(long = "group", value_name = "GROUP")]
         groups: Vec<String>,
+        /// Only the CRD of this kind (repeatable; with `--group`: the CRDs of either).
+        #[arg(long = "kind", value_name = "KIND")]
+        kinds: Vec<String>,
     },
     /// The machine-config controller: render every pool's rendered config (leader-elected).
     Controller(Box<cmd_controller::ControllerArgs>),
@@ -107,13 +111,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Image(cmd) => cmd_image::run(cmd),
         Command::Bootimage(cmd) => cmd_bootimage::run(cmd),
         Command::Skew(cmd) => cmd_skew::run(cmd),
-        Command::Crds { groups } => {
+        Command::Crds { groups, kinds } => {
+            let every = groups.is_empty() && kinds.is_empty();
             let crds: Vec<_> = mco_api::crds()
                 .into_iter()
-                .filter(|crd| groups.is_empty() || groups.contains(&crd.spec.group))
+                .filter(|crd| every || groups.contains(&crd.spec.group) || kinds.contains(&crd.spec.names.kind))
                 .collect();
             if crds.is_empty() {
-                anyhow::bail!("no CRD has any of the groups {groups:?}");
+                anyhow::bail!("no CRD has any of the groups {groups:?} or kinds {kinds:?}");
             }
             print!("{}", mco_api::crds_yaml(&crds));
             Ok(ExitCode::SUCCESS)

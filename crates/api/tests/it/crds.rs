@@ -144,6 +144,47 @@ fn names_scopes_and_subresources_match_upstream() {
             status: true,
             scale: true,
         },
+        // The cluster's image configuration (openshift/api's names).
+        Expected {
+            kind: "Image",
+            group: "config.openshift.io",
+            version: "v1",
+            plural: "images",
+            short_names: &[],
+            scope: "Cluster",
+            status: true,
+            scale: false,
+        },
+        Expected {
+            kind: "ImageDigestMirrorSet",
+            group: "config.openshift.io",
+            version: "v1",
+            plural: "imagedigestmirrorsets",
+            short_names: &["idms"],
+            scope: "Cluster",
+            status: true,
+            scale: false,
+        },
+        Expected {
+            kind: "ImageTagMirrorSet",
+            group: "config.openshift.io",
+            version: "v1",
+            plural: "imagetagmirrorsets",
+            short_names: &["itms"],
+            scope: "Cluster",
+            status: true,
+            scale: false,
+        },
+        Expected {
+            kind: "ImageContentSourcePolicy",
+            group: "operator.openshift.io",
+            version: "v1alpha1",
+            plural: "imagecontentsourcepolicies",
+            short_names: &[],
+            scope: "Cluster",
+            status: true,
+            scale: false,
+        },
     ];
     assert_eq!(crds().len(), table.len());
     for e in table {

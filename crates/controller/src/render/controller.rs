@@ -32,7 +32,7 @@ use serde_json::json;
 
 use super::os_image::{self, Gate};
 use super::{ConfigObjects, NotReady, Plan, Target, plan, pools_for_machine_config};
-use crate::{conditions, logging_errors};
+use crate::{conditions, events, logging_errors};
 
 /// Upstream's name, used as field manager and event reporter.
 const CONTROLLER_NAME: &str = "machine-config-controller";
@@ -100,14 +100,6 @@ struct Context {
     client: Client,
     version: ControllerVersion,
     options: Options,
-}
-
-/// Every change of `K`, for the Controller's triggers (see [`logging_errors`]).
-pub(crate) fn events<K>(what: &'static str, api: Api<K>) -> impl Stream<Item = Result<K, watcher::Error>> + Send
-where
-    K: Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    logging_errors(what, watcher(api, watcher::Config::default()).default_backoff().touched_objects())
 }
 
 /// Runs the render controller until its watches end (they retry errors, so: forever).

@@ -9,4 +9,5 @@ mod node;
 mod os_image;
 mod osimagestream;
 mod pinnedimageset;
+mod registries;
 mod render;

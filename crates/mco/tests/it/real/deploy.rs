@@ -16,7 +16,23 @@ use mco_testenv::kube::{self, Api, Client, ResourceExt as _};
 use mco_testenv::{TestEnv, eventually, find_binaries};
 use serde_json::json;
 
-const CRD_GROUPS: [&str; 2] = ["machineconfiguration.openshift.io", "operator.openshift.io"];
+/// Each CRD file of `deploy/` and the `mco crds` arguments it is generated with.
+const CRD_FILES: [(&str, &[&str]); 2] = [
+    ("base/crds.yaml", &["--group", "machineconfiguration.openshift.io", "--kind", "MachineConfiguration"]),
+    (
+        "components/image-config/crds.yaml",
+        &[
+            "--kind",
+            "Image",
+            "--kind",
+            "ImageDigestMirrorSet",
+            "--kind",
+            "ImageTagMirrorSet",
+            "--kind",
+            "ImageContentSourcePolicy",
+        ],
+    ),
+];
 const NAMESPACE: &str = "openshift-machine-config-operator";
 
 fn deploy() -> PathBuf {
@@ -25,26 +41,21 @@ fn deploy() -> PathBuf {
 
 #[test]
 fn deploy_crds_are_what_mco_crds_generates() {
-    let mut mco = common::mco();
-    mco.arg("crds");
-    for group in CRD_GROUPS {
-        mco.args(["--group", group]);
+    for (file, args) in CRD_FILES {
+        let generated = common::stdout(&common::mco().arg("crds").args(args).assert().success());
+        let shipped = std::fs::read_to_string(deploy().join(file)).unwrap();
+        assert!(
+            generated == shipped,
+            "deploy/{file} is stale: regenerate it with `mco crds {} > deploy/{file}`",
+            args.join(" ")
+        );
     }
-    let generated = common::stdout(&mco.assert().success());
-    let shipped = std::fs::read_to_string(deploy().join("base/crds.yaml")).unwrap();
-    assert!(
-        generated == shipped,
-        "deploy/base/crds.yaml is stale: regenerate it with \
-         `mco crds --group {} --group {} > deploy/base/crds.yaml`",
-        CRD_GROUPS[0],
-        CRD_GROUPS[1]
-    );
 }
 
 #[test]
 fn crds_refuses_a_group_it_has_no_crd_of() {
-    let assert = common::mco().args(["crds", "--group", "example.com"]).assert().failure();
-    assert!(common::stderr(&assert).contains("no CRD has any of the groups [\"example.com\"]"));
+    let assert = common::mco().args(["crds", "--group", "example.com", "--kind", "Example"]).assert().failure();
+    assert!(common::stderr(&assert).contains("no CRD has any of the groups [\"example.com\"] or kinds [\"Example\"]"));
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> std::process::Output {

@@ -1,0 +1,155 @@
+//! The image configuration controller (upstream's `syncImageConfig` in
+//! `pkg/controller/container-runtime-config`): the Image config `cluster`, the
+//! ImageDigestMirrorSets, ImageTagMirrorSets and ImageContentSourcePolicies become each built-in
+//! pool's `99-<pool>-generated-registries` MachineConfig (registries.conf, policy.json, the
+//! search registries drop-in), computed by `mco-registries`' pure sync and written here.
+//!
+//! One sync covers the whole cluster; any change of what it reads (those kinds, the pools, the
+//! ControllerConfig) runs it again. The kinds are the cluster's (OpenShift serves them;
+//! `deploy/components/image-config` serves them elsewhere): while the cluster does not serve the
+//! Image kind, the controller waits for it; a mirror kind it does not serve counts as none.
+//!
+//! The release payload the sync keeps pullable is the ControllerConfig's `spec.releaseImage`
+//! (what the operator copies from the ClusterVersion; upstream reads the ClusterVersion itself),
+//! so the controller needs no ClusterVersion, which a plain Kubernetes cluster lacks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::serde::de::DeserializeOwned;
+use kube::api::ListParams;
+use kube::runtime::controller::Action;
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, Resource};
+use mco_api::constants::CONTROLLER_CONFIG_NAME;
+use mco_api::image_config::{
+    IMAGE_CONFIG_NAME, Image, ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet,
+};
+use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
+use mco_registries::{BaseFiles, Cluster, ImageInputs, MirrorRules};
+use mco_render::ControllerVersion;
+
+use crate::generated::{delete_machine_config, write_machine_config};
+use crate::{KubeError, events, kube_error, list_all};
+
+/// How often the controller looks again for the Image kind while the cluster does not serve it.
+const SERVED_CHECK_PERIOD: Duration = Duration::from_secs(60);
+
+/// Why a sync failed; it is tried again after [`Context::retry_delay`].
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Kube(#[from] KubeError),
+    /// What upstream's sync returns (and retries): invalid scopes, mirrors, a bad release image.
+    #[error("syncing the image configuration: {0}")]
+    Sync(#[from] mco_registries::SyncError),
+}
+
+struct Context {
+    client: Client,
+    version: ControllerVersion,
+    base: BaseFiles,
+    retry_delay: Duration,
+}
+
+/// Runs the controller until its watches end (they retry errors, so: forever).
+pub async fn run(client: Client, version: ControllerVersion, retry_delay: Duration) {
+    let images = Api::<Image>::all(client.clone());
+    let mut waited = false;
+    while let Err(e) = images.list_metadata(&ListParams::default().limit(1)).await {
+        if !waited {
+            tracing::info!(
+                "the cluster serves no config.openshift.io/v1 Image ({e}): registries files are not managed until it does"
+            );
+            waited = true;
+        }
+        tokio::time::sleep(SERVED_CHECK_PERIOD).await;
+    }
+    let context = Arc::new(Context { client: client.clone(), version, base: BaseFiles::from_templates(), retry_delay });
+    let triggers = vec![
+        events("MachineConfigPools", Api::<MachineConfigPool>::all(client.clone())).map(|_| ()).boxed(),
+        events("ControllerConfigs", Api::<ControllerConfig>::all(client.clone())).map(|_| ()).boxed(),
+        events("ImageDigestMirrorSets", Api::<ImageDigestMirrorSet>::all(client.clone())).map(|_| ()).boxed(),
+        events("ImageTagMirrorSets", Api::<ImageTagMirrorSet>::all(client.clone())).map(|_| ()).boxed(),
+        events("ImageContentSourcePolicies", Api::<ImageContentSourcePolicy>::all(client.clone())).map(|_| ()).boxed(),
+    ];
+    Controller::new(images, watcher::Config::default().fields(&format!("metadata.name={IMAGE_CONFIG_NAME}")))
+        .reconcile_all_on(futures::stream::select_all(triggers))
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!("image configuration: {e}");
+            }
+        })
+        .await;
+}
+
+fn error_policy(_: Arc<Image>, error: &Error, context: Arc<Context>) -> Action {
+    tracing::warn!("{error}");
+    Action::requeue(context.retry_delay)
+}
+
+async fn reconcile(image: Arc<Image>, context: Arc<Context>) -> Result<Action, Error> {
+    let client = &context.client;
+    if image.meta().deletion_timestamp.is_some() {
+        // The generated MachineConfigs go with it (their owner), by garbage collection.
+        return Ok(Action::await_change());
+    }
+    let controller_config = Api::<ControllerConfig>::all(client.clone())
+        .get_opt(CONTROLLER_CONFIG_NAME)
+        .await
+        .map_err(kube_error(format!("reading ControllerConfig {CONTROLLER_CONFIG_NAME}")))?;
+    let release_image = controller_config.as_ref().and_then(|c| c.spec.release_image.as_deref());
+    let pools = list_all::<MachineConfigPool>(client, "MachineConfigPools").await?;
+    let machine_configs = list_all::<MachineConfig>(client, "MachineConfigs").await?;
+    let digest_sets = list_served::<ImageDigestMirrorSet>(client, "ImageDigestMirrorSets").await?;
+    let tag_sets = list_served::<ImageTagMirrorSet>(client, "ImageTagMirrorSets").await?;
+    let policies = list_served::<ImageContentSourcePolicy>(client, "ImageContentSourcePolicies").await?;
+    let inputs = ImageInputs {
+        image: Some(&image),
+        release_image,
+        mirrors: MirrorRules {
+            image_digest_mirror_sets: &digest_sets,
+            image_tag_mirror_sets: &tag_sets,
+            image_content_source_policies: &policies,
+        },
+    };
+    let cluster = Cluster {
+        pools: &pools,
+        machine_configs: &machine_configs,
+        controller_version: &context.version.hash,
+        base: &context.base,
+    };
+    let synced = mco_registries::sync_image_config(&inputs, &cluster);
+    if let Some(warning) = synced.blocked_and_allowed.as_ref().and_then(|lists| lists.warning.as_ref()) {
+        tracing::warn!("image configuration: {warning}");
+    }
+    let api = Api::<MachineConfig>::all(client.clone());
+    for generated in &synced.machine_configs {
+        write_machine_config(&api, generated).await?;
+    }
+    for stale in &synced.deletions {
+        delete_machine_config(&api, stale).await?;
+    }
+    synced.outcome?;
+    if release_image.is_none() {
+        tracing::info!(
+            "ControllerConfig {CONTROLLER_CONFIG_NAME} names no release image yet: registries files wait for it"
+        );
+    }
+    Ok(Action::await_change())
+}
+
+/// Like [`list_all`], with a kind the cluster does not serve listed as empty.
+async fn list_served<T>(client: &Client, what: &str) -> Result<Vec<T>, Error>
+where
+    T: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    match Api::<T>::all(client.clone()).list(&ListParams::default()).await {
+        Ok(listed) => Ok(listed.items),
+        // A missing API group answers a bare 404.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(kube_error(format!("listing {what}"))(e).into()),
+    }
+}
