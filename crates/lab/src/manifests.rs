@@ -5,8 +5,11 @@
 //! its MachineSets need ([`cloud_objects`]). Pure: the images, addresses and stub come in,
 //! objects go out.
 
+use std::path::Path;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use fn_error_context::context;
 use mco_api::constants::{
     BOOT_IMAGES_CONFIGMAP, BOOT_IMAGES_STREAM_KEY, CONTROLLER_CONFIG_NAME, DISABLE_TEMPLATING_KEY,
     GENERATED_BY_VERSION_ANNOTATION, IMAGE_REFERENCES_KEY, MACHINE_API_NAMESPACE, MACHINE_CONFIG_ROLE_LABEL,
@@ -120,15 +123,17 @@ pub fn config_crds() -> Vec<Value> {
     ]
 }
 
-/// The `cluster` Image (no registry settings), as OpenShift's installer creates it; its CRD comes
-/// with mco (`deploy/components/image-config`), so it is created after mco is installed.
-pub fn image_config() -> Value {
-    json!({"apiVersion": CONFIG_API_VERSION, "kind": "Image", "metadata": {"name": "cluster"}, "spec": {}})
+/// The image configuration kinds, as OpenShift serves them before mco runs: mco's CRDs for them
+/// (`deploy/components/image-config`, which the lab overlay applies again).
+#[context("Reading the image configuration CRDs under {}", deploy.display())]
+pub fn image_config_crds(deploy: &Path) -> anyhow::Result<Vec<Value>> {
+    let text = std::fs::read_to_string(deploy.join("components/image-config/crds.yaml"))?;
+    serde_yaml::Deserializer::from_str(&text).map(|document| Ok(Value::deserialize(document)?)).collect()
 }
 
-/// The CRD of [`image_config`], by name (what the lab waits to be established).
-pub fn image_config_crd() -> Value {
-    json!({"metadata": {"name": "images.config.openshift.io"}})
+/// The `cluster` Image (no registry settings), as OpenShift's installer creates it.
+pub fn image_config() -> Value {
+    json!({"apiVersion": CONFIG_API_VERSION, "kind": "Image", "metadata": {"name": "cluster"}, "spec": {}})
 }
 
 /// What a cloud cluster has for its MachineSets before anyone applies one: the Machine API

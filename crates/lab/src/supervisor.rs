@@ -41,7 +41,7 @@ use crate::install::{self, Overlay};
 use crate::layout::Layout;
 use crate::machine::{Machine, MachineSpec};
 use crate::manifests::{
-    ClusterInputs, Platform, cloud_objects, cluster_objects, config_crds, image_config, image_config_crd,
+    ClusterInputs, Platform, cloud_objects, cluster_objects, config_crds, image_config, image_config_crds,
 };
 use crate::node::{Answer, Boot, LabNode, Provisioned, ask_server};
 use crate::process::{Service, run_tool};
@@ -237,6 +237,10 @@ async fn run(
         platform: options.platform,
     });
     apply::apply(&client, &objects).await?;
+    let image_crds = image_config_crds(&options.deploy)?;
+    apply::apply(&client, &image_crds).await?;
+    wait_established(&client, &image_crds).await?;
+    apply::apply(&client, &[image_config()]).await?;
     env.mark_controller_config_completed().await?;
     let server_url = format!("https://127.0.0.1:{server_port}");
     if options.platform.has_machinesets() {
@@ -373,8 +377,6 @@ async fn run(
     // What an administrator creates beside deploy/: the server's certificate (the lab's, which
     // the stubs' CA signed for the address machines ask).
     apply::apply(&client, &[install::server_tls_secret(&certs.join("tls.crt"), &certs.join("tls.key"))?]).await?;
-    wait_established(&client, &[image_config_crd()]).await?;
-    apply::apply(&client, &[image_config()]).await?;
     progress(layout, report, "waiting for the controller's pods; the bootstrap controller hands over")?;
     // The control-plane nodes' network indices (their addresses).
     let masters: Vec<usize> = nodes.iter().filter(|r| r.node.pool == MASTER_POOL).map(|r| r.spec.index).collect();
@@ -689,17 +691,23 @@ async fn wait_established(client: &Client, crds: &[serde_json::Value]) -> anyhow
     Ok(())
 }
 
+/// Waits until `pool` is rendered with the image configuration controller's MachineConfig, so
+/// that the first machines boot the config the pool keeps (not one it is re-rendered from at once).
 async fn wait_rendered(client: &Client, pool: &str) -> anyhow::Result<()> {
     let pools: Api<MachineConfigPool> = Api::all(client.clone());
+    let registries = format!("99-{pool}-generated-registries");
     let deadline = Instant::now() + RENDER_TIMEOUT;
     loop {
         let current = pools.get(pool).await?;
-        if current.spec.configuration.as_ref().and_then(|c| c.name.as_deref()).is_some_and(|n| !n.is_empty()) {
+        let configuration = current.spec.configuration.as_ref();
+        let rendered = configuration.and_then(|c| c.name.as_deref()).is_some_and(|n| !n.is_empty());
+        let sources = configuration.and_then(|c| c.source.as_ref());
+        if rendered && sources.is_some_and(|s| s.iter().any(|r| r.name.as_deref() == Some(&registries))) {
             return Ok(());
         }
         if Instant::now() > deadline {
             anyhow::bail!(
-                "pool {pool} was not rendered within {RENDER_TIMEOUT:?} (see the controller's log and the pool's \
+                "pool {pool} was not rendered with {registries} within {RENDER_TIMEOUT:?} (see the controller's log and the pool's \
                  conditions in namespace {MCO_NAMESPACE})"
             );
         }

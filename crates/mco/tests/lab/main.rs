@@ -71,6 +71,7 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(None, streams::each_pool_rolls_out_on_its_os_stream),
         scenario!(None, updates::an_os_update_is_booted_by_a_real_reboot),
         scenario!(None, updates::a_kubelet_config_reaches_the_kubelets),
+        scenario!(None, updates::an_image_mirror_set_reaches_every_workers_registries_conf),
         scenario!(None, updates::a_pinned_image_set_is_pulled_and_pinned_on_every_worker),
         scenario!(None, updates::a_paused_pool_moves_no_node),
         scenario!(None, updates::a_bad_machine_config_degrades_the_render_and_touches_no_node),

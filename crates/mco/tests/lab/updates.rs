@@ -1,5 +1,5 @@
 //! Updates of every kind on the worker pool: a new OS booted by a real reboot, a KubeletConfig,
-//! pinned images, a paused pool, a bad MachineConfig, a node that cannot apply, a daemon restarted
+//! image mirrors, pinned images, a paused pool, a bad MachineConfig, a node that cannot apply, a daemon restarted
 //! mid-update, and an upgrade of mco itself.
 
 use std::path::Path;
@@ -44,6 +44,40 @@ pub async fn a_kubelet_config_reaches_the_kubelets(lab: &mut Lab) {
     Api::<mco_api::KubeletConfig>::all(client.clone()).delete("max-pods", &Default::default()).await.unwrap();
     rolled_out(lab, &current).await;
     pods_capacity(lab, "110").await;
+    workload_serving(&client).await;
+}
+
+pub async fn an_image_mirror_set_reaches_every_workers_registries_conf(lab: &mut Lab) {
+    let client = lab.client.clone();
+    let mut current = rolled_out(lab, "").await;
+    ensure_workload(lab).await;
+    // The cluster's image configuration: an ImageDigestMirrorSet becomes the worker pool's
+    // 99-worker-generated-registries (registries.conf with the mirror, written by the image
+    // configuration controller) and reaches every worker. The workers run containerd: the CRI-O
+    // reload the change calls for is skipped, not failed. Deleting the set takes the mirror away.
+    let set = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/image-config/image-digest-mirror-set.yaml"),
+    );
+    lab.apply("image-digest-mirror-set", &set.unwrap());
+    current = rolled_out(lab, &current).await;
+    for root in worker_roots(lab) {
+        let conf = read(&root.join("etc/containers/registries.conf"));
+        assert!(
+            conf.contains("location = \"registry.example.com/team\"")
+                && conf.contains("location = \"mirror.example.com/team\""),
+            "{}: {conf}",
+            root.display()
+        );
+    }
+    Api::<mco_api::image_config::ImageDigestMirrorSet>::all(client.clone())
+        .delete("example-mirrors", &Default::default())
+        .await
+        .unwrap();
+    rolled_out(lab, &current).await;
+    for root in worker_roots(lab) {
+        let conf = std::fs::read_to_string(root.join("etc/containers/registries.conf")).unwrap_or_default();
+        assert!(!conf.contains("mirror.example.com"), "{}: {conf}", root.display());
+    }
     workload_serving(&client).await;
 }
 
