@@ -30,7 +30,8 @@ pub struct Cluster<'a> {
     pub machine_configs: &'a [MachineConfig],
     /// The controller's version hash, written on generated MachineConfigs.
     pub controller_version: &'a str,
-    /// The pools' template files (the same for every role).
+    /// The template files (the same for every role), for a pool none of whose MachineConfigs
+    /// writes them ([`BaseFiles::of_pool`]).
     pub base: &'a BaseFiles,
 }
 
@@ -61,6 +62,11 @@ pub struct ImageConfigSync {
 /// `99-<pool>-generated-registries`.
 pub fn machine_config_name(pool: &str) -> String {
     format!("99-{pool}-generated-registries")
+}
+
+/// The names of `pool`'s generated registries MachineConfig, now and before 4.7.
+pub(crate) fn generated_names(pool: &MachineConfigPool) -> [String; 2] {
+    [machine_config_name(pool_name(pool)), deprecated_machine_config_name(pool)]
 }
 
 /// The name before 4.7: `99-<pool>-<pool uid>-registries`.
@@ -114,7 +120,8 @@ pub fn sync_image_config(inputs: &ImageInputs, cluster: &Cluster) -> ImageConfig
                 })
             }
         };
-        let files = match registries_files(cluster.base, &settings, &inputs.mirrors) {
+        let base = BaseFiles::of_pool(pool, cluster.machine_configs, cluster.base);
+        let files = match registries_files(&base, &settings, &inputs.mirrors) {
             Ok(files) => files,
             Err(error) => {
                 // The copy under the new name was created before the failure.

@@ -53,18 +53,22 @@ pub async fn an_image_mirror_set_reaches_every_workers_registries_conf(lab: &mut
     ensure_workload(lab).await;
     // The cluster's image configuration: an ImageDigestMirrorSet becomes the worker pool's
     // 99-worker-generated-registries (registries.conf with the mirror, written by the image
-    // configuration controller) and reaches every worker. The workers run containerd: the CRI-O
+    // configuration controller, on top of the pool's own) and reaches every worker. The workers
+    // run containerd: the CRI-O
     // reload the change calls for is skipped, not failed. Deleting the set takes the mirror away.
     let set = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/image-config/image-digest-mirror-set.yaml"),
     );
     lab.apply("image-digest-mirror-set", &set.unwrap());
     current = rolled_out(lab, &current).await;
+    // The pool's own registries.conf (the lab registry, insecure) is kept beside the mirror.
+    let lab_registry = format!("location = \"{}\"", lab_registry(lab));
     for root in worker_roots(lab) {
         let conf = read(&root.join("etc/containers/registries.conf"));
         assert!(
             conf.contains("location = \"registry.example.com/team\"")
-                && conf.contains("location = \"mirror.example.com/team\""),
+                && conf.contains("location = \"mirror.example.com/team\"")
+                && conf.contains(&lab_registry),
             "{}: {conf}",
             root.display()
         );
