@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt as _, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use mco_api::constants::{
@@ -104,7 +104,16 @@ struct Context {
 
 /// Runs the render controller until its watches end (they retry errors, so: forever).
 pub async fn run(client: Client, version: ControllerVersion, options: Options) {
-    let controller = Controller::new(Api::<MachineConfigPool>::all(client.clone()), watcher::Config::default())
+    // The debounce postpones a pool's render while triggers keep coming, and the node controller
+    // writes a rolling pool's status on every node's step: status-only changes must not trigger,
+    // or a new MachineConfig would wait for the rollout to end (upstream renders within its 5 s).
+    let (reader, writer) = reflector::store();
+    let pool_changes = watcher(Api::<MachineConfigPool>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects()
+        .predicate_filter(render_inputs, Default::default());
+    let controller = Controller::for_stream(logging_errors("MachineConfigPools", pool_changes), reader)
         .with_config(Config::default().debounce(options.render_delay));
     let pools = controller.store();
     let (for_controller_config, for_configuration) = (every_pool(pools.clone()), every_pool(pools.clone()));
@@ -135,6 +144,16 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
             }
         })
         .await;
+}
+
+/// What of a pool, besides the objects watched for it, its render reads: its spec (generation),
+/// and its members (their architectures choose the OS image's manifest).
+fn render_inputs(pool: &MachineConfigPool) -> Option<u64> {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    pool.metadata.generation.hash(&mut hasher);
+    pool.status.as_ref().and_then(|s| s.machine_count).hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 /// Every new generation (spec) of the worker pool.

@@ -353,3 +353,44 @@ async fn pools_render_from_their_os_image_stream_against_a_real_apiserver() {
     targeting_image(&pools, &mcs, "master", &stream_image("os-10", 'a')).await;
     controller.abort();
 }
+
+/// A pool whose status keeps changing (as a rollout's does, on every node's step) still renders a
+/// new MachineConfig: status-only changes do not postpone its debounced render.
+#[tokio::test]
+async fn a_rolling_pools_status_does_not_hold_its_render() {
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    env.create_manifests(&examples_dir()).await.unwrap();
+    env.mark_controller_config_completed().await.unwrap();
+    let options = Options { render_delay: Duration::from_secs(2), ..Default::default() };
+    let controller = tokio::spawn(run(client.clone(), version(), options));
+    let pools: Api<MachineConfigPool> = Api::all(client.clone());
+    let mcs: Api<MachineConfig> = Api::all(client.clone());
+    eventually("the worker pool to target a rendered config", || async {
+        let pool = pools.get("worker").await.unwrap();
+        target_of(&pool).ok_or(pool.spec.configuration)
+    })
+    .await;
+
+    // Stands in for the node controller: a status write every 300 ms, well within the debounce.
+    let writer = pools.clone();
+    let status_writes = tokio::spawn(async move {
+        for count in 0.. {
+            let status = json!({"status": {"updatedMachineCount": count % 3}});
+            writer.patch_status("worker", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    });
+    let mut added: MachineConfig = example("99-worker-ssh.yaml");
+    added.metadata.name = Some("99-worker-added".into());
+    mcs.create(&PostParams::default(), &added).await.unwrap();
+    eventually("the worker pool to render 99-worker-added while its status changes", || async {
+        let pool = pools.get("worker").await.unwrap();
+        let configuration = pool.spec.configuration.unwrap_or_default();
+        let sources: Vec<String> = configuration.source.iter().flatten().filter_map(|s| s.name.clone()).collect();
+        satisfying(sources, |s| s.iter().any(|name| name == "99-worker-added"))
+    })
+    .await;
+    status_writes.abort();
+    controller.abort();
+}
