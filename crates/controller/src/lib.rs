@@ -98,6 +98,25 @@ where
     logging_errors(what, watcher(api, watcher::Config::default()).default_backoff().touched_objects())
 }
 
+/// A Controller over the pools, triggered only when `inputs` of a pool change. Its users debounce,
+/// and a debounce postpones an object's reconcile while triggers keep coming: the node controller
+/// writes a rolling pool's status on every node's step, so status-only changes must not trigger,
+/// or a new MachineConfig would wait for the rollout to end (upstream's queue renders 5 s after
+/// the first change).
+pub(crate) fn pool_controller(
+    client: &Client,
+    inputs: fn(&mco_api::MachineConfigPool) -> Option<u64>,
+) -> kube::runtime::Controller<mco_api::MachineConfigPool> {
+    use kube::runtime::{WatchStreamExt as _, reflector};
+    let (reader, writer) = reflector::store();
+    let changes = watcher(kube::Api::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects()
+        .predicate_filter(inputs, Default::default());
+    kube::runtime::Controller::for_stream(logging_errors("MachineConfigPools", changes), reader)
+}
+
 /// Every object of a cluster-scoped (or every namespace's) kind.
 pub(crate) async fn list_all<K>(client: &Client, what: &str) -> Result<Vec<K>, KubeError>
 where

@@ -12,7 +12,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch};
 use kube::runtime::controller::{Action, Config};
-use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use mco_api::machineconfiguration::NameReference;
 use mco_api::{MachineConfigPool, PinnedImageSet};
@@ -46,7 +45,8 @@ pub fn selected(
 
 /// Runs the controller until its watches end (they retry errors, so: forever).
 pub async fn run(client: Client) {
-    let controller = Controller::new(Api::<MachineConfigPool>::all(client.clone()), watcher::Config::default())
+    // Its selector is all of a pool it reads.
+    let controller = crate::pool_controller(&client, kube::runtime::predicates::generation)
         .with_config(Config::default().debounce(Duration::from_millis(500)));
     let every = every_pool(controller.store());
     controller

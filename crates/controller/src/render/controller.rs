@@ -12,8 +12,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt as _, predicates, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt as _, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use mco_api::constants::{
     CONTROLLER_CONFIG_NAME, MACHINE_CONFIGURATION_NAME, OS_IMAGE_STREAM_NAME, PINNED_OS_IMAGE_ANNOTATION,
@@ -104,17 +104,8 @@ struct Context {
 
 /// Runs the render controller until its watches end (they retry errors, so: forever).
 pub async fn run(client: Client, version: ControllerVersion, options: Options) {
-    // The debounce postpones a pool's render while triggers keep coming, and the node controller
-    // writes a rolling pool's status on every node's step: status-only changes must not trigger,
-    // or a new MachineConfig would wait for the rollout to end (upstream renders within its 5 s).
-    let (reader, writer) = reflector::store();
-    let pool_changes = watcher(Api::<MachineConfigPool>::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .touched_objects()
-        .predicate_filter(render_inputs, Default::default());
-    let controller = Controller::for_stream(logging_errors("MachineConfigPools", pool_changes), reader)
-        .with_config(Config::default().debounce(options.render_delay));
+    let controller =
+        crate::pool_controller(&client, render_inputs).with_config(Config::default().debounce(options.render_delay));
     let pools = controller.store();
     let (for_controller_config, for_configuration) = (every_pool(pools.clone()), every_pool(pools.clone()));
     let (for_streams, for_worker) = (every_pool(pools.clone()), every_pool(pools.clone()));
