@@ -4,8 +4,8 @@
 //! pool's `99-<pool>-generated-registries` MachineConfig (registries.conf, policy.json, the
 //! search registries drop-in), computed by `mco-registries`' pure sync and written here.
 //!
-//! One sync covers the whole cluster; any change of what it reads (those kinds, the pools, the
-//! ControllerConfig) runs it again. The kinds are the cluster's (OpenShift serves them;
+//! One sync covers the whole cluster; any change of what it reads (those kinds, the pools' specs
+//! and labels, the MachineConfigs, the ControllerConfig) runs it again. The kinds are the cluster's (OpenShift serves them;
 //! `deploy/components/image-config` serves them elsewhere): while the cluster does not serve the
 //! Image kind, the controller waits for it; a mirror kind it does not serve counts as none.
 //!
@@ -20,7 +20,7 @@ use futures::StreamExt as _;
 use k8s_openapi::serde::de::DeserializeOwned;
 use kube::api::ListParams;
 use kube::runtime::controller::Action;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::{Controller, WatchStreamExt as _, predicates, watcher};
 use kube::{Api, Client, Resource};
 use mco_api::constants::CONTROLLER_CONFIG_NAME;
 use mco_api::image_config::{
@@ -31,7 +31,7 @@ use mco_registries::{BaseFiles, Cluster, ImageInputs, MirrorRules};
 use mco_render::ControllerVersion;
 
 use crate::generated::{delete_machine_config, write_machine_config};
-use crate::{KubeError, events, kube_error, list_all};
+use crate::{KubeError, events, kube_error, list_all, logging_errors};
 
 /// How often the controller looks again for the Image kind while the cluster does not serve it.
 const SERVED_CHECK_PERIOD: Duration = Duration::from_secs(60);
@@ -67,8 +67,20 @@ pub async fn run(client: Client, version: ControllerVersion, retry_delay: Durati
         tokio::time::sleep(SERVED_CHECK_PERIOD).await;
     }
     let context = Arc::new(Context { client: client.clone(), version, base: BaseFiles::from_templates(), retry_delay });
+    // A rolling pool's status changes with every node's step: only what the sync reads of a pool
+    // (its spec, its labels) triggers it. MachineConfigs do: a pool's own registries.conf is the
+    // base of its generated one.
+    let pools = watcher(Api::<MachineConfigPool>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(pool_inputs, Default::default());
+    let machine_configs = watcher(Api::<MachineConfig>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(predicates::generation, Default::default());
     let triggers = vec![
-        events("MachineConfigPools", Api::<MachineConfigPool>::all(client.clone())).map(|_| ()).boxed(),
+        logging_errors("MachineConfigPools", pools).map(|_| ()).boxed(),
+        logging_errors("MachineConfigs", machine_configs).map(|_| ()).boxed(),
         events("ControllerConfigs", Api::<ControllerConfig>::all(client.clone())).map(|_| ()).boxed(),
         events("ImageDigestMirrorSets", Api::<ImageDigestMirrorSet>::all(client.clone())).map(|_| ()).boxed(),
         events("ImageTagMirrorSets", Api::<ImageTagMirrorSet>::all(client.clone())).map(|_| ()).boxed(),
@@ -83,6 +95,15 @@ pub async fn run(client: Client, version: ControllerVersion, retry_delay: Durati
             }
         })
         .await;
+}
+
+/// What the sync reads of a pool: its spec (the selector) and its labels (built-in or not).
+fn pool_inputs(pool: &MachineConfigPool) -> Option<u64> {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    pool.metadata.generation.hash(&mut hasher);
+    pool.metadata.labels.hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 fn error_policy(_: Arc<Image>, error: &Error, context: Arc<Context>) -> Action {

@@ -2,7 +2,8 @@
 //! image configuration kinds from mco's CRDs): upstream's e2e case (an ImageContentSourcePolicy
 //! with one digest mirror) becomes each built-in pool's `99-<pool>-generated-registries` with the
 //! mirror in registries.conf, owned by the Image `cluster`; nothing for a pool that is not built in;
-//! a digest mirror set adds its mirrors; deleting both takes the mirrors away.
+//! a pool's own registries.conf is the base of its file; a digest mirror set adds its mirrors;
+//! deleting both takes the mirrors away.
 
 use std::path::PathBuf;
 
@@ -91,6 +92,22 @@ async fn mirror_policies_become_each_built_in_pools_registries_files() {
     }
     // infra is no built-in pool: it inherits worker's configs.
     assert!(mcs.get_opt("99-infra-generated-registries").await.unwrap().is_none());
+
+    // The worker pool's own registries.conf is the base of its generated one (and not master's).
+    let own = "[[registry]]\nlocation = \"own.example.com\"\ninsecure = true\n";
+    let config = json!({"ignition": {"version": "3.5.0"}, "storage": {"files": [
+        {"path": REGISTRIES_CONF, "contents": {"source": mco_testenv::data_url(own)}, "mode": 420},
+    ]}});
+    create(&client, &MachineConfig::for_pool("00-worker-registries", "worker", Some(config))).await;
+    eventually("99-worker-generated-registries on the worker pool's own registries.conf", || async {
+        let files = files_of(&mcs, "99-worker-generated-registries").await.unwrap_or_default();
+        satisfying(files, |f| {
+            f.iter().any(|(_, text)| text.contains("own.example.com") && text.contains("mirror.com/ubi8/ubi-minimal"))
+        })
+    })
+    .await;
+    let master = files_of(&mcs, "99-master-generated-registries").await.unwrap();
+    assert!(master.iter().all(|(_, text)| !text.contains("own.example.com")), "{master:?}");
 
     // A digest mirror set for the same source joins the policy's mirrors.
     let set: ImageDigestMirrorSet = serde_json::from_value(json!({
