@@ -98,6 +98,14 @@ where
     logging_errors(what, watcher(api, watcher::Config::default()).default_backoff().touched_objects())
 }
 
+/// A predicate's answer for `inputs`: what of an object a Controller reacts to, as one hash.
+pub(crate) fn fingerprint(inputs: &impl std::hash::Hash) -> Option<u64> {
+    use std::hash::Hasher as _;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    inputs.hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 /// A Controller over the pools, triggered only when `inputs` of a pool change. Its users debounce,
 /// and a debounce postpones an object's reconcile while triggers keep coming: the node controller
 /// writes a rolling pool's status on every node's step, so status-only changes must not trigger,

@@ -99,11 +99,7 @@ pub async fn run(client: Client, version: ControllerVersion, retry_delay: Durati
 
 /// What the sync reads of a pool: its spec (the selector) and its labels (built-in or not).
 fn pool_inputs(pool: &MachineConfigPool) -> Option<u64> {
-    use std::hash::{Hash as _, Hasher as _};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    pool.metadata.generation.hash(&mut hasher);
-    pool.metadata.labels.hash(&mut hasher);
-    Some(hasher.finish())
+    crate::fingerprint(&(pool.metadata.generation, &pool.metadata.labels))
 }
 
 fn error_policy(_: Arc<Image>, error: &Error, context: Arc<Context>) -> Action {

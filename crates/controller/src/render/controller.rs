@@ -141,13 +141,9 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
 /// its labels and annotations (a request to resolve its OS image again, a canary's), and its
 /// members (their architectures choose the OS image's manifest). Not its status, but the count.
 fn render_inputs(pool: &MachineConfigPool) -> Option<u64> {
-    use std::hash::{Hash as _, Hasher as _};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    pool.metadata.generation.hash(&mut hasher);
-    pool.metadata.labels.hash(&mut hasher);
-    pool.metadata.annotations.hash(&mut hasher);
-    pool.status.as_ref().and_then(|s| s.machine_count).hash(&mut hasher);
-    Some(hasher.finish())
+    let machine_count = pool.status.as_ref().and_then(|s| s.machine_count);
+    let meta = &pool.metadata;
+    crate::fingerprint(&(meta.generation, &meta.labels, &meta.annotations, machine_count))
 }
 
 /// Every new generation (spec) of the worker pool.
