@@ -51,8 +51,9 @@ use crate::{apply, images, network};
 
 /// How long the controller gets to render the pools.
 const RENDER_TIMEOUT: Duration = Duration::from_secs(180);
-/// How often the supervisor looks at its processes.
-const TICK: Duration = Duration::from_secs(1);
+/// How often the supervisor looks at its processes and at the nodes' reboot requests (a node
+/// that asked waits for this, at every update of the scenarios).
+const TICK: Duration = Duration::from_millis(250);
 /// Control-plane nodes (pool `master`): where mco's server runs, as on upstream's clusters.
 const MASTERS: usize = 1;
 /// A control-plane node's role label and taint key, and the newer role label it also carries.
