@@ -58,13 +58,16 @@ pub async fn run(client: Client, version: ControllerVersion, retry_delay: Durati
     let images = Api::<Image>::all(client.clone());
     let mut waited = false;
     while let Err(e) = images.list_metadata(&ListParams::default().limit(1)).await {
-        if !waited {
+        let not_served = is_not_served(&e);
+        if not_served && !waited {
             tracing::info!(
                 "the cluster serves no config.openshift.io/v1 Image ({e}): registries files are not managed until it does"
             );
             waited = true;
+        } else if !not_served {
+            tracing::warn!("looking for the Image kind (retrying): {e}");
         }
-        tokio::time::sleep(SERVED_CHECK_PERIOD).await;
+        tokio::time::sleep(if not_served { SERVED_CHECK_PERIOD } else { retry_delay }).await;
     }
     let context = Arc::new(Context { client: client.clone(), version, base: BaseFiles::from_templates(), retry_delay });
     // A rolling pool's status changes with every node's step: only what the sync reads of a pool
@@ -158,6 +161,14 @@ async fn reconcile(image: Arc<Image>, context: Arc<Context>) -> Result<Action, E
     Ok(Action::await_change())
 }
 
+/// Whether `error` says the cluster does not serve the kind asked for: a bare 404 (a missing API
+/// group answers one that `is_not_found` does not recognise). Anything else (a timeout, an API
+/// server restarting) is worth retrying soon: a controller that just became the leader on a
+/// loaded cluster must not wait [`SERVED_CHECK_PERIOD`] for a blip.
+fn is_not_served(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
 /// Like [`list_all`], with a kind the cluster does not serve listed as empty.
 async fn list_served<T>(client: &Client, what: &str) -> Result<Vec<T>, Error>
 where
@@ -165,8 +176,29 @@ where
 {
     match Api::<T>::all(client.clone()).list(&ListParams::default()).await {
         Ok(listed) => Ok(listed.items),
-        // A missing API group answers a bare 404.
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
+        Err(e) if is_not_served(&e) => Ok(Vec::new()),
         Err(e) => Err(kube_error(format!("listing {what}"))(e).into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::Status;
+
+    use super::*;
+
+    #[test]
+    fn only_a_404_means_the_kind_is_not_served() {
+        let api = |code: u16| kube::Error::Api(Box::new(Status { code, ..Status::default() }));
+        let cases = [
+            ("a missing API group's bare 404", api(404), true),
+            ("forbidden", api(403), false),
+            ("an API server failing", api(500), false),
+            ("too many requests", api(429), false),
+            ("no answer at all", kube::Error::LinesCodecMaxLineLengthExceeded, false),
+        ];
+        for (what, error, not_served) in cases {
+            assert_eq!(is_not_served(&error), not_served, "{what}");
+        }
     }
 }
