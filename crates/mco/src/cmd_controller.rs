@@ -100,6 +100,8 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--renew-deadline must be shorter than --lease-duration");
     }
     let this_build = ControllerVersion::this_build();
+    // The pod this controller runs in (the Downward API's variables, as deploy/ sets them).
+    let own_pod = std::env::var("POD_NAMESPACE").ok().zip(std::env::var("POD_NAME").ok());
     mco_controller::main(Settings {
         kubeconfig: args.kubeconfig,
         version: ControllerVersion {
@@ -116,13 +118,14 @@ pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
             },
             attempt_timeout: args.drain_timeout,
             eviction_retry: args.eviction_retry,
+            own_pod: own_pod.clone(),
             ..Default::default()
         },
         kubelet_configs: mco_controller::kubeletconfig::Options { retry_delay: args.retry_delay, ..Default::default() },
         builds: mco_controller::BuildSettings {
             namespace: args.build_namespace,
             image: args.build_image,
-            own_pod: std::env::var("POD_NAMESPACE").ok().zip(std::env::var("POD_NAME").ok()),
+            own_pod,
             host_network: args.build_host_network,
             retry_delay: args.retry_delay,
         },

@@ -132,6 +132,22 @@ pub fn pods_to_evict(pods: &[Pod]) -> Vec<&Pod> {
         .collect()
 }
 
+/// The pods a drain evicts ([`pods_to_evict`]) in two waves: every other pod, then, once those
+/// are gone, the drain controller's own pod (`own`: namespace and name) when it runs on the node.
+/// A controller that evicted itself with the rest would stop with evictions in flight, and the API
+/// server records an eviction in the disruption budget before it deletes the pod: a request cut
+/// between the two leaves the budget counting a disruption that never happened, which holds every
+/// drain behind it until the disruption controller drops it two minutes later.
+pub fn eviction_waves<'a>(pods: &'a [Pod], own: Option<(&str, &str)>) -> [Vec<&'a Pod>; 2] {
+    let is_own = |pod: &&Pod| {
+        own.is_some_and(|(namespace, name)| {
+            pod.metadata.namespace.as_deref() == Some(namespace) && pod.metadata.name.as_deref() == Some(name)
+        })
+    };
+    let (own, others): (Vec<&Pod>, Vec<&Pod>) = pods_to_evict(pods).into_iter().partition(is_own);
+    [others, own]
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -230,5 +246,38 @@ mod tests {
         ];
         let names: Vec<_> = pods_to_evict(&pods).iter().map(|p| p.metadata.name.clone().unwrap()).collect();
         assert_eq!(names, ["bare", "replica", "daemon-not-controller"]);
+    }
+
+    #[test]
+    fn the_controllers_own_pod_is_evicted_last() {
+        let pod = |namespace: &str, name: &str| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": name, "namespace": namespace}})).unwrap()
+        };
+        let daemon: Pod = serde_json::from_value(json!({"metadata": {"name": "mcd", "namespace": "mco",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u", "controller": true}]}}))
+        .unwrap();
+        let pods = [pod("app", "web"), pod("mco", "controller-1"), daemon, pod("other", "controller-1")];
+        let names = |wave: &[&Pod]| -> Vec<String> {
+            let name =
+                |p: &&Pod| format!("{}/{}", p.metadata.namespace.clone().unwrap(), p.metadata.name.clone().unwrap());
+            wave.iter().map(name).collect()
+        };
+        let owned = |names: Vec<&str>| -> Vec<String> { names.into_iter().map(String::from).collect() };
+        // (what, the controller's own pod, the first wave, the last)
+        let everything = vec!["app/web", "mco/controller-1", "other/controller-1"];
+        let cases = [
+            (
+                "on the node",
+                Some(("mco", "controller-1")),
+                vec!["app/web", "other/controller-1"],
+                vec!["mco/controller-1"],
+            ),
+            ("elsewhere", Some(("mco", "controller-2")), everything.clone(), vec![]),
+            ("not in a pod", None, everything, vec![]),
+        ];
+        for (what, own, first, last) in cases {
+            let [first_wave, last_wave] = eviction_waves(&pods, own);
+            assert_eq!((names(&first_wave), names(&last_wave)), (owned(first), owned(last)), "{what}");
+        }
     }
 }

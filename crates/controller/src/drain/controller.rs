@@ -21,7 +21,7 @@ use kube::{Api, Client, Resource as _, ResourceExt as _};
 use mco_api::constants::{DESIRED_DRAIN_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION};
 use mco_mcn::{Recorder, Step};
 use mco_metrics::controller::{ControllerMetrics, SubControllerSync};
-use mco_rollout::drain::{Request, RetryPolicy, Warning, pending, pods_to_evict};
+use mco_rollout::drain::{Request, RetryPolicy, Warning, eviction_waves, pending};
 use mco_rollout::node::annotation;
 use serde_json::json;
 
@@ -38,6 +38,9 @@ pub struct Options {
     pub eviction_retry: Duration,
     /// Interval of the checks whether evicted pods are gone (upstream 1 s).
     pub deletion_poll: Duration,
+    /// The controller's own pod (namespace, name) when it runs in one: a drain of its node evicts
+    /// it last ([`eviction_waves`]).
+    pub own_pod: Option<(String, String)>,
     /// Drains failing past [`RetryPolicy::timeout`] are reported here (`mcc_drain_err`), and
     /// completed requests (`mcc_sub_controller_state`).
     pub metrics: ControllerMetrics,
@@ -50,6 +53,7 @@ impl Default for Options {
             attempt_timeout: Duration::from_secs(90),
             eviction_retry: Duration::from_secs(5),
             deletion_poll: Duration::from_secs(1),
+            own_pod: None,
             metrics: ControllerMetrics::default(),
         }
     }
@@ -232,9 +236,12 @@ async fn drain(context: &Context, node: &str) -> anyhow::Result<()> {
         .await
         .context("listing the node's pods")?
         .items;
-    let evicted = pods_to_evict(&pods);
-    futures::future::try_join_all(evicted.iter().map(|pod| evict(context, pod, deadline))).await?;
-    wait_until_gone(context, &evicted, deadline).await?;
+    let own = context.options.own_pod.as_ref().map(|(namespace, name)| (namespace.as_str(), name.as_str()));
+    // The controller's own pod last: evicting it ends this attempt, which the next leader takes up.
+    for wave in eviction_waves(&pods, own) {
+        futures::future::try_join_all(wave.iter().map(|pod| evict(context, pod, deadline))).await?;
+        wait_until_gone(context, &wave, deadline).await?;
+    }
     // Uncordoned meanwhile (by an administrator): new pods may have been scheduled.
     let now = Api::<Node>::all(context.client.clone()).get(node).await.context("reading the node")?;
     if !now.spec.and_then(|s| s.unschedulable).unwrap_or(false) {

@@ -1,7 +1,8 @@
 //! The drain controller against a real API server (mco-testenv): cordon, evictions through the
 //! Eviction API held by a PodDisruptionBudget, DaemonSet and mirror pods left alone, the warning
-//! events of a drain that keeps failing, uncordon, and a request it does not understand; each
-//! step also as the node's MachineConfigNode conditions.
+//! events of a drain that keeps failing, the controller's own pod evicted only once every other
+//! pod is gone, uncordon, and a request it does not understand; each step also as the node's
+//! MachineConfigNode conditions.
 
 use crate::common;
 
@@ -133,6 +134,8 @@ async fn drains_hold_for_disruption_budgets() {
     )
     .await;
     create_pod(&client, "elsewhere", "worker-1", json!({}), json!([])).await;
+    // The drain controller's own pod, on the node it drains.
+    create_pod(&client, "controller", "worker-0", json!({}), json!([])).await;
     let budgets = Api::<PodDisruptionBudget>::namespaced(client.clone(), NAMESPACE);
     budgets
         .create(
@@ -159,6 +162,7 @@ async fn drains_hold_for_disruption_budgets() {
         attempt_timeout: Duration::from_secs(1),
         eviction_retry: Duration::from_millis(200),
         deletion_poll: Duration::from_millis(100),
+        own_pod: Some((NAMESPACE.to_string(), "controller".to_string())),
         metrics: ControllerMetrics::register(&mut registry),
     };
     // The node controller's part: worker-0's MachineConfigNode.
@@ -201,7 +205,8 @@ async fn drains_hold_for_disruption_budgets() {
     let now = node(&client).await;
     assert_eq!(annotation(&now, LAST_APPLIED_DRAIN_ANNOTATION), None, "not drained while the budget holds");
     assert!(cordoned(&now));
-    assert_eq!(pod_names(&client).await, ["agent", "elsewhere", "static", "web"]);
+    // The controller's own pod waits for the others to go: evicting itself would end it.
+    assert_eq!(pod_names(&client).await, ["agent", "controller", "elsewhere", "static", "web"]);
     mcn_condition(&client, "Cordoned", "True", "Cordoned node. The node is reporting Unschedulable = false").await;
     // Awaited by the budget's words: on a loaded machine an attempt may time out (1 s) before the
     // eviction's answer, and say so instead, until a later attempt gets the answer.

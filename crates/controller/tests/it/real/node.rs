@@ -50,6 +50,7 @@ async fn start_controllers_with(env: &TestEnv, metrics: ControllerMetrics) -> [t
         attempt_timeout: Duration::from_secs(10),
         eviction_retry: Duration::from_millis(200),
         deletion_poll: Duration::from_millis(100),
+        own_pod: None,
         metrics,
     };
     [
