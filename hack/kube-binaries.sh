@@ -67,14 +67,14 @@ build() {
     rmdir "$tmp"
 }
 
-build "$src/etcd" -- etcd
-build "$src/kubernetes" -ldflags "-X k8s.io/component-base/version.gitVersion=$kube_version" -- \
+build "$src/etcd" -ldflags "-s -w" -- etcd
+build "$src/kubernetes" -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$kube_version" -- \
     kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
 # containerd's release builds stamp the version the same way; btrfs and devmapper snapshotters are left
 # out (the lab's nodes use overlayfs; btrfs needs cgo anyway).
 containerd_version=$(module_version "$src/containerd/go.mod" github.com/containerd/containerd/v2)
 build "$src/containerd" -tags "no_btrfs no_devmapper" \
-    -ldflags "-X github.com/containerd/containerd/v2/version.Version=$containerd_version" -- \
+    -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$containerd_version" -- \
     github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
 
 echo "$out"

@@ -144,7 +144,8 @@ impl Machine {
         let mut mounts: Vec<String> =
             PRIVATE_DIRS.iter().map(|dir| format!("mount -t tmpfs mco-lab {dir} && ")).collect();
         for (dir, at) in [(&spec.root, MACHINE_ROOT), (&spec.sysroot, MACHINE_SYSROOT)] {
-            mounts.push(format!("mount --bind '{}' {at} && ", dir.display()));
+            // Recursive: the sysroot's /boot is a file system of its own.
+            mounts.push(format!("mount --rbind '{}' {at} && ", dir.display()));
         }
         // And the kubelet reports the booted OS (its os-release) as the node's OS image.
         let os_release = booted.join("usr/lib/os-release");

@@ -7,7 +7,7 @@
 //! version) or by firstboot: it does not join, and the reason is what a person would find (the
 //! server's answer, the console's issue file).
 
-use std::ffi::OsStr;
+use std::ffi::{CStr, OsStr};
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -95,6 +95,7 @@ impl LabNode {
         let env = [("CONTAINERS_REGISTRIES_CONF", layout.registries_conf().into_os_string())];
         let env: Vec<(&str, &OsStr)> = env.iter().map(|(k, v)| (*k, v.as_os_str())).collect();
         self.remove_dirs()?;
+        mount_boot(&self.dirs.sysroot)?;
         run_tool(
             mco,
             [
@@ -172,7 +173,7 @@ impl LabNode {
         if !dir.exists() {
             return Ok(());
         }
-        mco_os::sysroot::remove(&self.dirs.sysroot)?;
+        remove_sysroot(&self.dirs.sysroot)?;
         std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))
     }
 
@@ -240,14 +241,48 @@ impl LabNode {
     }
 }
 
-/// A directory Ignition accepts as an OS root (TESTING.md): passwd/group files with root, an
-/// SELinux config, every directory traversable.
+/// The mount options of a machine's `/boot` (a tmpfs: the lab's kernels are placeholders).
+const BOOT_MOUNT_OPTIONS: &CStr = c"mode=0755,size=256m";
+
+/// Gives the sysroot a `/boot` file system of its own, as a machine's disk has: libostree freezes
+/// and thaws `/boot`'s file system around every deployment it writes (GRUB cannot replay a
+/// journal). A `/boot` directory on the host's disk had the host's root file system frozen for
+/// each node's deployment, every writer on the host waiting, and two nodes deploying at once broke
+/// each other's thaw; a tmpfs cannot be frozen, and libostree syncs it instead.
+#[context("Mounting {}/boot", sysroot.display())]
+fn mount_boot(sysroot: &Path) -> anyhow::Result<()> {
+    let boot = sysroot.join("boot");
+    std::fs::create_dir_all(&boot)?;
+    rustix::mount::mount(
+        "mco-lab-boot",
+        &boot,
+        "tmpfs",
+        rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV,
+        BOOT_MOUNT_OPTIONS,
+    )?;
+    Ok(())
+}
+
+/// Removes a node's sysroot: its `/boot` file system unmounted, then the directory (see
+/// [`mco_os::sysroot::remove`]).
+#[context("Removing the sysroot {}", sysroot.display())]
+pub fn remove_sysroot(sysroot: &Path) -> anyhow::Result<()> {
+    match rustix::mount::unmount(sysroot.join("boot"), rustix::mount::UnmountFlags::DETACH) {
+        // Not mounted (a sysroot from before the lab mounted one, or none at all).
+        Ok(()) | Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOENT) => {}
+        Err(e) => return Err(e).context("unmounting its /boot"),
+    }
+    mco_os::sysroot::remove(sysroot)
+}
+
 /// Whether the Node's kubelet reports it Ready.
 pub fn is_ready(node: &Node) -> bool {
     let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
     conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// A directory Ignition accepts as an OS root (TESTING.md): passwd/group files with root, an
+/// SELinux config, every directory traversable.
 fn prepare_root(root: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(root.join("etc/selinux")).with_context(|| format!("creating {}", root.display()))?;
     for (file, text) in [

@@ -340,24 +340,21 @@ async fn run(
     for node in &planned {
         report.pools.insert(node.name.clone(), node.pool.clone());
     }
-    // The machines' first boots one after another (each deploys into its OSTree sysroot, and
-    // libostree freezes and thaws the filesystem around a deployment's sync: two at once break
-    // each other's thaw, and freeze what else runs there), beside mco's image build.
+    // The machines' first boots at once (each has a /boot of its own: see node::mount_boot),
+    // beside mco's image build.
     progress(layout, report, format!("provisioning {total} nodes and building mco's image"))?;
-    let provisioned = async {
-        for node in &planned {
-            let request = AddNode {
-                name: node.name.clone(),
-                pool: node.pool.clone(),
-                boot_image: BootImage::Current,
-                version_header: true,
-            };
-            if let Provisioned::Refused { reason } = provisioner.provision(node, &request).await? {
-                anyhow::bail!("node {} was refused: {reason}", node.name);
-            }
+    let provisioned = futures::future::try_join_all(planned.iter().map(|node| async {
+        let request = AddNode {
+            name: node.name.clone(),
+            pool: node.pool.clone(),
+            boot_image: BootImage::Current,
+            version_header: true,
+        };
+        match provisioner.provision(node, &request).await? {
+            Provisioned::Refused { reason } => anyhow::bail!("node {} was refused: {reason}", node.name),
+            Provisioned::Booted => Ok(()),
         }
-        Ok(())
-    };
+    }));
     let image = install::build_image(mco, &options.deploy, layout, &image_registry, None);
     let (_, digest) = tokio::try_join!(provisioned, image)?;
     for (index, node) in planned.into_iter().enumerate() {

@@ -449,7 +449,7 @@ fn remove_dir(layout: &Layout) -> anyhow::Result<()> {
     if let Ok(nodes) = std::fs::read_dir(layout.nodes()) {
         for node in nodes {
             let name = node?.file_name();
-            mco_os::sysroot::remove(&layout.node(&name.to_string_lossy()).sysroot)?;
+            mco_lab::node::remove_sysroot(&layout.node(&name.to_string_lossy()).sysroot)?;
         }
     }
     std::fs::remove_dir_all(&layout.dir).with_context(|| format!("removing {}", layout.dir.display()))

@@ -260,6 +260,8 @@ pub async fn a_failed_node_halts_the_pool_and_heals_when_reverted(lab: &mut Lab)
     // node, pauses the pool: no other worker is touched, and `mco status` says why and how to go
     // on. Deleting the MachineConfig and resuming heals the worker with no one touching its
     // annotations: the controller retargets it to the pool's config.
+    // One worker at a time, so that the others are still untouched when the first fails.
+    set_pool(&client, json!({ "maxUnavailable": 1 })).await;
     annotate_pool(&client, json!({"mco.dev/halt-after-failures": "1"})).await;
     lab.apply("99-worker-bad-file", &file_mc("99-worker-bad-file", "/etc/containers", "not a directory\n"));
     let stranded = eventually("a worker Degraded on the file", || async {
@@ -300,6 +302,8 @@ pub async fn an_os_without_a_kubelet_takes_its_first_worker_down(lab: &mut Lab) 
     // such a machine would be: `mco lab status` says which and why (its kubelet never comes back,
     // so the rollout goes no further).
     let before = target(&pool(&lab.client).await);
+    // One worker at a time: the first to reboot into it stops the rollout.
+    set_pool(&lab.client, json!({ "maxUnavailable": 1 })).await;
     // Named to sort after every MachineConfig earlier scenarios left (the last osImageURL in
     // name order wins, and `99-worker-os-update` stays on the lab).
     lab.apply("99-worker-zz-no-kubelet", &os_image_mc("99-worker-zz-no-kubelet", &base));

@@ -7,7 +7,8 @@
 //!
 //! Each scenario is reported on its own, with its time at the end. A scenario starts from what
 //! the ones before left (every node Done on the pool's config) and makes what it needs (the
-//! workload, say); after one fails, the rest of its platform's scenarios run on a fresh lab, as
+//! workload, say), with the worker pool updating every worker at once: those about a rollout's
+//! pace, or that need one worker at a time, set their own maxUnavailable. After one fails, the rest of its platform's scenarios run on a fresh lab, as
 //! the failed one may have left anything behind. Filters select scenarios as test names do
 //! (`cargo test -p mco --features lab --test lab -- skew`).
 //!
@@ -134,7 +135,12 @@ fn run(scenario: &Scenario, labs: &Mutex<Labs>, runtime: &tokio::runtime::Runtim
     let mut labs = labs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let lab = labs.lab(scenario.platform, runtime)?;
     let started = Instant::now();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.block_on((scenario.run)(lab))));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(async {
+            support::set_pool(&lab.client, serde_json::json!({ "maxUnavailable": support::EVERY_WORKER })).await;
+            (scenario.run)(lab).await
+        })
+    }));
     labs.times.push((scenario.name, started.elapsed()));
     outcome.map_err(|panic| {
         if let Some((_, lab)) = labs.current.take() {

@@ -101,6 +101,7 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
     assert!(applied.status.success(), "{out}{}", String::from_utf8_lossy(&applied.stderr));
     for object in [
         "deployment.apps/machine-config-controller created",
+        "poddisruptionbudget.policy/machine-config-controller created",
         "clusterrole.rbac.authorization.k8s.io/machine-config-controller-boot-images created",
         "rolebinding.rbac.authorization.k8s.io/machine-config-controller-machine-api created",
         "serviceaccount/machine-config-daemon created",
