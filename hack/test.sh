@@ -77,6 +77,10 @@ if ! build rest; then
 fi
 build_end=$(now)
 run lab-gcp "$lab_executable" "$lab_dir" gcp:: & lab_pids+=($!)
+# Every fuzz target briefly (hack/fuzz.sh runs them longer), beside the other tiers: its
+# instrumented release build is the longest of them (it ended with the lab when it came after them).
+echo "== fuzz targets, ${MCO_FUZZ_SECONDS:=10} s each, in the background ($report/fuzz.log)"
+nice -n "$niceness" bash hack/fuzz.sh "$MCO_FUZZ_SECONDS" > "$report/fuzz.log" 2>&1 & fuzz_pid=$!
 while IFS=$'\t' read -r name executable dir; do
     [[ $name == lab ]] && continue
     echo "== $name ($(basename "$executable"))"
@@ -84,9 +88,7 @@ while IFS=$'\t' read -r name executable dir; do
 done < "$report/binaries.tsv"
 echo "== doc tests"
 nice -n "$niceness" cargo test --workspace --locked --all-features --doc > "$report/doc.log" 2>&1 || failed+=("doc tests")
-# Every fuzz target briefly (hack/fuzz.sh runs them longer), while the lab goes on.
-echo "== fuzz targets, ${MCO_FUZZ_SECONDS:=10} s each ($report/fuzz.log)"
-nice -n "$niceness" bash hack/fuzz.sh "$MCO_FUZZ_SECONDS" > "$report/fuzz.log" 2>&1 || failed+=("fuzz (the crash and its input: $report/fuzz.log)")
+wait "$fuzz_pid" || failed+=("fuzz (the crash and its input: $report/fuzz.log)")
 for pid in "${lab_pids[@]}"; do
     wait "$pid" || failed+=("lab")
 done
