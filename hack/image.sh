@@ -10,6 +10,9 @@
 # Usage: [MCO_IMAGE_VERSION=V] hack/image.sh BINARY DEST
 #        hack/image.sh --userland-only   (only build the cached userland, and print its path: the
 #           lab does this before its network namespace, which cannot reach Debian's mirror)
+#        hack/image.sh --node-userland   (the same for the lab nodes' OS: mco's userland, which
+#           on-cluster builds `FROM` the OS image run their steps with, and what a node that boots
+#           needs: systemd as PID 1, D-Bus, iproute2; prints its path)
 #   BINARY  the mco binary: target/release/mco for a release; the lab uses target/debug/mco. Its debug
 #           info is stripped (a copy; the binary given is untouched).
 #   DEST    a containers-transports destination: oci:DIR:mco, docker://HOST/mco:TAG, ...
@@ -18,10 +21,13 @@
 set -euo pipefail
 
 userland_only=false
+node=false
 if [[ $# -eq 1 && $1 == --userland-only ]]; then
     userland_only=true
+elif [[ $# -eq 1 && $1 == --node-userland ]]; then
+    userland_only=true node=true
 elif [[ $# -ne 2 ]]; then
-    echo "usage: $0 BINARY DEST | $0 --userland-only" >&2
+    echo "usage: $0 BINARY DEST | $0 --userland-only | $0 --node-userland" >&2
     exit 2
 fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,8 +39,14 @@ suite=bookworm
 # chroot`, vfs storage: no OCI runtime, no fuse-overlayfs, so its Recommends, which the essential
 # variant leaves out, are not needed). It adds uidmap, libsubid4 and libseccomp2; ~21 MB.
 packages=libostree-1-1,ostree,skopeo,ca-certificates,e2fsprogs,buildah
+node_args=()
+if $node; then
+    packages+=,systemd,dbus,iproute2
+    # mmdebstrap copies the build host's name; a node has its own.
+    node_args=(--customize-hook='rm -f "$1/etc/hostname"')
+fi
 mmdebstrap_args=(
-    --variant=essential --format=tar --include="$packages"
+    --variant=essential --format=tar --include="$packages" "${node_args[@]}"
     # merged /usr without the usrmerge package (which drags in perl)
     --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr
     # skopeo's and buildah's containers-common depends on a network stack that an image pull or a
@@ -48,7 +60,7 @@ mirrors=("deb http://deb.debian.org/debian $suite main" "deb http://deb.debian.o
 
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/mco/image
 key=$(printf '%s\n' "${mmdebstrap_args[@]}" "${mirrors[@]}" "$SOURCE_DATE_EPOCH" | sha256sum | cut -c1-16)
-userland=$cache/userland-$key.tar
+userland=$cache/$($node && echo node-)userland-$key.tar
 mkdir -p "$cache"
 if [[ ! -f $userland ]]; then
     echo "building the image's userland into $userland (about 20 s)" >&2

@@ -12,6 +12,7 @@
 //! adds nodes to a running lab.
 
 pub mod apply;
+pub mod boot;
 pub mod control_plane;
 pub mod images;
 pub mod install;

@@ -28,6 +28,7 @@ use rustix::thread::LinkNameSpaceType;
 use serde_json::json;
 use tokio::process::Command;
 
+use crate::boot::CGROUP_ROOT;
 use crate::manifests::{KUBELET_CONFIG, KUBELET_CONFIG_DIR};
 use crate::network;
 use crate::process::Service;
@@ -38,9 +39,6 @@ const KUBELET_HEALTHZ_PORT: u16 = 10248;
 const CONTAINERD_NAMESPACE: &str = "k8s.io";
 /// The cgroup v1 hierarchy the machine's processes are listed (and killed) by.
 const PIDS_HIERARCHY: &str = "/sys/fs/cgroup/pids";
-/// The cgroup hierarchies (v1 controllers and the v2 `unified` mount) runc may create a
-/// container's cgroup in.
-const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 /// Where Debian's containernetworking-plugins are.
 pub const CNI_BIN_DIR: &str = "/usr/lib/cni";
 /// Host directories each machine has a private (tmpfs) copy of: containerd names pod network
@@ -328,7 +326,7 @@ async fn wait_for_socket(containerd: &mut Service, socket: &Path) -> anyhow::Res
 
 /// Kills every process in the cgroup `cgroup` of every hierarchy until none is left, then
 /// removes its directories.
-async fn kill_cgroup(cgroup: &str) -> anyhow::Result<()> {
+pub(crate) async fn kill_cgroup(cgroup: &str) -> anyhow::Result<()> {
     let top = Path::new(PIDS_HIERARCHY).join(cgroup);
     for _ in 0..100 {
         let pids = cgroup_pids(&top)?;

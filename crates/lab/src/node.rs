@@ -250,7 +250,7 @@ const BOOT_MOUNT_OPTIONS: &CStr = c"mode=0755,size=256m";
 /// each node's deployment, every writer on the host waiting, and two nodes deploying at once broke
 /// each other's thaw; a tmpfs cannot be frozen, and libostree syncs it instead.
 #[context("Mounting {}/boot", sysroot.display())]
-fn mount_boot(sysroot: &Path) -> anyhow::Result<()> {
+pub fn mount_boot(sysroot: &Path) -> anyhow::Result<()> {
     let boot = sysroot.join("boot");
     std::fs::create_dir_all(&boot)?;
     rustix::mount::mount(

@@ -111,6 +111,15 @@ pub enum LabCommand {
         #[command(flatten)]
         dir: DirArg,
     },
+    /// PID 1 of a lab machine's new namespaces, started by its firmware: mounts the deployment
+    /// the bootloader chose as the root and executes its systemd.
+    #[command(hide = true)]
+    MachineInit {
+        #[arg(long)]
+        sysroot: PathBuf,
+        #[arg(long)]
+        hostname: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -174,6 +183,7 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
             println!("{}", layout.kubeconfig().display());
             Ok(ExitCode::SUCCESS)
         }
+        LabCommand::MachineInit { sysroot, hostname } => match mco_lab::boot::init(&sysroot, &hostname)? {},
         LabCommand::Supervise { nodes, prometheus, platform, dir } => {
             // Before the runtime starts its threads: they are created in the lab's namespace.
             let host_ports = mco_lab::network::enter_lab_namespace()?;

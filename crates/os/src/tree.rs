@@ -2,8 +2,10 @@
 //!
 //! The tree is the smallest one ostree accepts as bootable: a kernel and an initramfs under
 //! `/usr/lib/modules/<kver>/`, configuration in `/usr/etc` (never `/etc`), and os-release with the
-//! version. The kernel and initramfs are placeholders: nothing here boots a machine, but
-//! `ostree admin deploy` and ostree-ext treat the commit exactly like a real OS.
+//! version, laid out as an OSTree host's root is (the mount points a deployment is booted with,
+//! `/home` and the other writable places as links into `/var`). The kernel and initramfs are
+//! placeholders: `ostree admin deploy` and ostree-ext treat the commit exactly like a real OS, and
+//! the lab boots a deployment of it as a machine's root (with a userland that has systemd).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -52,7 +54,34 @@ pub enum Content {
     File { data: Vec<u8>, mode: u32 },
     /// A symbolic link and its target.
     Symlink(String),
+    /// An empty directory (a mount point).
+    Dir,
 }
+
+/// The top-level directories of an OSTree host's root that something is mounted on at boot: the
+/// deployment's own are immutable, so the tree must have them.
+const MOUNT_POINTS: [&str; 8] = ["boot", "dev", "proc", "run", "sys", "sysroot", "tmp", "var"];
+/// Where an OSTree host keeps what other systems keep at the top or in `/usr/local`: in `/var`,
+/// which survives OS updates (upstream's links; rpm-ostree and bootc images have the same).
+const LINKS_INTO_VAR: [(&str, &str); 8] = [
+    ("ostree", "sysroot/ostree"),
+    ("home", "var/home"),
+    ("root", "var/roothome"),
+    ("opt", "var/opt"),
+    ("srv", "var/srv"),
+    ("mnt", "var/mnt"),
+    ("media", "run/media"),
+    ("usr/local", "../var/usrlocal"),
+];
+/// systemd-tmpfiles creates the links' targets in a new stateroot's empty `/var` at boot.
+const VAR_TMPFILES: &str = "d /var/home 0755 root root -
+d /var/roothome 0700 root root -
+d /var/opt 0755 root root -
+d /var/srv 0755 root root -
+d /var/mnt 0755 root root -
+d /var/usrlocal 0755 root root -
+d /run/media 0755 root root -
+";
 
 /// Validate a spec and list the entries of its tree, paths relative to the root.
 /// Parent directories are implied (created 0755).
@@ -69,17 +98,24 @@ pub fn tree_entries(spec: &TreeSpec) -> Result<Vec<(String, Content)>, TreeError
     let os_release = format!(
         "NAME=\"MCO Test OS\"\nID=mco-test\nVERSION_ID={vid}\nVERSION=\"{vid}\"\nPRETTY_NAME=\"MCO Test OS {vid}\"\n"
     );
-    Ok(vec![
-        (format!("usr/lib/modules/{kver}/vmlinuz"), file(format!("placeholder kernel {kver}\n"), 0o644)),
-        (format!("usr/lib/modules/{kver}/initramfs.img"), file(format!("placeholder initramfs {kver}\n"), 0o644)),
-        ("usr/lib/os-release".into(), file(os_release, 0o644)),
-        // As on Fedora CoreOS: /etc/os-release points into /usr once deployed.
-        ("usr/etc/os-release".into(), Content::Symlink("../usr/lib/os-release".into())),
-        ("usr/etc/motd".into(), file(format!("MCO Test OS {vid}\n"), 0o644)),
-        ("usr/etc/ssh/sshd_config.d/40-mco.conf".into(), file("PasswordAuthentication no\n".into(), 0o600)),
-        ("usr/bin/mco-test-hello".into(), file("#!/bin/sh\necho hello from mco-test\n".into(), 0o755)),
-        ("usr/share/mco-test/README".into(), file(format!("MCO test OS tree, kernel {kver}\n"), 0o644)),
-    ])
+    let layout = MOUNT_POINTS
+        .iter()
+        .map(|dir| (dir.to_string(), Content::Dir))
+        .chain(LINKS_INTO_VAR.iter().map(|(link, target)| (link.to_string(), Content::Symlink(target.to_string()))));
+    Ok(layout
+        .chain([
+            ("usr/lib/tmpfiles.d/mco-test-ostree.conf".into(), file(VAR_TMPFILES.into(), 0o644)),
+            (format!("usr/lib/modules/{kver}/vmlinuz"), file(format!("placeholder kernel {kver}\n"), 0o644)),
+            (format!("usr/lib/modules/{kver}/initramfs.img"), file(format!("placeholder initramfs {kver}\n"), 0o644)),
+            ("usr/lib/os-release".into(), file(os_release, 0o644)),
+            // As on Fedora CoreOS: /etc/os-release points into /usr once deployed.
+            ("usr/etc/os-release".into(), Content::Symlink("../usr/lib/os-release".into())),
+            ("usr/etc/motd".into(), file(format!("MCO Test OS {vid}\n"), 0o644)),
+            ("usr/etc/ssh/sshd_config.d/40-mco.conf".into(), file("PasswordAuthentication no\n".into(), 0o600)),
+            ("usr/bin/mco-test-hello".into(), file("#!/bin/sh\necho hello from mco-test\n".into(), 0o755)),
+            ("usr/share/mco-test/README".into(), file(format!("MCO test OS tree, kernel {kver}\n"), 0o644)),
+        ])
+        .collect())
 }
 
 /// Write the tree of `spec` into `dir`, which must not exist or be empty (so a tree is never
@@ -103,6 +139,7 @@ pub fn write_tree(dir: &Path, spec: &TreeSpec) -> Result<()> {
                 f.set_permissions(fs::Permissions::from_mode(*mode))?;
             }
             Content::Symlink(target) => symlink(target, &path).with_context(|| format!("Creating symlink {rel}"))?,
+            Content::Dir => fs::create_dir_all(&path).with_context(|| format!("Creating {rel}"))?,
         }
     }
     Ok(())
@@ -125,7 +162,7 @@ pub enum UserlandError {
 
 /// Where a root filesystem's path (`./etc/passwd`, `usr/bin/sh`) goes in an OSTree tree, if it
 /// goes anywhere: `/etc` as `/usr/etc`; `/usr`; the merged-/usr links at the top (`bin`, `lib`,
-/// `lib64`, `sbin`); of `/var` only dpkg's database (`/var/lib/dpkg`), for container builds `FROM`
+/// `lib64`, `sbin`; not `/usr/local`, a link into `/var`); of `/var` only dpkg's database (`/var/lib/dpkg`), for container builds `FROM`
 /// the image: a node's `/var` is its stateroot's (libostree ignores a commit's `/var`, with a note
 /// per directory, and ostree-ext's export writes `/var/tmp` itself). Mount points (`dev`, `proc`,
 /// `sys`, `run`, `tmp`), `boot` and the other top-level directories (an OSTree system keeps `home`,
@@ -135,6 +172,8 @@ pub fn userland_path(path: &str, is_symlink: bool) -> Option<String> {
     let (top, rest) = path.split_once('/').unwrap_or((path, ""));
     let join = |top: &str| if rest.is_empty() { top.to_string() } else { format!("{top}/{rest}") };
     match top {
+        // An OSTree host's /usr/local is a link into /var (the tree has it).
+        "usr" if rest == "local" || rest.starts_with("local/") => None,
         "usr" => Some(join(top)),
         "var" if rest == "lib/dpkg" || rest.starts_with("lib/dpkg/") => Some(join(top)),
         "etc" => Some(join("usr/etc")),
@@ -333,6 +372,9 @@ mod tests {
             ("./etc/", false, Some("usr/etc")),
             ("etc/os-release", true, Some("usr/etc/os-release")),
             ("./usr/bin/sh", true, Some("usr/bin/sh")),
+            ("./usr/local/bin/", false, None),
+            ("./usr/local", false, None),
+            ("./usr/localx/y", false, Some("usr/localx/y")),
             ("./var/lib/dpkg/status", false, Some("var/lib/dpkg/status")),
             ("./var/lib/dpkg", false, Some("var/lib/dpkg")),
             ("./var/lib/dpkgx", false, None),
@@ -389,8 +431,30 @@ mod tests {
         let paths: Vec<&str> = entries.iter().map(|(p, _)| p.as_str()).collect();
         assert!(paths.contains(&"usr/lib/modules/6.1.0/vmlinuz"));
         assert!(paths.contains(&"usr/lib/modules/6.1.0/initramfs.img"));
-        // ostree refuses trees with both /etc and /usr/etc: config lives in /usr/etc only.
-        assert!(paths.iter().all(|p| p.starts_with("usr/")), "{paths:?}");
+        // ostree refuses trees with both /etc and /usr/etc: config lives in /usr/etc only; at the
+        // top only mount points and links into /var.
+        assert!(!paths.iter().any(|p| *p == "etc" || p.starts_with("etc/")), "{paths:?}");
+        for (path, content) in &entries {
+            match content {
+                Content::Dir => assert!(MOUNT_POINTS.contains(&path.as_str()), "{path}"),
+                Content::Symlink(target) if !path.starts_with("usr/") || path == "usr/local" => {
+                    assert!(LINKS_INTO_VAR.contains(&(path.as_str(), target.as_str())), "{path} -> {target}")
+                }
+                _ => assert!(path.starts_with("usr/"), "{path}"),
+            }
+        }
+        // Every link into /var has its target made at boot.
+        let tmpfiles = entries.iter().find(|(p, _)| p == "usr/lib/tmpfiles.d/mco-test-ostree.conf").unwrap();
+        let Content::File { data, .. } = &tmpfiles.1 else { panic!("the tmpfiles.d file is not a file") };
+        let tmpfiles = String::from_utf8(data.clone()).unwrap();
+        for (link, target) in LINKS_INTO_VAR.iter().filter(|(link, _)| *link != "ostree") {
+            let absolute = Path::new("/").join(link).parent().unwrap().join(target);
+            let absolute = absolute.to_str().unwrap().replace("/usr/../", "/");
+            assert!(
+                tmpfiles.lines().any(|l| l.split_whitespace().nth(1) == Some(absolute.as_str())),
+                "{link}: {absolute}"
+            );
+        }
         let os_release = entries.iter().find(|(p, _)| p == "usr/lib/os-release").unwrap();
         let Content::File { data, .. } = &os_release.1 else { panic!("os-release is not a file") };
         let text = String::from_utf8(data.clone()).unwrap();

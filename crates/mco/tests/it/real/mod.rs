@@ -5,5 +5,6 @@ mod daemon;
 mod daemon_run;
 mod deploy;
 mod image;
+mod machine;
 mod monitoring;
 mod server_ignition;

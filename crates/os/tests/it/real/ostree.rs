@@ -438,9 +438,14 @@ fn a_userland_tarball_becomes_part_of_the_test_tree() {
     assert_eq!(std::fs::read_link(tree_dir.join("usr/bin/sh")).unwrap(), Path::new("dash"));
     assert_eq!(std::fs::read_link(tree_dir.join("bin")).unwrap(), Path::new("usr/bin"));
     assert!(read("usr/lib/os-release").contains("MCO Test OS"), "the test tree's os-release stays");
-    for absent in ["etc", "dev", "tmp", "root", "var/tmp", "var/log"] {
-        assert!(!tree_dir.join(absent).exists(), "{absent} is not part of an OSTree commit");
+    for absent in ["etc", "dev/null", "root/.profile", "var/tmp", "var/log"] {
+        assert!(tree_dir.join(absent).symlink_metadata().is_err(), "{absent} is not part of an OSTree commit");
     }
+    // The mount points are the tree's, empty; /root is its link into /var.
+    for mount_point in ["dev", "tmp"] {
+        assert_eq!(std::fs::read_dir(tree_dir.join(mount_point)).unwrap().count(), 0, "{mount_point}");
+    }
+    assert_eq!(std::fs::read_link(tree_dir.join("root")).unwrap(), Path::new("var/roothome"));
 
     // The tree commits as a bootable OS with the userland in it.
     let repo = tmp.path().join("repo");

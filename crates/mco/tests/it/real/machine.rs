@@ -1,0 +1,187 @@
+//! A lab machine booted as a host boots (`mco_lab::boot`): an OS image with systemd, installed
+//! into an OSTree sysroot, boots its deployment with the image's systemd as PID 1; `systemctl
+//! reboot` and `systemctl poweroff` inside it come back to the firmware as what they are.
+
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+use std::time::{Duration, Instant};
+
+use mco_lab::boot::{BootSpec, Booted, Halt};
+use mco_testenv::{Verbatim, eventually_within};
+
+use crate::common::mco;
+
+const KVER: &str = "6.6.1-100.mco.x86_64";
+/// How long a machine gets to boot or to halt (a loaded machine; a quiet one takes a second).
+const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The node userland (systemd, D-Bus, iproute2 beside mco's), as the lab builds it.
+fn node_userland() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/image.sh");
+    let out = StdCommand::new("bash").arg(&script).arg("--node-userland").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// Installs a test OS image on the node userland into `sysroot`.
+fn install(tmp: &Path, sysroot: &Path) {
+    let tree = tmp.join("tree");
+    mco()
+        .args(["image", "test-tree", "--kernel", KVER, "--version-id", "9.6.1", "--userland"])
+        .arg(node_userland())
+        .arg(&tree)
+        .assert()
+        .success();
+    let repo = tmp.join("repo");
+    mco()
+        .args(["image", "commit", "--ref", "mco/os", "--version", "9.6.1", "--repo"])
+        .arg(&repo)
+        .arg("--tree")
+        .arg(&tree)
+        .assert()
+        .success();
+    let image = format!("oci:{}:os", tmp.join("oci").display());
+    mco().args(["image", "encapsulate", "--ref", "mco/os", "--to", &image, "--repo"]).arg(&repo).assert().success();
+    mco_lab::node::mount_boot(sysroot).unwrap();
+    mco()
+        .args(["image", "install", "--stateroot", "lab", "--karg", "console=ttyS0", "--image", &image, "--sysroot"])
+        .arg(sysroot)
+        .assert()
+        .success();
+}
+
+/// Runs `args` in every namespace of the machine whose PID 1 is `pid` (as `machinectl shell` would).
+fn in_machine(pid: rustix::process::Pid, args: &[&str]) -> Result<String, String> {
+    let out = StdCommand::new("nsenter")
+        .args(["--all", "--target", &pid.as_raw_nonzero().to_string(), "--"])
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(said)
+    } else {
+        Err(format!("{args:?}: {}: {said}{}", out.status, String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+/// Waits for the machine's systemd to finish booting; its PID 1 as the host sees it.
+async fn running(machine: &mut Booted) -> rustix::process::Pid {
+    eventually_within(BOOT_TIMEOUT, "the machine's systemd to reach `running`", || {
+        let init = machine.init_pid();
+        let halted = machine.halted();
+        let console = machine.console_tail();
+        async move {
+            assert_eq!(halted.unwrap(), None, "the machine halted while booting:\n{console}");
+            let Some(pid) = init else { return Err(Verbatim("no PID 1 yet".into())) };
+            match in_machine(pid, &["systemctl", "is-system-running"]) {
+                Ok(state) if state.trim() == "running" => Ok(pid),
+                seen => {
+                    let failed = in_machine(pid, &["systemctl", "--failed", "--no-legend"]).unwrap_or_default();
+                    Err(Verbatim(format!("{seen:?}; failed units: {failed}\nconsole:\n{console}")))
+                }
+            }
+        }
+    })
+    .await
+}
+
+async fn halted(machine: &mut Booted) -> Halt {
+    eventually_within(BOOT_TIMEOUT, "the machine to halt", || {
+        let halted = machine.halted().unwrap();
+        async move { halted.ok_or("still running") }
+    })
+    .await
+}
+
+/// What a machine leaves on the host, cleaned up however the test ends: its cgroups (every process
+/// in them killed) and its sysroot's `/boot` file system.
+struct Leftovers {
+    cgroup_parent: String,
+    sysroot: PathBuf,
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        tokio::task::block_in_place(|| {
+            let power_off = mco_lab::machine::power_off_all(&self.cgroup_parent, Path::new("/nonexistent"));
+            if let Err(e) = tokio::runtime::Handle::current().block_on(power_off) {
+                eprintln!("removing cgroup {}: {e:#}", self.cgroup_parent);
+            }
+        });
+        if let Err(e) = mco_lab::node::remove_sysroot(&self.sysroot) {
+            eprintln!("{e:#}");
+        }
+    }
+}
+
+fn read(pid: rustix::process::Pid, path: &str) -> String {
+    in_machine(pid, &["cat", path]).unwrap().trim().to_string()
+}
+
+fn uptime(text: &str) -> f64 {
+    text.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_machine_boots_its_deployment_with_systemd_as_pid_1_and_reboots_into_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sysroot = tmp.path().join("sysroot");
+    let spec = BootSpec {
+        name: "machine-1".into(),
+        sysroot: sysroot.clone(),
+        cgroup_parent: format!("mco-test-boot-{}", std::process::id()),
+        console: tmp.path().join("console.log"),
+    };
+    let _leftovers = Leftovers { cgroup_parent: spec.cgroup_parent.clone(), sysroot: sysroot.clone() };
+    install(tmp.path(), &sysroot);
+    let mco = assert_cmd::cargo::cargo_bin("mco");
+    let host_boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+
+    let powered_on = Instant::now();
+    let mut machine = Booted::power_on(&mco, &spec).await.unwrap();
+    let pid = running(&mut machine).await;
+    assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/comm", pid = pid.as_raw_nonzero())).unwrap(), "systemd\n");
+    assert_eq!(read(pid, "/proc/1/comm"), "systemd", "PID 1 inside the machine");
+    // The root is the booted deployment: libostree (its `ostree` command, inside) finds it booted.
+    let deployments = in_machine(pid, &["ostree", "admin", "status"]).unwrap();
+    let deployment = machine.target.deployment.file_name().unwrap().to_str().unwrap().to_string();
+    assert!(deployments.lines().any(|l| l.starts_with("* lab ") && l.ends_with(&deployment)), "{deployments}");
+    assert_eq!(read(pid, "/proc/cmdline"), machine.target.cmdline);
+    assert!(machine.target.cmdline.split_whitespace().any(|arg| arg == "console=ttyS0"), "{}", machine.target.cmdline);
+    assert!(in_machine(pid, &["test", "-e", "/run/ostree-booted"]).is_ok());
+    assert_eq!(read(pid, "/proc/sys/kernel/hostname"), "machine-1");
+    // The machine's uptime counts from its power-on, not the host's boot.
+    assert!(uptime(&read(pid, "/proc/uptime")) <= powered_on.elapsed().as_secs_f64() + 1.0);
+    let first_boot_id = read(pid, "/proc/sys/kernel/random/boot_id");
+    assert_ne!(first_boot_id, host_boot_id.trim());
+    // /usr is the image's, read-only; /etc the deployment's own; /home is in the stateroot's /var.
+    assert!(in_machine(pid, &["touch", "/usr/mco-test-written"]).is_err());
+    in_machine(pid, &["touch", "/etc/mco-test-written", "/home/mco-test-written"]).unwrap();
+    assert!(sysroot.join(&machine.target.deployment).join("etc/mco-test-written").exists());
+    assert!(sysroot.join("ostree/deploy/lab/var/home/mco-test-written").exists());
+    // A unit written into /etc runs once systemd reloads (as a MachineConfig's unit would).
+    let unit = "[Service]\nType=oneshot\nExecStart=/bin/sh -c 'echo ran > /run/mco-test-unit'\n";
+    std::fs::write(sysroot.join(&machine.target.deployment).join("etc/systemd/system/mco-test.service"), unit).unwrap();
+    in_machine(pid, &["systemctl", "daemon-reload"]).unwrap();
+    in_machine(pid, &["systemctl", "start", "mco-test.service"]).unwrap();
+    assert_eq!(read(pid, "/run/mco-test-unit"), "ran");
+
+    in_machine(pid, &["systemctl", "reboot"]).unwrap();
+    assert_eq!(halted(&mut machine).await, Halt::Reboot);
+    let rebooted = Instant::now();
+    let mut machine = Booted::power_on(&mco, &spec).await.unwrap();
+    let pid = running(&mut machine).await;
+    // A new boot: its own id, an uptime from zero, an empty /run, the files of /etc and /var kept.
+    assert_ne!(read(pid, "/proc/sys/kernel/random/boot_id"), first_boot_id);
+    assert!(uptime(&read(pid, "/proc/uptime")) <= rebooted.elapsed().as_secs_f64() + 1.0);
+    assert!(in_machine(pid, &["test", "-e", "/run/mco-test-unit"]).is_err());
+    in_machine(pid, &["test", "-e", "/etc/mco-test-written"]).unwrap();
+    in_machine(pid, &["test", "-e", "/var/home/mco-test-written"]).unwrap();
+
+    in_machine(pid, &["systemctl", "poweroff"]).unwrap();
+    assert_eq!(halted(&mut machine).await, Halt::PowerOff);
+    machine.power_off().await.unwrap();
+    let cgroup = Path::new(mco_lab::boot::CGROUP_ROOT).join("pids").join(&spec.cgroup_parent).join("machine-1");
+    assert!(!cgroup.exists(), "{} is left", cgroup.display());
+}
