@@ -373,6 +373,9 @@ impl Booted {
         // SAFETY: the closure runs between fork and exec and only makes system calls (no allocation).
         unsafe {
             command.pre_exec(move || {
+                // A machine does not outlive what powered it on (`unshare --kill-child` takes its
+                // PID 1, and with it every process of the machine).
+                rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
                 for procs in &procs {
                     let procs =
                         rustix::fs::open(procs.as_c_str(), rustix::fs::OFlags::WRONLY, rustix::fs::Mode::empty())?;

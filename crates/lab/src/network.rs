@@ -124,24 +124,97 @@ pub async fn add_node_address(index: usize, log: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The name of a booted machine's end of its cable on the lab's side (at most 15 bytes).
+fn cable(index: usize) -> String {
+    format!("mco-node{index}")
+}
+
+/// Plugs the booted machine whose PID 1 is `init` (in a network namespace of its own) into the lab
+/// bridge as node `index`, as a cloud's network and DHCP would: a veth pair, its end inside named
+/// `eth0` with the node's address, loopback up, the default route through the lab's side (which
+/// routes between the nodes and their pods and has no way out).
+#[context("Plugging node {index} into the lab's bridge")]
+pub async fn plug_in(init: rustix::process::Pid, index: usize, log: &Path) -> anyhow::Result<()> {
+    let ip = Path::new("ip");
+    let cable = cable(index);
+    let pid = init.as_raw_nonzero().to_string();
+    // A cable left by the machine's previous boot goes with that boot's namespace; one left by a
+    // supervisor that died is removed here.
+    if run_tool(ip, ["link", "show", &cable], &[], log).await.is_ok() {
+        run_tool(ip, ["link", "del", &cable], &[], log).await?;
+    }
+    run_tool(ip, ["link", "add", &cable, "type", "veth", "peer", "name", "eth0", "netns", &pid], &[], log).await?;
+    run_tool(ip, ["link", "set", &cable, "master", BRIDGE, "up"], &[], log).await?;
+    let address = format!("{}/24", node_address(index));
+    let gateway = APISERVER_ADDRESS.to_string();
+    for args in [
+        &["link", "set", "lo", "up"][..],
+        &["addr", "add", &address, "dev", "eth0"],
+        &["link", "set", "eth0", "up"],
+        &["route", "add", "default", "via", &gateway],
+    ] {
+        let inside = ["--net", "--target", &pid, "ip"].into_iter().chain(args.iter().copied());
+        run_tool(Path::new("nsenter"), inside, &[], log).await?;
+    }
+    Ok(())
+}
+
+/// Listens on `ports` of the loopback of the network namespace of the process `pid` (a booted
+/// machine's) and forwards every connection to the same port on this namespace's loopback (the
+/// lab's), as [`forward`] does from the host: the lab's `127.0.0.1:PORT` addresses (the API
+/// server's in every kubeconfig, the registry's in every image name) work on the machine too. The
+/// forwarding stops when the returned tasks are aborted (the machine's power-off).
+#[context("Forwarding ports {ports:?} of the machine with PID 1 {pid}")]
+pub fn forward_into(pid: rustix::process::Pid, ports: &[u16]) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let namespace = std::fs::File::open(format!("/proc/{pid}/ns/net", pid = pid.as_raw_nonzero()))?;
+    let ports = ports.to_vec();
+    // A thread of its own enters the machine's namespace: sockets keep the namespace they were made in.
+    let listeners = std::thread::spawn(move || -> anyhow::Result<Vec<TcpListener>> {
+        rustix::thread::move_into_link_name_space(
+            std::os::fd::AsFd::as_fd(&namespace),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )?;
+        ports
+            .iter()
+            .map(|port| {
+                let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, *port))?;
+                listener.set_nonblocking(true)?;
+                Ok(listener)
+            })
+            .collect()
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the thread binding the machine's ports panicked"))??;
+    listeners
+        .into_iter()
+        .map(|listener| {
+            let port = listener.local_addr()?.port();
+            balance(listener, vec![SocketAddr::from((Ipv4Addr::LOCALHOST, port))])
+        })
+        .collect()
+}
+
 /// Forwards every connection to `listener` (a host loopback port) to the same port on the lab's
 /// loopback, until the runtime stops.
 pub fn forward(listener: TcpListener) -> anyhow::Result<()> {
     let port = listener.local_addr()?.port();
-    balance(listener, vec![SocketAddr::from((Ipv4Addr::LOCALHOST, port))])
+    balance(listener, vec![SocketAddr::from((Ipv4Addr::LOCALHOST, port))]).map(drop)
 }
 
 /// Forwards every connection to `listener` to the first of `backends` that accepts it, as a
-/// cloud's TCP load balancer in front of the control plane does, until the runtime stops.
-pub fn balance(listener: TcpListener, backends: Vec<SocketAddr>) -> anyhow::Result<()> {
+/// cloud's TCP load balancer in front of the control plane does, until the runtime stops or the
+/// returned task is aborted.
+pub fn balance(listener: TcpListener, backends: Vec<SocketAddr>) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let backends = std::sync::Arc::new(backends);
-    tokio::spawn(async move {
+    Ok(tokio::spawn(async move {
         loop {
             let (mut outside, _) = match listener.accept().await {
                 Ok(accepted) => accepted,
                 Err(e) => {
                     tracing::warn!(?backends, "accepting a connection to forward: {e}");
+                    // Out of file descriptors, say: not a reason to spin.
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     continue;
                 }
             };
@@ -158,8 +231,7 @@ pub fn balance(listener: TcpListener, backends: Vec<SocketAddr>) -> anyhow::Resu
                 }
             });
         }
-    });
-    Ok(())
+    }))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! A lab machine booted as a host boots (`mco_lab::boot`): an OS image with systemd, installed
-//! into an OSTree sysroot, boots its deployment with the image's systemd as PID 1; `systemctl
-//! reboot` and `systemctl poweroff` inside it come back to the firmware as what they are.
+//! into an OSTree sysroot, boots its deployment with the image's systemd as PID 1, plugged into a
+//! lab network (`mco_lab::network`, in a network namespace of the test's own); `systemctl reboot`
+//! and `systemctl poweroff` inside it come back to the firmware as what they are.
 
 use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
@@ -50,12 +51,14 @@ fn install(tmp: &Path, sysroot: &Path) {
         .success();
 }
 
-/// Runs `args` in every namespace of the machine whose PID 1 is `pid` (as `machinectl shell` would).
-fn in_machine(pid: rustix::process::Pid, args: &[&str]) -> Result<String, String> {
-    let out = StdCommand::new("nsenter")
+/// Runs `args` in every namespace of the machine whose PID 1 is `pid` (as `machinectl shell` would),
+/// without blocking the runtime (which forwards the lab's ports into the machine).
+async fn in_machine(pid: rustix::process::Pid, args: &[&str]) -> Result<String, String> {
+    let out = tokio::process::Command::new("nsenter")
         .args(["--all", "--target", &pid.as_raw_nonzero().to_string(), "--"])
         .args(args)
         .output()
+        .await
         .map_err(|e| e.to_string())?;
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
     if out.status.success() {
@@ -74,10 +77,10 @@ async fn running(machine: &mut Booted) -> rustix::process::Pid {
         async move {
             assert_eq!(halted.unwrap(), None, "the machine halted while booting:\n{console}");
             let Some(pid) = init else { return Err(Verbatim("no PID 1 yet".into())) };
-            match in_machine(pid, &["systemctl", "is-system-running"]) {
+            match in_machine(pid, &["systemctl", "is-system-running"]).await {
                 Ok(state) if state.trim() == "running" => Ok(pid),
                 seen => {
-                    let failed = in_machine(pid, &["systemctl", "--failed", "--no-legend"]).unwrap_or_default();
+                    let failed = in_machine(pid, &["systemctl", "--failed", "--no-legend"]).await.unwrap_or_default();
                     Err(Verbatim(format!("{seen:?}; failed units: {failed}\nconsole:\n{console}")))
                 }
             }
@@ -103,11 +106,14 @@ struct Leftovers {
 
 impl Drop for Leftovers {
     fn drop(&mut self) {
-        tokio::task::block_in_place(|| {
-            let power_off = mco_lab::machine::power_off_all(&self.cgroup_parent, Path::new("/nonexistent"));
-            if let Err(e) = tokio::runtime::Handle::current().block_on(power_off) {
-                eprintln!("removing cgroup {}: {e:#}", self.cgroup_parent);
-            }
+        // On a thread of its own: the test's runtime may be unwinding.
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let power_off = mco_lab::machine::power_off_all(&self.cgroup_parent, Path::new("/nonexistent"));
+                if let Err(e) = tokio::runtime::Runtime::new().unwrap().block_on(power_off) {
+                    eprintln!("removing cgroup {}: {e:#}", self.cgroup_parent);
+                }
+            });
         });
         if let Err(e) = mco_lab::node::remove_sysroot(&self.sysroot) {
             eprintln!("{e:#}");
@@ -115,17 +121,64 @@ impl Drop for Leftovers {
     }
 }
 
-fn read(pid: rustix::process::Pid, path: &str) -> String {
-    in_machine(pid, &["cat", path]).unwrap().trim().to_string()
+async fn read(pid: rustix::process::Pid, path: &str) -> String {
+    in_machine(pid, &["cat", path]).await.unwrap().trim().to_string()
 }
 
 fn uptime(text: &str) -> f64 {
     text.split_whitespace().next().unwrap().parse().unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_machine_boots_its_deployment_with_systemd_as_pid_1_and_reboots_into_it() {
+/// Runs `test` on a thread of its own in a new network namespace (the lab's, as the supervisor's
+/// is), with a runtime on that thread only: the bridge and cables it makes go with the thread.
+fn in_lab_namespace(test: impl std::future::Future<Output = ()> + Send + 'static) {
+    std::thread::spawn(move || {
+        // SAFETY: NEWNET only, on this thread, which shares no file descriptor table change.
+        unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET) }.unwrap();
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(test)
+    })
+    .join()
+    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// A TCP service on the lab's loopback that says `greeting` to every connection; its port.
+async fn lab_service(greeting: &'static str) -> u16 {
+    use tokio::io::AsyncWriteExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut connection, _)) = listener.accept().await {
+            let _ = connection.write_all(greeting.as_bytes()).await;
+        }
+    });
+    port
+}
+
+/// Plugs the machine into the lab's network as node 3 with `port` forwarded into it; what it
+/// then sees: its address and what it reads from `127.0.0.1:port`.
+async fn plugged_in(
+    pid: rustix::process::Pid,
+    port: u16,
+    log: &Path,
+) -> (Vec<tokio::task::JoinHandle<()>>, String, String) {
+    mco_lab::network::plug_in(pid, 3, log).await.unwrap();
+    let forwarding = mco_lab::network::forward_into(pid, &[port]).unwrap();
+    let address = in_machine(pid, &["ip", "-4", "-o", "addr", "show", "dev", "eth0"]).await.unwrap();
+    let read = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && cat <&3");
+    let said = in_machine(pid, &["timeout", "60", "bash", "-c", &read]).await.unwrap_or_else(|e| e);
+    (forwarding, address, said)
+}
+
+#[test]
+fn a_machine_boots_its_deployment_on_the_lab_network_and_reboots_into_it() {
+    in_lab_namespace(boots_on_the_lab_network_and_reboots());
+}
+
+async fn boots_on_the_lab_network_and_reboots() {
     let tmp = tempfile::tempdir().unwrap();
+    let network_log = tmp.path().join("network.log");
+    mco_lab::network::set_up(&network_log).await.unwrap();
+    let port = lab_service("the lab's service\n").await;
     let sysroot = tmp.path().join("sysroot");
     let spec = BootSpec {
         name: "machine-1".into(),
@@ -142,44 +195,53 @@ async fn a_machine_boots_its_deployment_with_systemd_as_pid_1_and_reboots_into_i
     let mut machine = Booted::power_on(&mco, &spec).await.unwrap();
     let pid = running(&mut machine).await;
     assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/comm", pid = pid.as_raw_nonzero())).unwrap(), "systemd\n");
-    assert_eq!(read(pid, "/proc/1/comm"), "systemd", "PID 1 inside the machine");
+    assert_eq!(read(pid, "/proc/1/comm").await, "systemd", "PID 1 inside the machine");
     // The root is the booted deployment: libostree (its `ostree` command, inside) finds it booted.
-    let deployments = in_machine(pid, &["ostree", "admin", "status"]).unwrap();
+    let deployments = in_machine(pid, &["ostree", "admin", "status"]).await.unwrap();
     let deployment = machine.target.deployment.file_name().unwrap().to_str().unwrap().to_string();
     assert!(deployments.lines().any(|l| l.starts_with("* lab ") && l.ends_with(&deployment)), "{deployments}");
-    assert_eq!(read(pid, "/proc/cmdline"), machine.target.cmdline);
+    assert_eq!(read(pid, "/proc/cmdline").await, machine.target.cmdline);
     assert!(machine.target.cmdline.split_whitespace().any(|arg| arg == "console=ttyS0"), "{}", machine.target.cmdline);
-    assert!(in_machine(pid, &["test", "-e", "/run/ostree-booted"]).is_ok());
-    assert_eq!(read(pid, "/proc/sys/kernel/hostname"), "machine-1");
+    assert!(in_machine(pid, &["test", "-e", "/run/ostree-booted"]).await.is_ok());
+    assert_eq!(read(pid, "/proc/sys/kernel/hostname").await, "machine-1");
     // The machine's uptime counts from its power-on, not the host's boot.
-    assert!(uptime(&read(pid, "/proc/uptime")) <= powered_on.elapsed().as_secs_f64() + 1.0);
-    let first_boot_id = read(pid, "/proc/sys/kernel/random/boot_id");
+    assert!(uptime(&read(pid, "/proc/uptime").await) <= powered_on.elapsed().as_secs_f64() + 1.0);
+    let first_boot_id = read(pid, "/proc/sys/kernel/random/boot_id").await;
+    // On the lab's bridge at node 3's address, the lab's 127.0.0.1 services forwarded to it.
+    let (forwarding, address, said) = plugged_in(pid, port, &network_log).await;
+    assert!(address.contains(" inet 10.200.0.13/24 "), "{address}");
+    assert_eq!(said, "the lab's service\n");
     assert_ne!(first_boot_id, host_boot_id.trim());
     // /usr is the image's, read-only; /etc the deployment's own; /home is in the stateroot's /var.
-    assert!(in_machine(pid, &["touch", "/usr/mco-test-written"]).is_err());
-    in_machine(pid, &["touch", "/etc/mco-test-written", "/home/mco-test-written"]).unwrap();
+    assert!(in_machine(pid, &["touch", "/usr/mco-test-written"]).await.is_err());
+    in_machine(pid, &["touch", "/etc/mco-test-written", "/home/mco-test-written"]).await.unwrap();
     assert!(sysroot.join(&machine.target.deployment).join("etc/mco-test-written").exists());
     assert!(sysroot.join("ostree/deploy/lab/var/home/mco-test-written").exists());
     // A unit written into /etc runs once systemd reloads (as a MachineConfig's unit would).
     let unit = "[Service]\nType=oneshot\nExecStart=/bin/sh -c 'echo ran > /run/mco-test-unit'\n";
     std::fs::write(sysroot.join(&machine.target.deployment).join("etc/systemd/system/mco-test.service"), unit).unwrap();
-    in_machine(pid, &["systemctl", "daemon-reload"]).unwrap();
-    in_machine(pid, &["systemctl", "start", "mco-test.service"]).unwrap();
-    assert_eq!(read(pid, "/run/mco-test-unit"), "ran");
+    in_machine(pid, &["systemctl", "daemon-reload"]).await.unwrap();
+    in_machine(pid, &["systemctl", "start", "mco-test.service"]).await.unwrap();
+    assert_eq!(read(pid, "/run/mco-test-unit").await, "ran");
 
-    in_machine(pid, &["systemctl", "reboot"]).unwrap();
+    in_machine(pid, &["systemctl", "reboot"]).await.unwrap();
     assert_eq!(halted(&mut machine).await, Halt::Reboot);
+    forwarding.iter().for_each(tokio::task::JoinHandle::abort);
     let rebooted = Instant::now();
     let mut machine = Booted::power_on(&mco, &spec).await.unwrap();
     let pid = running(&mut machine).await;
     // A new boot: its own id, an uptime from zero, an empty /run, the files of /etc and /var kept.
-    assert_ne!(read(pid, "/proc/sys/kernel/random/boot_id"), first_boot_id);
-    assert!(uptime(&read(pid, "/proc/uptime")) <= rebooted.elapsed().as_secs_f64() + 1.0);
-    assert!(in_machine(pid, &["test", "-e", "/run/mco-test-unit"]).is_err());
-    in_machine(pid, &["test", "-e", "/etc/mco-test-written"]).unwrap();
-    in_machine(pid, &["test", "-e", "/var/home/mco-test-written"]).unwrap();
+    assert_ne!(read(pid, "/proc/sys/kernel/random/boot_id").await, first_boot_id);
+    assert!(uptime(&read(pid, "/proc/uptime").await) <= rebooted.elapsed().as_secs_f64() + 1.0);
+    assert!(in_machine(pid, &["test", "-e", "/run/mco-test-unit"]).await.is_err());
+    in_machine(pid, &["test", "-e", "/etc/mco-test-written"]).await.unwrap();
+    in_machine(pid, &["test", "-e", "/var/home/mco-test-written"]).await.unwrap();
+    // Plugged in again: the last boot's cable went with its namespace.
+    let (_, address, said) = plugged_in(pid, port, &network_log).await;
+    assert!(address.contains(" inet 10.200.0.13/24 "), "{address}");
+    assert_eq!(said, "the lab's service\n");
 
-    in_machine(pid, &["systemctl", "poweroff"]).unwrap();
+    in_machine(pid, &["systemctl", "poweroff"]).await.unwrap();
     assert_eq!(halted(&mut machine).await, Halt::PowerOff);
     machine.power_off().await.unwrap();
     let cgroup = Path::new(mco_lab::boot::CGROUP_ROOT).join("pids").join(&spec.cgroup_parent).join("machine-1");
