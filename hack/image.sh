@@ -12,7 +12,7 @@
 #           lab does this before its network namespace, which cannot reach Debian's mirror)
 #        hack/image.sh --node-userland   (the same for the lab nodes' OS: mco's userland, which
 #           on-cluster builds `FROM` the OS image run their steps with, and what a node that boots
-#           needs: systemd as PID 1, D-Bus, iproute2; prints its path)
+#           needs: systemd as PID 1, D-Bus, iproute2, runc and the CNI plugins; prints its path)
 #   BINARY  the mco binary: target/release/mco for a release; the lab uses target/debug/mco. Its debug
 #           info is stripped (a copy; the binary given is untouched).
 #   DEST    a containers-transports destination: oci:DIR:mco, docker://HOST/mco:TAG, ...
@@ -39,19 +39,23 @@ suite=bookworm
 # chroot`, vfs storage: no OCI runtime, no fuse-overlayfs, so its Recommends, which the essential
 # variant leaves out, are not needed). It adds uidmap, libsubid4 and libseccomp2; ~21 MB.
 packages=libostree-1-1,ostree,skopeo,ca-certificates,e2fsprogs,buildah
-node_args=()
+prefix=
 if $node; then
-    packages+=,systemd,dbus,iproute2
+    prefix=node-
+    # runc and the CNI plugins for the node's containerd.
+    packages+=,systemd,dbus,iproute2,runc,containernetworking-plugins
     # mmdebstrap copies the build host's name; a node has its own.
-    node_args=(--customize-hook='rm -f "$1/etc/hostname"')
-fi
-mmdebstrap_args=(
-    --variant=essential --format=tar --include="$packages" "${node_args[@]}"
-    # merged /usr without the usrmerge package (which drags in perl)
-    --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr
+    variant_args=(--customize-hook='rm -f "$1/etc/hostname"')
+else
     # skopeo's and buildah's containers-common depends on a network stack that an image pull or a
     # chroot-isolated build never runs
-    --dpkgopt='path-exclude=/usr/lib/cni/*'
+    variant_args=(--dpkgopt='path-exclude=/usr/lib/cni/*')
+fi
+mmdebstrap_args=(
+    --variant=essential --format=tar --include="$packages"
+    # merged /usr without the usrmerge package (which drags in perl)
+    --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr
+    "${variant_args[@]}"
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*'
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*'
     "$suite"
@@ -60,7 +64,7 @@ mirrors=("deb http://deb.debian.org/debian $suite main" "deb http://deb.debian.o
 
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/mco/image
 key=$(printf '%s\n' "${mmdebstrap_args[@]}" "${mirrors[@]}" "$SOURCE_DATE_EPOCH" | sha256sum | cut -c1-16)
-userland=$cache/$($node && echo node-)userland-$key.tar
+userland=$cache/${prefix}userland-$key.tar
 mkdir -p "$cache"
 if [[ ! -f $userland ]]; then
     echo "building the image's userland into $userland (about 20 s)" >&2

@@ -22,6 +22,7 @@ pub mod manifests;
 pub mod monitoring;
 pub mod network;
 pub mod node;
+pub mod node_os;
 pub mod process;
 pub mod rbac_audit;
 pub mod request;

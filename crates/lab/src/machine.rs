@@ -58,7 +58,7 @@ const REGISTRY_HOSTS: &str = "etc/containerd/certs.d";
 /// How long containerd gets to serve its socket.
 const RUNTIME_TIMEOUT: Duration = Duration::from_secs(30);
 /// The kubelet's hard limit of open files here (`ulimit -Hn`): it fails to raise it further.
-const MAX_OPEN_FILES: u64 = 20000;
+pub(crate) const MAX_OPEN_FILES: u64 = 20000;
 /// The kubelet's static pod directory, in the node's root.
 const STATIC_PODS: &str = "etc/kubernetes/manifests";
 /// The machine's kubelet configuration drop-in, in the node's root.
@@ -487,51 +487,33 @@ fn cni_config(spec: &MachineSpec) -> serde_json::Value {
 }
 
 /// The machine's drop-in over the pool's kubelet configuration (which the node's rendered
-/// MachineConfig wrote): what differs from node to node when all share one file system, and
-/// what a kubelet needs on machines with cgroups v1 and without CAP_SYS_RESOURCE: no failing on
-/// cgroups v1, no QoS cgroups, no node allocatable enforcement, no eviction (but at the last MiB
-/// of memory), no open-files limit above the hard one, no serving certificate to wait for, the
-/// kernel's settings left as they are, and no system cgroup (the kubelet would move every process
-/// of the host's root cgroup into it: into the machine, which a power-off kills).
+/// MachineConfig wrote): what every lab machine needs ([`crate::node_os::lab_kubelet_settings`]),
+/// and what differs from node to node when all share one file system; no QoS cgroups, no
+/// local storage isolation, and no system cgroup (the kubelet would move every process of the
+/// host's root cgroup into it: into the machine, which a power-off kills).
 fn kubelet_drop_in(spec: &MachineSpec) -> serde_json::Value {
-    json!({
-        "apiVersion": "kubelet.config.k8s.io/v1beta1",
-        "kind": "KubeletConfiguration",
-        "failCgroupV1": false,
-        "cgroupDriver": "cgroupfs",
-        "cgroupsPerQOS": false,
-        // Not empty: the kubelet merges its drop-ins through JSON, where an empty list or map
-        // vanishes and takes the default ("pods", the default thresholds) again.
-        "enforceNodeAllocatable": ["none"],
-        // Every signal, so that none keeps a threshold of the pool's configuration: the machines
-        // share one disk, which is no node's to keep free.
-        "evictionHard": {
-            "memory.available": "1Mi",
-            "nodefs.available": "1Mi",
-            "nodefs.inodesFree": "1",
-            "imagefs.available": "1Mi",
-            "imagefs.inodesFree": "1",
-        },
-        "failSwapOn": false,
-        "localStorageCapacityIsolation": false,
-        "imageGCHighThresholdPercent": 100,
-        "maxOpenFiles": MAX_OPEN_FILES,
-        "serverTLSBootstrap": false,
-        "rotateCertificates": false,
-        "protectKernelDefaults": false,
-        "systemCgroups": "",
-        "systemReservedCgroup": "",
-        "kubeReservedCgroup": "",
-        "staticPodPath": spec.path(STATIC_PODS).display().to_string(),
-        "address": network::node_address(spec.index).to_string(),
-        // On the node's own address, at upstream's port, where the node's daemon checks it.
-        "healthzBindAddress": network::node_address(spec.index).to_string(),
-        "healthzPort": KUBELET_HEALTHZ_PORT,
-        "containerRuntimeEndpoint": format!("unix://{}", spec.containerd_socket().display()),
-        "podLogsDir": spec.path("var/log/pods").display().to_string(),
-        "authentication": {"x509": {"clientCAFile": spec.client_ca.display().to_string()}},
-        "cgroupRoot": format!("/{}", spec.cgroup()),
-    })
+    let mut settings = crate::node_os::lab_kubelet_settings();
+    settings.extend(
+        [
+            ("cgroupDriver", json!("cgroupfs")),
+            ("cgroupsPerQOS", json!(false)),
+            ("localStorageCapacityIsolation", json!(false)),
+            ("systemCgroups", json!("")),
+            ("systemReservedCgroup", json!("")),
+            ("kubeReservedCgroup", json!("")),
+            ("staticPodPath", json!(spec.path(STATIC_PODS).display().to_string())),
+            ("address", json!(network::node_address(spec.index).to_string())),
+            // On the node's own address, at upstream's port, where the node's daemon checks it.
+            ("healthzBindAddress", json!(network::node_address(spec.index).to_string())),
+            ("healthzPort", json!(KUBELET_HEALTHZ_PORT)),
+            ("containerRuntimeEndpoint", json!(format!("unix://{}", spec.containerd_socket().display()))),
+            ("podLogsDir", json!(spec.path("var/log/pods").display().to_string())),
+            ("authentication", json!({"x509": {"clientCAFile": spec.client_ca.display().to_string()}})),
+            ("cgroupRoot", json!(format!("/{}", spec.cgroup()))),
+        ]
+        .map(|(key, value)| (key.to_string(), value)),
+    );
+    serde_json::Value::Object(settings)
 }
 
 #[cfg(test)]

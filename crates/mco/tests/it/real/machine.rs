@@ -24,8 +24,8 @@ fn node_userland() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-/// Installs a test OS image on the node userland into `sysroot`.
-fn install(tmp: &Path, sysroot: &Path) {
+/// Installs a test OS image on the node userland into `sysroot`, with what `prepare` adds to it.
+fn install(tmp: &Path, sysroot: &Path, prepare: impl FnOnce(&Path)) {
     let tree = tmp.join("tree");
     mco()
         .args(["image", "test-tree", "--kernel", KVER, "--version-id", "9.6.1", "--userland"])
@@ -33,6 +33,7 @@ fn install(tmp: &Path, sysroot: &Path) {
         .arg(&tree)
         .assert()
         .success();
+    prepare(&tree);
     let repo = tmp.join("repo");
     mco()
         .args(["image", "commit", "--ref", "mco/os", "--version", "9.6.1", "--repo"])
@@ -187,7 +188,7 @@ async fn boots_on_the_lab_network_and_reboots() {
         console: tmp.path().join("console.log"),
     };
     let _leftovers = Leftovers { cgroup_parent: spec.cgroup_parent.clone(), sysroot: sysroot.clone() };
-    install(tmp.path(), &sysroot);
+    install(tmp.path(), &sysroot, |_| {});
     let mco = assert_cmd::cargo::cargo_bin("mco");
     let host_boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
 
@@ -246,4 +247,104 @@ async fn boots_on_the_lab_network_and_reboots() {
     machine.power_off().await.unwrap();
     let cgroup = Path::new(mco_lab::boot::CGROUP_ROOT).join("pids").join(&spec.cgroup_parent).join("machine-1");
     assert!(!cgroup.exists(), "{} is left", cgroup.display());
+}
+
+#[test]
+fn a_booted_machines_containerd_and_kubelet_are_systemd_units_that_register_its_node() {
+    in_lab_namespace(kubelet_registers_the_node());
+}
+
+/// Writes `contents` at `path` of the machine's `/etc` (as Ignition writes a node's).
+fn write_etc(etc: &Path, path: &str, contents: &[u8]) {
+    let path = etc.join(path);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, contents).unwrap();
+}
+
+async fn kubelet_registers_the_node() {
+    use k8s_openapi::api::core::v1::Node;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let network_log = tmp.path().join("network.log");
+    mco_lab::network::set_up(&network_log).await.unwrap();
+    // The API server, in the lab's namespace (started from this thread).
+    let env = mco_testenv::TestEnv::start().await.unwrap();
+    let kubeconfig = std::fs::read_to_string(env.kubeconfig()).unwrap();
+    let api_port: u16 = kubeconfig
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("server: https://127.0.0.1:"))
+        .expect("the kubeconfig names the API server")
+        .parse()
+        .unwrap();
+    let sysroot = tmp.path().join("sysroot");
+    let spec = BootSpec {
+        name: "machine-1".into(),
+        sysroot: sysroot.clone(),
+        cgroup_parent: format!("mco-test-kubelet-{}", std::process::id()),
+        console: tmp.path().join("console.log"),
+    };
+    let _leftovers = Leftovers { cgroup_parent: spec.cgroup_parent.clone(), sysroot: sysroot.clone() };
+    install(tmp.path(), &sysroot, |tree| mco_lab::node_os::add_node_software(tree).unwrap());
+    let deployment = mco_os::sysroot::status(&sysroot, &mco_os::sysroot::default_cmdline(&sysroot)).unwrap();
+    let etc = sysroot.join(&deployment.booted().unwrap().path).join("etc");
+    // What the pool's config and Ignition write on a real node: the kubelet's unit and
+    // configuration, its credentials, the pod network.
+    let unit = "[Unit]\nAfter=containerd.service\n\n[Service]\nExecStart=/usr/bin/kubelet \
+        --config=/etc/kubernetes/kubelet.conf --config-dir=/etc/kubernetes/kubelet.conf.d \
+        --kubeconfig=/etc/kubernetes/kubeconfig --node-ip=10.200.0.13\nRestart=always\n\n\
+        [Install]\nWantedBy=multi-user.target\n";
+    write_etc(&etc, "systemd/system/kubelet.service", unit.as_bytes());
+    std::os::unix::fs::symlink(
+        "../kubelet.service",
+        etc.join("systemd/system/multi-user.target.wants/kubelet.service"),
+    )
+    .unwrap();
+    write_etc(&etc, "kubernetes/kubelet.conf", mco_lab::manifests::kubelet_config().to_string().as_bytes());
+    let drop_in = mco_lab::node_os::kubelet_drop_in(3, "/etc/kubernetes/kubelet-ca.crt");
+    write_etc(&etc, "kubernetes/kubelet.conf.d/50-machine.conf", drop_in.to_string().as_bytes());
+    write_etc(&etc, "kubernetes/kubelet-ca.crt", &std::fs::read(env.ca_cert()).unwrap());
+    let node_kubeconfig = tmp.path().join("kubelet.kubeconfig");
+    env.write_client_kubeconfig(&node_kubeconfig, "system:node:machine-1", Some("system:masters")).unwrap();
+    write_etc(&etc, "kubernetes/kubeconfig", &std::fs::read(&node_kubeconfig).unwrap());
+    let cni = serde_json::json!({
+        "cniVersion": "0.4.0",
+        "name": "mco-lab",
+        "plugins": [{"type": "bridge", "bridge": "cni0", "isGateway": true,
+                     "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.4.0/24"}]]}}],
+    });
+    write_etc(&etc, "cni/net.d/10-mco-lab.conflist", cni.to_string().as_bytes());
+
+    let mco = assert_cmd::cargo::cargo_bin("mco");
+    let mut machine = Booted::power_on(&mco, &spec).await.unwrap();
+    let pid = running(&mut machine).await;
+    mco_lab::network::plug_in(pid, 3, &network_log).await.unwrap();
+    let _forwarding = mco_lab::network::forward_into(pid, &[api_port]).unwrap();
+
+    let nodes: kube::Api<Node> = kube::Api::all(env.client());
+    eventually_within(BOOT_TIMEOUT, "the machine's kubelet to register its Node Ready", || {
+        let nodes = nodes.clone();
+        async move {
+            let node = nodes.get_opt("machine-1").await.map_err(|e| Verbatim(e.to_string()))?;
+            match node {
+                Some(node) if mco_lab::node::is_ready(&node) => Ok(node),
+                seen => {
+                    let units =
+                        in_machine(pid, &["systemctl", "status", "--no-pager", "-n", "20", "containerd", "kubelet"])
+                            .await;
+                    Err(Verbatim(format!("{:#?}\n{}", seen.and_then(|n| n.status), units.unwrap_or_else(|e| e))))
+                }
+            }
+        }
+    })
+    .await;
+    // Started by the machine's systemd, from the units: each in its unit's cgroup.
+    for unit in ["containerd", "kubelet"] {
+        assert_eq!(in_machine(pid, &["systemctl", "is-active", unit]).await.unwrap().trim(), "active", "{unit}");
+        let main = in_machine(pid, &["systemctl", "show", "--property=MainPID", "--value", unit]).await.unwrap();
+        let cgroup = read(pid, &format!("/proc/{}/cgroup", main.trim())).await;
+        assert!(cgroup.lines().any(|l| l.ends_with(&format!(":/system.slice/{unit}.service"))), "{unit}: {cgroup}");
+    }
+    in_machine(pid, &["systemctl", "poweroff"]).await.unwrap();
+    assert_eq!(halted(&mut machine).await, Halt::PowerOff);
+    machine.power_off().await.unwrap();
 }
