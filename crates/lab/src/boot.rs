@@ -178,9 +178,11 @@ pub fn plan(sysroot: &Path, target: &BootTarget, cgroups: &[Hierarchy], boot_id:
         Step::Write { path: firmware("boot_id"), contents: format!("{boot_id}\n") },
         mount("proc", "proc", "proc", "", hardened),
         bind(firmware("cmdline"), at("proc/cmdline"), true),
-        // The kernel's settings are the host's, but for the machine's network namespace.
-        bind(at("proc/sys"), at("proc/sys"), true),
+        // The kernel's settings are the host's, but for the machine's network namespace's: read-only
+        // once the writable ones are bound (a bind mount takes its source's read-only flag).
+        bind(at("proc/sys"), at("proc/sys"), false),
         bind(at("proc/sys/net"), at("proc/sys/net"), false),
+        Step::ReadOnly(at("proc/sys")),
         bind(firmware("boot_id"), at("proc/sys/kernel/random/boot_id"), true),
         // Where the kernel has it: a write there would act on the host.
         Step::Protect(at("proc/sysrq-trigger")),
@@ -516,6 +518,7 @@ mod tests {
             })
         };
         let bind = |source: &str, read_only| Some((PathBuf::from(source), read_only));
+        let position = |wanted: &Step| steps.iter().position(|step| step == wanted).unwrap();
         // The root first: pivot_root needs a mount point.
         assert_eq!(steps[0], Step::Bind { source: root.into(), target: root.into(), read_only: false });
         assert_eq!(bound("usr"), Some((root.join("usr"), true)));
@@ -524,11 +527,20 @@ mod tests {
         assert_eq!(bound("boot"), bind("/s/boot", false));
         assert_eq!(bound("proc/cmdline"), Some((root.join("run/mco-lab/cmdline"), true)));
         assert_eq!(bound("proc/sys/kernel/random/boot_id"), Some((root.join("run/mco-lab/boot_id"), true)));
-        assert_eq!(bound("proc/sys"), Some((root.join("proc/sys"), true)));
         assert_eq!(bound("proc/sys/net"), Some((root.join("proc/sys/net"), false)));
+        // /proc/sys read-only after /proc/sys/net is bound writable (from the still writable one).
+        let net = position(&Step::Bind {
+            source: root.join("proc/sys/net"),
+            target: root.join("proc/sys/net"),
+            read_only: false,
+        });
+        assert!(
+            position(&Step::Bind { source: root.join("proc/sys"), target: root.join("proc/sys"), read_only: false })
+                < net
+        );
+        assert!(net < position(&Step::ReadOnly(root.join("proc/sys"))));
         assert_eq!(bound("dev/kmsg"), bind("/dev/kmsg", true));
         assert_eq!(bound("dev/null"), bind("/dev/null", false));
-        let position = |wanted: &Step| steps.iter().position(|step| step == wanted).unwrap();
         let written = |path: &str, contents: &str| Step::Write { path: root.join(path), contents: contents.into() };
         // What is bound over /proc is written first, in the machine's own /run.
         assert!(

@@ -8,7 +8,7 @@ use std::process::Command as StdCommand;
 use std::time::{Duration, Instant};
 
 use mco_lab::boot::{BootSpec, Booted, Halt};
-use mco_testenv::{Verbatim, eventually_within};
+use mco_testenv::{Verbatim, eventually_within, satisfying};
 
 use crate::common::mco;
 
@@ -215,6 +215,10 @@ async fn boots_on_the_lab_network_and_reboots() {
     assert_ne!(first_boot_id, host_boot_id.trim());
     // /usr is the image's, read-only; /etc the deployment's own; /home is in the stateroot's /var.
     assert!(in_machine(pid, &["touch", "/usr/mco-test-written"]).await.is_err());
+    // The kernel's settings: the network namespace's writable (the CNI bridge plugin turns on
+    // forwarding), the host's not.
+    in_machine(pid, &["sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"]).await.unwrap();
+    assert!(in_machine(pid, &["sh", "-c", "echo 1 > /proc/sys/kernel/sysrq"]).await.is_err());
     in_machine(pid, &["touch", "/etc/mco-test-written", "/home/mco-test-written"]).await.unwrap();
     assert!(sysroot.join(&machine.target.deployment).join("etc/mco-test-written").exists());
     assert!(sysroot.join("ostree/deploy/lab/var/home/mco-test-written").exists());
@@ -250,7 +254,7 @@ async fn boots_on_the_lab_network_and_reboots() {
 }
 
 #[test]
-fn a_booted_machines_containerd_and_kubelet_are_systemd_units_that_register_its_node() {
+fn a_booted_machines_containerd_and_kubelet_are_systemd_units_that_register_its_node_and_run_its_pods() {
     in_lab_namespace(kubelet_registers_the_node());
 }
 
@@ -306,6 +310,19 @@ async fn kubelet_registers_the_node() {
     let node_kubeconfig = tmp.path().join("kubelet.kubeconfig");
     env.write_client_kubeconfig(&node_kubeconfig, "system:node:machine-1", Some("system:masters")).unwrap();
     write_etc(&etc, "kubernetes/kubeconfig", &std::fs::read(&node_kubeconfig).unwrap());
+    // The lab's registry with its pause and workload images, reached at its 127.0.0.1 port
+    // inside too (by its alias for the workload, as the lab's manifests name it).
+    let layout = mco_lab::layout::Layout::new(tmp.path().join("lab"));
+    let [registry_port] = mco_lab::process::free_ports().unwrap();
+    let _registry = mco_lab::images::start_registry(&layout, registry_port).await.unwrap();
+    let registry = format!("127.0.0.1:{registry_port}");
+    let sandbox = mco_lab::images::build_container_images(&layout, &registry).await.unwrap();
+    for host in [registry.as_str(), mco_lab::images::REGISTRY_ALIAS] {
+        let hosts = format!("server = \"http://{registry}\"\n");
+        write_etc(&etc, &format!("containerd/certs.d/{host}/hosts.toml"), hosts.as_bytes());
+    }
+    let pinned = format!("[plugins.\"io.containerd.cri.v1.images\".pinned_images]\n  sandbox = \"{sandbox}\"\n");
+    write_etc(&etc, "containerd/conf.d/50-sandbox.toml", pinned.as_bytes());
     let cni = serde_json::json!({
         "cniVersion": "0.4.0",
         "name": "mco-lab",
@@ -318,7 +335,7 @@ async fn kubelet_registers_the_node() {
     let mut machine = Booted::power_on(&mco, &spec).await.unwrap();
     let pid = running(&mut machine).await;
     mco_lab::network::plug_in(pid, 3, &network_log).await.unwrap();
-    let _forwarding = mco_lab::network::forward_into(pid, &[api_port]).unwrap();
+    let _forwarding = mco_lab::network::forward_into(pid, &[api_port, registry_port]).unwrap();
 
     let nodes: kube::Api<Node> = kube::Api::all(env.client());
     eventually_within(BOOT_TIMEOUT, "the machine's kubelet to register its Node Ready", || {
@@ -344,6 +361,61 @@ async fn kubelet_registers_the_node() {
         let cgroup = read(pid, &format!("/proc/{}/cgroup", main.trim())).await;
         assert!(cgroup.lines().any(|l| l.ends_with(&format!(":/system.slice/{unit}.service"))), "{unit}: {cgroup}");
     }
+
+    // A pod on the machine's pod network, its containers run by the machine's containerd and runc.
+    let namespace = "machine-pods";
+    let objects = [
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": namespace}}),
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "workload", "namespace": namespace},
+            "spec": {
+                "nodeName": "machine-1",
+                "automountServiceAccountToken": false,
+                "containers": [{"name": "workload", "image": mco_lab::images::WORKLOAD_IMAGE}],
+            },
+        }),
+    ];
+    let client = env.client();
+    for object in objects {
+        let object: kube::api::DynamicObject = serde_json::from_value(object).unwrap();
+        let resource = kube::discovery::ApiResource::from_gvk(&object.types.as_ref().unwrap().try_into().unwrap());
+        let api: kube::Api<kube::api::DynamicObject> = match &object.metadata.namespace {
+            Some(namespace) => kube::Api::namespaced_with(client.clone(), namespace, &resource),
+            None => kube::Api::all_with(client.clone(), &resource),
+        };
+        api.create(&kube::api::PostParams::default(), &object).await.unwrap();
+    }
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, namespace);
+    let pod_ip = eventually_within(BOOT_TIMEOUT, "the workload pod to run on the machine", || {
+        let pods = pods.clone();
+        async move {
+            let status = pods.get("workload").await.map_err(|e| Verbatim(e.to_string()))?.status.unwrap_or_default();
+            match (&status.phase, &status.pod_ip) {
+                (Some(phase), Some(ip)) if phase == "Running" => Ok(ip.clone()),
+                _ => {
+                    let journal = ["journalctl", "--no-pager", "-n", "15", "-u", "kubelet", "-u", "containerd"];
+                    let journal = in_machine(pid, &journal).await.unwrap_or_else(|e| e);
+                    Err(Verbatim(format!("{:?} {:?}\n{journal}", status.phase, status.container_statuses)))
+                }
+            }
+        }
+    })
+    .await;
+    assert!(pod_ip.starts_with("10.244.4."), "{pod_ip}");
+    // It serves its name on its pod address, reached from the machine.
+    let get = format!("exec 3<>/dev/tcp/{pod_ip}/8080 && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3");
+    let answer = eventually_within(BOOT_TIMEOUT, "the workload to answer on its pod address", || {
+        let get = get.clone();
+        async move {
+            let said = in_machine(pid, &["timeout", "10", "bash", "-c", &get]).await;
+            satisfying(said, |said| said.as_ref().is_ok_and(|text| text.ends_with("workload\n")))
+        }
+    })
+    .await;
+    let answer = answer.unwrap();
+    assert!(answer.starts_with("HTTP/1.") && answer.lines().next().unwrap().contains(" 200 "), "{answer}");
+
     in_machine(pid, &["systemctl", "poweroff"]).await.unwrap();
     assert_eq!(halted(&mut machine).await, Halt::PowerOff);
     machine.power_off().await.unwrap();
