@@ -1,5 +1,6 @@
 //! The manual's links: every relative link in `README.md` and `docs/**/*.md` must lead to a file
-//! of the repository and, with `#anchor`, to a heading of that file, as GitHub makes anchors.
+//! of the repository and, with `#anchor`, to a heading of that file, as GitHub makes anchors; and
+//! every page of the manual a code comment points at (`docs/behaviour.md#the-first-boot`) must too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -18,6 +19,42 @@ fn every_relative_link_of_the_manual_resolves() {
     assert!(pages.len() > 10, "the manual is in docs/: found only {:?}", pages.keys());
     let broken = broken_links(&pages, |path| root.join(path).exists());
     assert!(broken.is_empty(), "broken links in the manual:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn every_page_of_the_manual_a_code_comment_cites_exists() {
+    let root = repo();
+    let mut pages = BTreeMap::new();
+    collect_markdown(&root, Path::new("docs"), &mut pages);
+    let anchors: BTreeMap<&PathBuf, BTreeSet<String>> =
+        pages.iter().map(|(path, text)| (path, anchors(text))).collect();
+    let mut sources = Vec::new();
+    for dir in ["crates", "deploy"] {
+        collect_sources(&root, Path::new(dir), &mut sources);
+    }
+    let mut cited = 0;
+    let mut broken = Vec::new();
+    for source in &sources {
+        let text = fs::read_to_string(root.join(source)).unwrap();
+        for (index, line) in text.lines().enumerate() {
+            let trimmed = line.trim_start();
+            if !(trimmed.starts_with("//") || trimmed.starts_with('#')) {
+                continue;
+            }
+            for citation in doc_citations(trimmed) {
+                cited += 1;
+                let (file, anchor) = citation.split_once('#').map_or((citation, None), |(f, a)| (f, Some(a)));
+                let why = match (anchors.get(&PathBuf::from(file)), anchor) {
+                    (None, _) => "no such page",
+                    (Some(headings), Some(anchor)) if !headings.contains(anchor) => "no heading with that anchor",
+                    _ => continue,
+                };
+                broken.push(format!("{}:{}: {citation}: {why}", source.display(), index + 1));
+            }
+        }
+    }
+    assert!(cited > 10, "found only {cited} citations of docs/ in the code's comments");
+    assert!(broken.is_empty(), "comments citing the manual wrongly:\n{}", broken.join("\n"));
 }
 
 #[test]
@@ -73,6 +110,35 @@ fn collect_markdown(root: &Path, dir: &Path, pages: &mut BTreeMap<PathBuf, Strin
             pages.insert(path.clone(), fs::read_to_string(root.join(&path)).unwrap());
         }
     }
+}
+
+fn collect_sources(root: &Path, dir: &Path, sources: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(root.join(dir)).unwrap() {
+        let path = dir.join(entry.unwrap().file_name());
+        if root.join(&path).is_dir() {
+            collect_sources(root, &path, sources);
+        } else if path.extension().is_some_and(|ext| ext == "rs" || ext == "yaml") {
+            sources.push(path);
+        }
+    }
+}
+
+/// The pages of the manual a line cites: `docs/<path>.md`, maybe with `#anchor`, as a path of its
+/// own (not the end of a URL or of another path).
+fn doc_citations(line: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut rest = line;
+    while let Some(start) = rest.find("docs/") {
+        let own_path = !rest[..start].ends_with(|c: char| c.is_ascii_alphanumeric() || "/._-".contains(c));
+        let cited = &rest[start..];
+        let end = cited.find(|c: char| !(c.is_ascii_alphanumeric() || "/._-#".contains(c))).unwrap_or(cited.len());
+        let citation = cited[..end].trim_end_matches('.');
+        if own_path && citation.contains(".md") {
+            found.push(citation);
+        }
+        rest = &cited[end..];
+    }
+    found
 }
 
 /// Every broken relative link of `pages` (path in the repository → text) as `file:line: link:
