@@ -359,8 +359,10 @@ impl Agent {
         }
     }
 
-    /// §5.3: finish or roll back an interrupted update, seed the annotations of a new node,
-    /// clear the reboot marker, report the boot image.
+    /// What the daemon does when it starts
+    /// (`docs/behaviour.md#what-the-daemon-does-when-it-starts`): finish or roll back an
+    /// interrupted update, seed the annotations of a new node, clear the reboot marker, report the
+    /// boot image.
     async fn start(&mut self) -> Result<Option<Stopped>, Failure> {
         // Reading the on-disk config is only meaningful once an interrupted update is resolved.
         match blocking(&self.node, apply::recover).await.map_err(degraded)? {
@@ -403,7 +405,7 @@ impl Agent {
         Ok(None)
     }
 
-    /// §5.3 steps 5–7: the node must be what its running config says (the on-disk config, else
+    /// The node must be what its running config says (the on-disk config, else
     /// `currentConfig`) before anything else happens; the force file skips this. Run at start
     /// and by the config drift check.
     async fn validate(

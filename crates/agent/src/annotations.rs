@@ -49,8 +49,9 @@ pub fn failed(state: &str, reason: String) -> Vec<Change> {
     vec![(STATE_ANNOTATION, Some(state.to_string())), (REASON_ANNOTATION, Some(reason))]
 }
 
-/// SetDone (§3.5 step 5): the config is current, state Done, reason cleared; `currentImage` is the
-/// on-disk image (removed when not layered); an empty `desiredImage` is removed.
+/// SetDone (the handshake's last step, `docs/behaviour.md#the-node-handshake`): the config is
+/// current, state Done, reason cleared; `currentImage` is the on-disk image (removed when not
+/// layered); an empty `desiredImage` is removed.
 pub fn done(annotations: &BTreeMap<String, String>, config: &str, current_image: Option<&str>) -> Vec<Change> {
     let mut changes = vec![
         (CURRENT_CONFIG_ANNOTATION, Some(config.to_string())),

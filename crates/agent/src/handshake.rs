@@ -1,11 +1,12 @@
 //! What the daemon does next, from its Node's annotations and the config recorded on disk (pure).
 //!
-//! The daemon and the controller talk only through Node annotations (§3.5): the node controller
-//! sets `desiredConfig`; the daemon sets `state`, asks for a drain with
-//! `desiredDrain=drain-<desired>`, applies once the drain controller has copied the request to
-//! `lastAppliedDrain`, reboots or finishes in place, asks for `uncordon-<config>`, and then records
-//! `currentConfig` with state `Done`. Every decision is re-made from the annotations, so a daemon
-//! that restarts (or "reboots") at any point picks up where it was.
+//! The daemon and the controller talk only through Node annotations
+//! (`docs/behaviour.md#the-node-handshake`): the node controller sets `desiredConfig`; the daemon
+//! sets `state`, asks for a drain with `desiredDrain=drain-<desired>`, applies once the drain
+//! controller has copied the request to `lastAppliedDrain`, reboots or finishes in place, asks for
+//! `uncordon-<config>`, and then records `currentConfig` with state `Done`. Every decision is
+//! re-made from the annotations, so a daemon that restarts (or "reboots") at any point picks up
+//! where it was.
 
 use std::collections::BTreeMap;
 
@@ -68,7 +69,7 @@ impl<'a> Observed<'a> {
 pub enum Next {
     /// The node controller has not given the node a `desiredConfig` yet.
     NoTarget,
-    /// The drain controller has not answered this `desiredDrain` yet (§5.2 step 4).
+    /// The drain controller has not answered this `desiredDrain` yet.
     WaitForDrain(String),
     /// The node runs its desired config and says so.
     Idle,

@@ -1,7 +1,8 @@
 //! The node daemon's cluster side (`mco daemon run --node NAME`): it watches only its own Node,
 //! moves the node to the `desiredConfig` the node controller sets with the apply engine of
-//! `mco-daemon`, and talks to the controller through the Node's annotations (§3.5 of the
-//! behaviour spec): `state`, `reason`, the drain/uncordon handshake, `currentConfig`.
+//! `mco-daemon`, and talks to the controller through the Node's annotations
+//! (`docs/behaviour.md#the-node-handshake`): `state`, `reason`, the drain/uncordon handshake,
+//! `currentConfig`.
 //!
 //! * [`handshake`]: pure — what to do next from the annotations and the on-disk config.
 //! * [`annotations`]: pure — the merge patches of the keys the daemon owns.

@@ -1,4 +1,4 @@
-//! Which watch events start a sync, and under which name (§6.3). Upstream queues event *names*
+//! Which watch events start a sync, and under which name. Upstream queues event *names*
 //! and every one triggers a full sync; the name becomes the reason of
 //! `BootImageUpdateProgressing`. Each watched object is reduced to a fingerprint of the fields
 //! whose changes matter; [`Tracker`] compares it with the last one seen.

@@ -1,4 +1,4 @@
-//! Hot-loop protection (§6.10): something keeps putting a MachineSet back to an old boot image
+//! Hot-loop protection: something keeps putting a MachineSet back to an old boot image
 //! and the controller keeps patching it. After the same patch was applied [`LIMIT`] times in a
 //! row the controller refuses, which degrades it, instead of fighting forever.
 

@@ -1,11 +1,11 @@
-//! The boot image controller (upstream `pkg/controller/bootimage`, §6): keeps the MAPI
+//! The boot image controller (upstream `pkg/controller/bootimage`): keeps the MAPI
 //! MachineSets of supported platforms on the boot images of the `coreos-bootimages` stream,
 //! upgrades their stub Ignition first, and maintains the boot image skew status.
 //!
 //! Decisions are pure and live in `mco-bootimage` (per-MachineSet planning, skew rules) and in
 //! [`status`], [`hotloop`] and [`events`]; [`run`] is the kube-rs shell: it watches the inputs
 //! and runs one full sync per batch of events, as upstream's single worker does. It also does
-//! the operator's share of §6.2 (the effective `managedBootImagesStatus` and skew mode), since
+//! the operator's share of the work (the effective `managedBootImagesStatus` and skew mode), since
 //! nothing else in this project writes them.
 
 pub mod ec2;

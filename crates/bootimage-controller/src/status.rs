@@ -1,7 +1,7 @@
 //! The MachineConfiguration status the controller writes, decided without IO: the
 //! `BootImageUpdateProgressing` / `BootImageUpdateDegraded` conditions with upstream's count
-//! messages (§6.10), the `Upgradeable` condition from the skew verdict (§6.9), and the
-//! effective configuration the operator derives from the spec (§6.2).
+//! messages, the `Upgradeable` condition from the skew verdict, and the effective configuration
+//! the operator derives from the spec.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use mco_api::operator::machine_configuration_condition::{BOOT_IMAGE_UPDATE_DEGRADED, BOOT_IMAGE_UPDATE_PROGRESSING};
@@ -22,7 +22,7 @@ pub const UNREADABLE_VERSION_REASON: &str = "BootImageVersionUnreadable";
 /// Reason of the default conditions, before the first sync.
 const DEFAULT_REASON: &str = "NA";
 
-/// One pass over the MAPI MachineSets (§6.5 step 4).
+/// One pass over the MAPI MachineSets.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
     pub total: usize,
@@ -192,7 +192,7 @@ pub fn upgradeable_condition(status: &MachineConfigurationStatus, docs_version: 
     }
 }
 
-/// The operator's part of the status (§6.2 steps 4–6): the effective `managedBootImagesStatus`,
+/// The operator's part of the status: the effective `managedBootImagesStatus`,
 /// the skew enforcement mode, `observedGeneration`; and whether this opted the cluster in by
 /// default (recorded in an annotation).
 pub fn effective_configuration(

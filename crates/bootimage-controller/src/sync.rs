@@ -1,5 +1,5 @@
-//! The IO half: watches (§6.3), `syncAll` (§6.4), the MachineSet pass (§6.5, §6.6), the stub
-//! upgrade (§6.11) and the status writes.
+//! The IO half: the watches, `syncAll`, the MachineSet pass, the stub upgrade and the status
+//! writes.
 
 use std::collections::BTreeMap;
 
@@ -55,7 +55,8 @@ fn infrastructure_resource() -> ApiResource {
     )
 }
 
-/// One stream of event names from every watch of §6.3 (Infrastructure is read, not watched).
+/// One stream of event names from every watch that starts a sync ([`crate::events`]; Infrastructure
+/// is read, not watched).
 pub(crate) fn watch_events(client: &Client) -> BoxStream<'static, &'static str> {
     fn named<K>(
         api: Api<K>,
@@ -248,7 +249,7 @@ impl Controller {
         Ok(())
     }
 
-    /// Records when the cluster was opted in by default (§6.2 step 6).
+    /// Records when the cluster was opted in by default.
     #[context("Annotating MachineConfiguration {MACHINE_CONFIGURATION_NAME}")]
     async fn annotate_opt_in(&self, api: &Api<MachineConfiguration>, opted_in: bool) -> anyhow::Result<()> {
         if !opted_in {
@@ -260,7 +261,7 @@ impl Controller {
         Ok(())
     }
 
-    /// §6.5: the MachineSets the effective configuration selects. `None` when none is managed.
+    /// The MachineSets the effective configuration selects. `None` when none is managed.
     async fn sync_machinesets(
         &mut self,
         effective: &MachineConfigurationStatus,
@@ -335,7 +336,7 @@ impl Controller {
         Ok(Some(pass))
     }
 
-    /// §6.6: one MachineSet.
+    /// One MachineSet.
     async fn sync_machineset(
         &mut self,
         machineset: &MachineSet,
@@ -432,7 +433,7 @@ impl Controller {
         Ok((credentials, secret.resource_version().unwrap_or_default()))
     }
 
-    /// §6.11: a spec 2 stub in the user-data secret becomes spec 3 before the MachineSet moves
+    /// A spec 2 stub in the user-data secret becomes spec 3 before the MachineSet moves
     /// to a boot image that only reads spec 3.
     #[context("Upgrading the stub Ignition in secret {MACHINE_API_NAMESPACE}/{name}")]
     async fn upgrade_stub(&self, name: &str) -> anyhow::Result<()> {

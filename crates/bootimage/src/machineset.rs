@@ -1,4 +1,4 @@
-//! The per-MachineSet decision of the original's `syncMAPIMachineSet` (§6.6, §6.7): patch the
+//! The per-MachineSet decision of the original's `syncMAPIMachineSet`: patch the
 //! provider spec to the stream's boot image, leave it, or skip it with a reason.
 //!
 //! The provider spec is edited in place as JSON ([`mco_api::machine::provider`]): every key this

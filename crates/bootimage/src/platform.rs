@@ -1,5 +1,5 @@
 //! The cluster's platform: a minimal `config.openshift.io/v1` Infrastructure and the boot image
-//! support matrix of the original's `CheckBootImagePlatform` (§6.1).
+//! support matrix of the original's `CheckBootImagePlatform`.
 
 use std::collections::BTreeMap;
 
@@ -137,7 +137,7 @@ impl Infrastructure {
         self.status.platform_status.as_ref().map_or("", |p| p.type_.as_str())
     }
 
-    /// The boot image support of this cluster's platform (§6.1).
+    /// The boot image support of this cluster's platform.
     pub fn boot_image_support(&self) -> Support {
         let unsupported = Support { supported: false, cpms_supported: false, default_on: false, platform: None };
         let platform = match self.platform_type() {

@@ -1,6 +1,7 @@
-//! Boot image skew enforcement (§6.9): which mode is in effect, which boot image version it
-//! records, whether upgrades are blocked (the `Upgradeable` verdict and its exact messages), and
-//! whether a node booted from a given boot image may be served or pivot.
+//! Boot image skew enforcement (`docs/concepts/boot-images.md#boot-image-skew`): which mode is in
+//! effect, which boot image version it records, whether upgrades are blocked (the `Upgradeable`
+//! verdict and its exact messages), and whether a node booted from a given boot image may be served
+//! or pivot.
 //!
 //! Versions come in two forms: OCP versions (`4.12.0`, parsed leniently like Kubernetes'
 //! `ParseGeneric`, so `4.18.0-0.nightly-…` is `4.18.0`) and RHCOS versions, either the new
@@ -219,7 +220,7 @@ pub struct ModeInputs<'a> {
     pub baremetal_legacy_provisioning: bool,
     /// `controlPlaneTopology == SingleReplica`.
     pub single_replica: bool,
-    /// The platform has managed boot images (§6.1).
+    /// The platform has managed boot images.
     pub platform_supported: bool,
     /// `status.managedBootImagesStatus`, the effective boot image configuration.
     pub managed_boot_images: Option<&'a ManagedBootImages>,
@@ -282,7 +283,7 @@ pub fn resolve_mode(inputs: &ModeInputs<'_>) -> BootImageSkewEnforcementStatus {
 }
 
 /// The MachineSet part of `status.managedBootImagesStatus` as the operator derives it from the
-/// spec (§6.2): an explicit empty list opts out of everything; the spec's `machinesets`
+/// spec: an explicit empty list opts out of everything; the spec's `machinesets`
 /// manager is used as written; otherwise supported platforms default to `All`. Other managers
 /// of the spec are kept. `None` on platforms without managed boot images (the status stays
 /// empty there).

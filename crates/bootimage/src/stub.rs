@@ -1,6 +1,6 @@
 //! The stub ("pointer") Ignition config in a `*-user-data` secret: upgrade spec 2 to spec 3
 //! (new boot images only read spec 3), and check the Machine Config Server CA it carries and
-//! the server certificate new machines will be shown (§4.6, §6.11, seed 001).
+//! the server certificate new machines will be shown (seed 001).
 //!
 //! The upgrade keeps every customisation of the stub: it is the original's
 //! `ParseAndConvertConfig` (de-duplication, 2.2→3 translation with `ignition.config.append`

@@ -1,7 +1,8 @@
-//! Post-update actions (§5.5, upstream `performPostConfigChangeNodeDisruptionAction`): once the
-//! new config is written and recorded, the disruption plan's actions run in list order through
-//! [`Systemd`]. Drain was done before the update and Reboot happens after the update's commit
-//! point (see [`crate::apply`]), so neither runs here.
+//! Post-update actions (`docs/behaviour.md#node-disruption-actions`, upstream
+//! `performPostConfigChangeNodeDisruptionAction`): once the new config is written and recorded, the
+//! disruption plan's actions run in list order through [`Systemd`]. Drain was done before the
+//! update and Reboot happens after the update's commit point (see [`crate::apply`]), so neither
+//! runs here.
 
 use anyhow::{Context, anyhow};
 use mco_api::operator::{NodeDisruptionPolicyStatusAction as Action, NodeDisruptionPolicyStatusActionType as Kind};

@@ -31,7 +31,7 @@ pub trait Reboot: Send + Sync {
     fn reboot(&self, rationale: &str) -> anyhow::Result<()>;
 }
 
-/// `systemd-run` the reboot as upstream does (§5.9), after the staged deployment is finalized.
+/// `systemd-run` the reboot as upstream does, after the staged deployment is finalized.
 pub struct SystemdRunReboot {
     pub runner: Arc<dyn Runner>,
 }
@@ -81,7 +81,7 @@ impl Reboot for RequestFileReboot {
     }
 }
 
-/// Which rules pick the post-update actions (§5.5).
+/// Which rules pick the post-update actions (`docs/behaviour.md#node-disruption-actions`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Disruption {
     /// The cluster's node disruption policies (`status.nodeDisruptionPolicyStatus.clusterPolicies`).

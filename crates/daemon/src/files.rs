@@ -1,4 +1,4 @@
-//! Ignition files on the node (§5.7): decoded contents written atomically with mode and owner;
+//! Ignition files on the node: decoded contents written atomically with mode and owner;
 //! the OS-shipped original of an overwritten file kept once as
 //! `/etc/machine-config-daemon/orig<path>.mcdorig` (or an empty `noorig<path>.mcdnoorig` stamp
 //! when there was none), and put back when a later config drops the file.

@@ -1,8 +1,8 @@
-//! The first boot (§5.10, upstream `machine-config-daemon firstboot-complete-machineconfig`):
-//! Ignition wrote the pool's files, units and SSH keys and left the rendered MachineConfig in
-//! `/etc/ignition-machine-config-encapsulated.json`; before kubelet starts, the daemon applies
-//! what Ignition cannot (OS image, kernel arguments), records the config, renames the file to
-//! `.bak` and reboots into the new deployment.
+//! The first boot (`docs/behaviour.md#the-first-boot`, upstream `machine-config-daemon
+//! firstboot-complete-machineconfig`): Ignition wrote the pool's files, units and SSH keys and
+//! left the rendered MachineConfig in `/etc/ignition-machine-config-encapsulated.json`; before
+//! kubelet starts, the daemon applies what Ignition cannot (OS image, kernel arguments), records
+//! the config, renames the file to `.bak` and reboots into the new deployment.
 //!
 //! The machine's state is an empty config with the booted image, those requested kernel
 //! arguments the booted deployment already has, and the running FIPS mode. If that already

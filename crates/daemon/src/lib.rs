@@ -1,6 +1,7 @@
 //! The node agent's apply engine (`mco daemon`): moves a node from one rendered MachineConfig to
-//! another the way the original machine-config-daemon does (§5 of the behaviour spec), with every
-//! step idempotent and journaled so that a failure or a crash leaves the node on the old config.
+//! another the way the original machine-config-daemon does (`docs/concepts/node-update.md`), with
+//! every step idempotent and journaled so that a failure or a crash leaves the node on the old
+//! config.
 //!
 //! * [`plan`]: pure — the ordered steps of an update, every input problem found before writing.
 //! * [`files`], [`units`], [`ssh`]: the writers (atomic, with OS originals kept and restored).

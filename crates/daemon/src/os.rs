@@ -2,7 +2,7 @@
 //! arguments, kernel type, extensions, and dropping a staged deployment on rollback.
 //!
 //! [`RpmOstree`] and [`Bootc`] only build command lines (pure functions, compared in tests with
-//! upstream's exact invocations, §5.6) and run them through one [`Runner`]. The libostree backend
+//! upstream's exact invocations) and run them through one [`Runner`]. The libostree backend
 //! for directory sysroots ([`sysroot::OstreeSysroot`]) implements the same trait.
 
 pub mod sysroot;

@@ -1,4 +1,4 @@
-//! The core user's SSH keys (§5.7): all keys of the config, one per line, in the fragment
+//! The core user's SSH keys: all keys of the config, one per line, in the fragment
 //! `/home/core/.ssh/authorized_keys.d/ignition` (directories 0700, file 0600, owned by core).
 
 use std::fs;

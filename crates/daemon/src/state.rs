@@ -1,4 +1,4 @@
-//! On-disk state files of §5.1.
+//! The daemon's files on the node (`docs/behaviour.md#the-daemons-files-on-the-node`).
 
 use std::path::Path;
 

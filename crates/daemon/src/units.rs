@@ -16,7 +16,7 @@ use crate::fsutil::{Fs, host_path, host_path_followed};
 use crate::plan::{dropin_path, unit_path};
 use crate::runner::{Cmd, Runner};
 
-/// `systemctl is-enabled` states (those §5.8 distinguishes, the rest as `Other`).
+/// `systemctl is-enabled` states (those the on-disk validation distinguishes, the rest as `Other`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum UnitFileState {
     Enabled,

@@ -1,4 +1,4 @@
-//! On-disk validation (§5.8): the node's files, units, kernel arguments and OS image must be what
+//! On-disk validation: the node's files, units, kernel arguments and OS image must be what
 //! the current config says. Used before every update, on start, and by `mco daemon validate`.
 //! Every mismatch is reported, not only the first.
 

@@ -1,6 +1,7 @@
-//! Node disruption actions (§5.5): which actions an update needs under the cluster's policies
-//! (`calculatePostConfigChangeNodeDisruptionAction`), the fixed rules used at first boot when the
-//! API is out of reach (`calculatePostConfigChangeAction`), and whether the node must be drained.
+//! Node disruption actions (`docs/behaviour.md#node-disruption-actions`): which actions an update
+//! needs under the cluster's policies (`calculatePostConfigChangeNodeDisruptionAction`), the fixed
+//! rules used at first boot when the API is out of reach (`calculatePostConfigChangeAction`), and
+//! whether the node must be drained.
 
 use mco_api::operator::{
     MachineConfiguration, NodeDisruptionPolicyClusterStatus, NodeDisruptionPolicyConfig, NodeDisruptionPolicyFile,

@@ -1,5 +1,6 @@
 //! Which Ignition spec version to serve, from the request's `Accept` header, exactly as the
-//! original's `detectSpecVersionFromAcceptHeader` decides (mco-behaviour.md §4.3, §12.6).
+//! original's `detectSpecVersionFromAcceptHeader` decides
+//! (`docs/behaviour.md#the-served-ignition-spec-version`).
 //!
 //! Ignition asks with `Accept: application/vnd.coreos.ignition+json;version=3.3.0, */*;q=0.1`.
 //! Requests without a usable Ignition entry (curl, browsers) get spec 2.2.0, as upstream.
@@ -225,7 +226,8 @@ mod tests {
 
     #[test]
     fn upstream_vectors() {
-        // pkg/server/api_test.go TestAcceptHeaders, plus the derived edges of §4.3 and §12.6.
+        // pkg/server/api_test.go TestAcceptHeaders, plus the edges of the rules in
+        // docs/behaviour.md.
         let ign = "application/vnd.coreos.ignition+json";
         let mut cases: Vec<(String, Result<&str, ()>)> = vec![
             (format!("{ign}; version=2.4.0, {ign}; version=1; q=0.5, */*; q=0.1"), Ok("2.2.0")),

@@ -8,6 +8,7 @@ mod cmd_controller;
 mod cmd_daemon;
 mod cmd_daemon_run;
 mod cmd_diff;
+mod cmd_docs;
 mod cmd_ignition;
 mod cmd_image;
 mod cmd_lab;
@@ -22,7 +23,7 @@ pub mod manifests;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
 #[command(name = "mco", version, about = "Machine config for image-based Linux nodes on Kubernetes")]
@@ -82,6 +83,9 @@ enum Command {
     Lab(cmd_lab::LabCommand),
     /// Pools and nodes: configs, counts, conditions, each node's state and reason.
     Status(cmd_status::StatusArgs),
+    /// Write the CLI reference (Markdown and man pages) from these definitions.
+    #[command(hide = true)]
+    Docs(cmd_docs::DocsArgs),
 }
 
 /// Output formats for reports: for people, or for scripts.
@@ -127,6 +131,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Certs(cmd) => cmd_certs::run(cmd),
         Command::Lab(cmd) => cmd_lab::run(cmd),
         Command::Status(args) => cmd_status::run(args),
+        Command::Docs(args) => cmd_docs::run(&args, Cli::command()),
     }
 }
 

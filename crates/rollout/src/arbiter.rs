@@ -1,4 +1,4 @@
-//! Two-node-plus-arbiter control planes (topology `HighlyAvailableArbiter`, §3.3 steps 3–4): the
+//! Two-node-plus-arbiter control planes (topology `HighlyAvailableArbiter`): the
 //! master and arbiter pools update together so that the control plane keeps its quorum. The
 //! master pool's sync moves both, masters first; the arbiter's own sync only reports status,
 //! unless the master pool is paused.

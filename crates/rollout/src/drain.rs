@@ -1,4 +1,4 @@
-//! The drain controller's decisions (§3.5 step 3): what a node's `desiredDrain` asks for, and
+//! The drain controller's decisions: what a node's `desiredDrain` asks for, and
 //! how a failing drain is retried and reported. The controller cordons, evicts through the
 //! eviction API (so PodDisruptionBudgets hold) and writes `lastAppliedDrain`.
 

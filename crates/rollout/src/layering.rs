@@ -1,4 +1,4 @@
-//! On-cluster layering in the node controller (§3.2–3.4, layered parts): a pool with a
+//! On-cluster layering in the node controller: a pool with a
 //! MachineOSConfig moves its nodes to a built image, and only once the build of the pool's
 //! rendered config has succeeded and been published on the MachineOSConfig
 //! (`canLayeredContinue`).

@@ -1,7 +1,8 @@
-//! The HTTP side: routing and status codes as upstream (mco-behaviour.md §4.2), one handler for
-//! the TLS and the plain listener, the limits that keep a misbehaving client from hurting
-//! others (header size, header read timeout, handshake timeout, write stall timeout, connection
-//! cap), and the metrics of every answered request.
+//! The HTTP side: routing and status codes as upstream
+//! (`docs/behaviour.md#the-machine-config-servers-answers`), one handler for the TLS and the plain
+//! listener, the limits that keep a misbehaving client from hurting others (header size, header
+//! read timeout, handshake timeout, write stall timeout, connection cap), and the metrics of every
+//! answered request.
 
 use std::convert::Infallible;
 use std::future::Future;

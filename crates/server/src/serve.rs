@@ -1,5 +1,5 @@
 //! The served body: a rendered MachineConfig's Ignition with the files the server adds, converted
-//! to the negotiated spec version (mco-behaviour.md §4.3-4.5). Pure: everything it reads is in
+//! to the negotiated spec version. Pure: everything it reads is in
 //! [`Inputs`].
 //!
 //! Order of the added files, as upstream: the kubelet CA and cloud CA (replacing the source of a

@@ -1,7 +1,7 @@
 //! Reactive boot image skew enforcement (seed 003, issue 6): a machine whose boot image is too
 //! old to pivot to the cluster's OS image is refused its config (403) with a text the machine's
 //! console shows, instead of failing later half-way through its first boot. Upstream has no such
-//! check (mco-behaviour.md §4.5a): it only blocks cluster upgrades (§6.9).
+//! check: it only blocks cluster upgrades (`docs/concepts/boot-images.md#boot-image-skew`).
 //!
 //! The machine says its boot image version (the aleph `build`) in the
 //! [`BOOT_IMAGE_VERSION_HEADER`] header, or the [`BOOT_IMAGE_VERSION_QUERY`] query for spec 2.x

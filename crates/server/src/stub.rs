@@ -1,5 +1,5 @@
 //! The stub ("pointer") Ignition config a machine boots with: it merges the pool's config from
-//! the server and trusts the server's CA (upstream's `PointerConfig`, mco-behaviour.md §4.6).
+//! the server and trusts the server's CA (upstream's `PointerConfig`).
 //!
 //! Beyond upstream, a stub may carry the machine's boot image version, so the server can refuse
 //! a boot image that is too old ([`crate::skew`]): a header on the merge source (spec 3.1+), or a

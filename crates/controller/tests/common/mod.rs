@@ -138,9 +138,10 @@ pub async fn wait_rollout(client: &Client, config: &str) {
     .await;
 }
 
-/// Plays every node's daemon (§3.5): on a new `desiredConfig` it goes Working and asks for a
-/// drain, applies once the drain is acknowledged, asks for the uncordon, then reports Done on the
-/// new config. Nodes listed in `failing` go Degraded with that reason instead, until removed.
+/// Plays every node's daemon (`docs/behaviour.md#the-node-handshake`): on a new `desiredConfig` it
+/// goes Working and asks for a drain, applies once the drain is acknowledged, asks for the
+/// uncordon, then reports Done on the new config. Nodes listed in `failing` go Degraded with that
+/// reason instead, until removed.
 #[derive(Clone, Default)]
 pub struct FakeDaemons {
     pub failing: Arc<Mutex<HashMap<String, String>>>,
@@ -231,7 +232,7 @@ impl FakeDaemons {
 }
 
 /// Watches the nodes and checks, at every event, that at most `limit` of them are unavailable
-/// (§3.2 UnavailableForUpdate). Keeps the peak seen and every violation.
+/// (`mco_rollout::node::unavailable_for_update`). Keeps the peak seen and every violation.
 #[derive(Clone, Default)]
 pub struct Unavailability {
     pub limit: Arc<AtomicUsize>,

@@ -16,7 +16,8 @@ use mco_goser::{Escaping, ghodss_yaml, to_go_json};
 use md5::{Digest, Md5};
 use ordered::OrderedValue;
 
-/// The fixed salt prepended to the YAML before hashing (mco-behaviour.md §2.5).
+/// The fixed salt prepended to the YAML before hashing
+/// (`docs/concepts/rendered-configs.md#rendered-names`).
 const SALT: [u8; 80] = [
     16, 124, 206, 228, 139, 56, 175, 175, 79, 229, 134, 118, 157, 154, 211, 110, 25, 93, 47, 253, 172, 106, 37, 7, 174,
     13, 160, 185, 110, 17, 87, 52, 219, 131, 12, 206, 218, 141, 116, 135, 188, 181, 192, 151, 233, 62, 126, 165, 64,

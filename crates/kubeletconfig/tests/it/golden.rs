@@ -195,8 +195,8 @@ fn compare(dir: &Path, resource: &str, got: &Sync, finalizers: &[String], status
     }
 
     // Each pool's finalizer patch; with several pools the original computes each from the
-    // KubeletConfig as it was when the sync began (see the README), so every patched name must
-    // be among ours.
+    // KubeletConfig as it was when the sync began (`docs/compatibility.md#known-differences`),
+    // so every patched name must be among ours.
     let patches: Vec<Vec<String>> = actions(&expected, "patch", resource, None)
         .iter()
         .map(|p| {

@@ -2,9 +2,11 @@
 
 mod bootimage;
 mod cli;
+mod cli_reference;
 #[path = "../common/mod.rs"]
 mod common;
 mod diff;
+mod links;
 #[cfg(feature = "real-components")]
 mod real;
 #[cfg(feature = "real-components")]

@@ -1,4 +1,4 @@
-//! Cluster mode (mco-behaviour.md §4.4): configs come from the API server. Pools, MachineConfigs,
+//! Cluster mode: configs come from the API server. Pools, MachineConfigs,
 //! the ControllerConfig and the `kubeconfig-data` ConfigMap are watched (kube-rs reflectors: one
 //! list, then a watch), so requests are answered from memory without calling the API server.
 //! A pool's snapshot is kept while its chosen rendered config, that config, the ControllerConfig
