@@ -16,7 +16,8 @@ const KVER: &str = "6.6.1-100.mco.x86_64";
 /// How long a machine gets to boot or to halt (a loaded machine; a quiet one takes a second).
 const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The node userland (systemd, D-Bus, iproute2 beside mco's), as the lab builds it.
+/// The node userland (systemd, D-Bus, iproute2, runc and the CNI plugins beside mco's), as the
+/// lab builds it: in the host's network namespace, from which Debian's mirror can be reached.
 fn node_userland() -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../hack/image.sh");
     let out = StdCommand::new("bash").arg(&script).arg("--node-userland").output().unwrap();
@@ -24,12 +25,12 @@ fn node_userland() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-/// Installs a test OS image on the node userland into `sysroot`, with what `prepare` adds to it.
-fn install(tmp: &Path, sysroot: &Path, prepare: impl FnOnce(&Path)) {
+/// Installs a test OS image on `userland` into `sysroot`, with what `prepare` adds to it.
+fn install(tmp: &Path, sysroot: &Path, userland: &Path, prepare: impl FnOnce(&Path)) {
     let tree = tmp.join("tree");
     mco()
         .args(["image", "test-tree", "--kernel", KVER, "--version-id", "9.6.1", "--userland"])
-        .arg(node_userland())
+        .arg(userland)
         .arg(&tree)
         .assert()
         .success();
@@ -172,10 +173,10 @@ async fn plugged_in(
 
 #[test]
 fn a_machine_boots_its_deployment_on_the_lab_network_and_reboots_into_it() {
-    in_lab_namespace(boots_on_the_lab_network_and_reboots());
+    in_lab_namespace(boots_on_the_lab_network_and_reboots(node_userland()));
 }
 
-async fn boots_on_the_lab_network_and_reboots() {
+async fn boots_on_the_lab_network_and_reboots(userland: PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let network_log = tmp.path().join("network.log");
     mco_lab::network::set_up(&network_log).await.unwrap();
@@ -188,7 +189,7 @@ async fn boots_on_the_lab_network_and_reboots() {
         console: tmp.path().join("console.log"),
     };
     let _leftovers = Leftovers { cgroup_parent: spec.cgroup_parent.clone(), sysroot: sysroot.clone() };
-    install(tmp.path(), &sysroot, |_| {});
+    install(tmp.path(), &sysroot, &userland, |_| {});
     let mco = assert_cmd::cargo::cargo_bin("mco");
     let host_boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
 
@@ -255,7 +256,7 @@ async fn boots_on_the_lab_network_and_reboots() {
 
 #[test]
 fn a_booted_machines_containerd_and_kubelet_are_systemd_units_that_register_its_node_and_run_its_pods() {
-    in_lab_namespace(kubelet_registers_the_node());
+    in_lab_namespace(kubelet_registers_the_node(node_userland()));
 }
 
 /// Writes `contents` at `path` of the machine's `/etc` (as Ignition writes a node's).
@@ -265,7 +266,7 @@ fn write_etc(etc: &Path, path: &str, contents: &[u8]) {
     std::fs::write(path, contents).unwrap();
 }
 
-async fn kubelet_registers_the_node() {
+async fn kubelet_registers_the_node(userland: PathBuf) {
     use k8s_openapi::api::core::v1::Node;
 
     let tmp = tempfile::tempdir().unwrap();
@@ -288,7 +289,7 @@ async fn kubelet_registers_the_node() {
         console: tmp.path().join("console.log"),
     };
     let _leftovers = Leftovers { cgroup_parent: spec.cgroup_parent.clone(), sysroot: sysroot.clone() };
-    install(tmp.path(), &sysroot, |tree| mco_lab::node_os::add_node_software(tree).unwrap());
+    install(tmp.path(), &sysroot, &userland, |tree| mco_lab::node_os::add_node_software(tree).unwrap());
     let deployment = mco_os::sysroot::status(&sysroot, &mco_os::sysroot::default_cmdline(&sysroot)).unwrap();
     let etc = sysroot.join(&deployment.booted().unwrap().path).join("etc");
     // What the pool's config and Ignition write on a real node: the kubelet's unit and
