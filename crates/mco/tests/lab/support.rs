@@ -477,12 +477,14 @@ pub async fn probe_pod(client: &Client) -> String {
     let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
     let web = pods.list(&ListParams::default().labels("app=web")).await.unwrap().items;
     let addresses: Vec<String> = web.iter().filter_map(|p| p.status.as_ref()?.pod_ip.clone()).collect();
-    // Retried for a while: kube-proxy programs a new Service asynchronously. (`timeout`, not
-    // wget's -T, which crashes Debian's busybox wget.)
+    // Retried for a while: kube-proxy programs a new Service asynchronously (until then, "No route
+    // to host": the failed attempts' words stay out of the pages, but for the last one's). (`timeout`, not wget's -T,
+    // which crashes Debian's busybox wget.)
     let script = format!(
         "for ip in {}; do timeout 5 wget -q -O- http://$ip:8080/ || exit 1; done; \
-         i=0; until timeout 5 wget -q -O- http://$WEB_SERVICE_HOST:$WEB_SERVICE_PORT/; do \
-           i=$((i+1)); [ $i -lt 60 ] || exit 1; sleep 1; done; \
+         i=0; until timeout 5 wget -q -O- http://$WEB_SERVICE_HOST:$WEB_SERVICE_PORT/ 2>/dev/null; do \
+           i=$((i+1)); [ $i -lt 60 ] || {{ timeout 5 wget -q -O- http://$WEB_SERVICE_HOST:$WEB_SERVICE_PORT/; exit 1; }}; \
+           sleep 1; done; \
          timeout 5 wget -O- http://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/ 2>&1 | \
          grep -q '400 Bad Request' && echo api-reachable",
         addresses.join(" ")
