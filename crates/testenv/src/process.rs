@@ -104,6 +104,8 @@ impl Drop for Process {
 /// Spawns `command` so that it dies with this process (SIGKILL as its parent-death signal), from
 /// a thread that lives as long as the process: the kernel sends that signal when the spawning
 /// *thread* ends, and a test's own thread ends with the test, before a shared server's last use.
+/// The command runs in the calling thread's network namespace (a test may have one of its own,
+/// as the lab does), where its readiness is then probed.
 fn spawn_dying_with_process(mut command: Command) -> std::io::Result<Child> {
     type Job = (Command, mpsc::Sender<std::io::Result<Child>>);
     static SPAWNER: OnceLock<std::io::Result<mpsc::Sender<Job>>> = OnceLock::new();
@@ -118,14 +120,16 @@ fn spawn_dying_with_process(mut command: Command) -> std::io::Result<Child> {
         Ok(jobs)
     });
     let spawner = spawner.as_ref().map_err(|e| std::io::Error::new(e.kind(), e.to_string()))?;
-    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    let network = std::fs::File::open("/proc/thread-self/ns/net")?;
+    // SAFETY: prctl and setns are async-signal-safe and touch no memory of the parent.
     unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0
+                || libc::setns(std::os::fd::AsRawFd::as_raw_fd(&network), libc::CLONE_NEWNET) != 0
+            {
+                return Err(std::io::Error::last_os_error());
             }
+            Ok(())
         });
     }
     let (reply, spawned) = mpsc::channel();
