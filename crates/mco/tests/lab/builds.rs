@@ -101,5 +101,5 @@ pub async fn a_pools_os_image_is_built_in_the_cluster(lab: &mut Lab) {
         "ClusterRole/machine-config-controller-builds",
         "Role/openshift-machine-config-operator/machine-config-controller-builds",
     ];
-    assert_rbac_matches_use(lab, CONTROLLER_ACCOUNT, &[], Some(&build_roles));
+    assert_rbac_matches_use(lab, CONTROLLER_ACCOUNT, &[], Some(&build_roles)).await;
 }

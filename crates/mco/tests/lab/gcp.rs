@@ -93,5 +93,5 @@ pub async fn an_old_rhcos_machineset_is_moved_and_a_custom_one_blocks_upgrades(l
         ("patch", "machineconfigurations", "the bootstrap controller wrote its opt-in before the handover"),
         ("update", "secrets", "the lab's stub user-data is spec 3 already: nothing to upgrade"),
     ];
-    assert_rbac_matches_use(lab, CONTROLLER_ACCOUNT, &unexercised, Some(&boot_image_roles));
+    assert_rbac_matches_use(lab, CONTROLLER_ACCOUNT, &unexercised, Some(&boot_image_roles)).await;
 }

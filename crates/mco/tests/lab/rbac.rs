@@ -61,16 +61,16 @@ pub async fn every_component_uses_exactly_its_grants(lab: &mut Lab) {
         ("delete", "configmaps", "(as above)"),
         ("get", "secrets", "(as above)"),
     ];
-    assert_rbac_matches_use(lab, CONTROLLER_ACCOUNT, &unexercised, None);
+    assert_rbac_matches_use(lab, CONTROLLER_ACCOUNT, &unexercised, None).await;
     // The daemons' pods too: no Node access of their own (they write their Node with the kubelet's
     // credentials, which are not in this audit), the rest used.
     let unexercised = [
         ("get", "configmaps", "image-registry-override-drain: only read when registries.conf changes"),
         ("patch", "machineconfignodes", "upstream's grant for a node's own edits; the daemon writes only the status"),
     ];
-    assert_rbac_matches_use(lab, DAEMON_ACCOUNT, &unexercised, Some(&["machine-config-daemon"]));
+    assert_rbac_matches_use(lab, DAEMON_ACCOUNT, &unexercised, Some(&["machine-config-daemon"])).await;
     // And the server's pod on the control-plane node.
-    assert_rbac_matches_use(lab, SERVER_ACCOUNT, &[], Some(&["machine-config-server"]));
+    assert_rbac_matches_use(lab, SERVER_ACCOUNT, &[], Some(&["machine-config-server"])).await;
 }
 
 pub async fn a_daemon_pods_token_touches_no_node_and_only_its_own_mcn(lab: &mut Lab) {

@@ -17,7 +17,7 @@ use mco_api::constants::{
 };
 use mco_api::operator::BootImageSkewEnforcementStatus;
 use mco_api::{MachineConfigNode, MachineConfigPool, MachineConfiguration};
-use mco_testenv::{eventually, eventually_within, satisfying};
+use mco_testenv::{Verbatim, eventually, eventually_within, satisfying};
 use serde::Deserialize as _;
 use serde_json::json;
 
@@ -662,7 +662,14 @@ pub fn read(path: &Path) -> String {
 /// Compares what `user` asked the lab's API server for (its audit log) with what the manifests the
 /// lab applied from deploy/ grant it, both ways. `unexercised` lists (verb, resource, why) grants
 /// the run is known not to use; with `only_roles`, only those roles' grants must have been used.
-pub fn assert_rbac_matches_use(lab: &Lab, user: &str, unexercised: &[(&str, &str, &str)], only_roles: Option<&[&str]>) {
+/// The audit log is read again until both agree or a bound passes: a watch is logged only once
+/// it has started, which a loaded machine may delay past the scenario's end.
+pub async fn assert_rbac_matches_use(
+    lab: &Lab,
+    user: &str,
+    unexercised: &[(&str, &str, &str)],
+    only_roles: Option<&[&str]>,
+) {
     use mco_lab::rbac_audit::{check, grants, parse_audit_log};
     let [kubectl] = mco_testenv::find_binaries(["kubectl"]).unwrap();
     let rendered =
@@ -677,24 +684,29 @@ pub fn assert_rbac_matches_use(lab: &Lab, user: &str, unexercised: &[(&str, &str
         .map(|e| e.unwrap().path())
         .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("apiserver-")))
         .expect("the lab's API server directory");
-    let requests = parse_audit_log(&read(&audit_dir.join("audit.log"))).unwrap();
-    assert!(requests.iter().any(|r| r.user == user), "no request of {user} in the audit log");
     let exempt: Vec<_> = grants
         .iter()
         .filter(|g| unexercised.iter().any(|(verb, resource, _)| g.verb == *verb && g.resource == *resource))
         .collect();
-    let findings = check(&grants, &requests, &[user], &exempt);
-    let missing: Vec<String> = findings.missing.iter().map(ToString::to_string).collect();
-    let unused: Vec<String> = findings
-        .unused
-        .iter()
-        .filter(|g| only_roles.is_none_or(|roles| roles.contains(&g.role.as_str())))
-        .map(ToString::to_string)
-        .collect();
-    assert!(
-        missing.is_empty() && unused.is_empty(),
-        "refused or not granted:\n{missing:#?}\ngranted, never used:\n{unused:#?}"
-    );
+    let what = format!("the requests of {user} in the audit log to match its grants");
+    eventually_within(Duration::from_secs(180), &what, || async {
+        let requests = parse_audit_log(&read(&audit_dir.join("audit.log"))).unwrap();
+        assert!(requests.iter().any(|r| r.user == user), "no request of {user} in the audit log");
+        let findings = check(&grants, &requests, &[user], &exempt);
+        let missing: Vec<String> = findings.missing.iter().map(ToString::to_string).collect();
+        let unused: Vec<String> = findings
+            .unused
+            .iter()
+            .filter(|g| only_roles.is_none_or(|roles| roles.contains(&g.role.as_str())))
+            .map(ToString::to_string)
+            .collect();
+        if missing.is_empty() && unused.is_empty() {
+            Ok(())
+        } else {
+            Err(Verbatim(format!("refused or not granted:\n{missing:#?}\ngranted, never used:\n{unused:#?}")))
+        }
+    })
+    .await;
 }
 
 pub const CONTROLLER_ACCOUNT: &str =
