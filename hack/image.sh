@@ -42,8 +42,9 @@ packages=libostree-1-1,ostree,skopeo,ca-certificates,e2fsprogs,buildah
 prefix=
 if $node; then
     prefix=node-
-    # runc and the CNI plugins for the node's containerd.
-    packages+=,systemd,dbus,iproute2,runc,containernetworking-plugins
+    # runc and the CNI plugins for the node's containerd; bubblewrap, which libostree runs in
+    # the deployment when the daemon deploys on a booted machine (its first boot).
+    packages+=,systemd,dbus,iproute2,runc,containernetworking-plugins,bubblewrap
     # mmdebstrap copies the build host's name; a node has its own.
     variant_args=(--customize-hook='rm -f "$1/etc/hostname"')
 else

@@ -37,6 +37,19 @@ const FIRMWARE_DIR: &str = "run/mco-lab";
 const SYSTEMD: &str = "/usr/lib/systemd/systemd";
 /// The host's devices a machine's `/dev` has (bound: a machine cannot make device nodes).
 const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+/// Where the installer leaves a machine's Ignition config and its first-boot stamp, relative to
+/// the sysroot (coreos-installer's places on the boot partition): the initramfs runs Ignition
+/// while the stamp is there, and removes it once Ignition succeeded.
+pub const IGNITION_CONFIG: &str = "boot/ignition/config.ign";
+pub const FIRSTBOOT_STAMP: &str = "boot/ignition.firstboot";
+/// Where the machine finds mco's daemon binary, as upstream's nodes find the one
+/// `machine-config-daemon-pull.service` copies out of the operator's image: the firmware shares
+/// the lab's `mco` there (read-only), which is what the pools' `machine-config-daemon-firstboot`
+/// unit runs.
+pub const DAEMON_BINARY: &str = "run/bin/machine-config-daemon";
+/// How long the initramfs waits for the machine's network (its default route, which the lab
+/// plugs in) before it boots.
+const NETWORK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// A boot entry the firmware cannot boot.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -151,7 +164,7 @@ pub enum Step {
 
 /// The steps that make the root of a machine booting `target` from `sysroot`, before it pivots
 /// into it (pure; every path is the host's).
-pub fn plan(sysroot: &Path, target: &BootTarget, cgroups: &[Hierarchy], boot_id: &str) -> Vec<Step> {
+pub fn plan(sysroot: &Path, target: &BootTarget, cgroups: &[Hierarchy], boot_id: &str, daemon: &Path) -> Vec<Step> {
     let root = sysroot.join(&target.deployment);
     let at = |path: &str| root.join(path);
     let bind = |source: PathBuf, target: PathBuf, read_only| Step::Bind { source, target, read_only };
@@ -170,10 +183,13 @@ pub fn plan(sysroot: &Path, target: &BootTarget, cgroups: &[Hierarchy], boot_id:
         bind(at("usr"), at("usr"), true),
         bind(sysroot.join("ostree/deploy").join(&target.stateroot).join("var"), at("var"), false),
         bind(sysroot.to_path_buf(), at("sysroot"), false),
-        // The sysroot's /boot is a file system of its own.
+        // The sysroot's /boot is a file system of its own, seen at /boot and in /sysroot.
         bind(sysroot.join("boot"), at("boot"), false),
+        bind(sysroot.join("boot"), at("sysroot/boot"), false),
         mount("tmpfs", "run", "run", "mode=0755", MountFlags::NOSUID | MountFlags::NODEV),
         Step::Write { path: at("run/ostree-booted"), contents: String::new() },
+        Step::Write { path: at(DAEMON_BINARY), contents: String::new() },
+        bind(daemon.to_path_buf(), at(DAEMON_BINARY), true),
         Step::Write { path: firmware("cmdline"), contents: format!("{}\n", target.cmdline) },
         Step::Write { path: firmware("boot_id"), contents: format!("{boot_id}\n") },
         mount("proc", "proc", "proc", "", hardened),
@@ -266,11 +282,20 @@ fn new_boot_id() -> anyhow::Result<String> {
     Ok(format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..]))
 }
 
+/// What the firmware brings to a machine besides its disk: mco's daemon binary, which it shares
+/// at [`DAEMON_BINARY`], and the Ignition client its initramfs runs on a first boot.
+#[derive(Debug, Clone)]
+pub struct Firmware {
+    pub daemon: PathBuf,
+    pub ignition: PathBuf,
+}
+
 /// PID 1 of a machine's new namespaces (`mco lab machine-init`): makes the root of the deployment
-/// the bootloader chose in `sysroot` ([`plan`]), names the machine `hostname`, pivots into the
-/// root and executes its systemd. Returns only on failure.
+/// the bootloader chose in `sysroot` ([`plan`]), runs Ignition on a first boot ([`first_boot`]),
+/// names the machine `hostname`, pivots into the root and executes its systemd. Returns only on
+/// failure.
 #[context("Booting {} as {hostname}", sysroot.display())]
-pub fn init(sysroot: &Path, hostname: &str) -> anyhow::Result<std::convert::Infallible> {
+pub fn init(sysroot: &Path, hostname: &str, firmware: &Firmware) -> anyhow::Result<std::convert::Infallible> {
     anyhow::ensure!(
         rustix::process::getpid().is_init(),
         "not PID 1 of a new PID namespace (run by the lab's firmware)"
@@ -282,11 +307,14 @@ pub fn init(sysroot: &Path, hostname: &str) -> anyhow::Result<std::convert::Infa
         .with_context(|| format!("reading the boot entry's command line {}", cmdline_file.display()))?;
     let target = boot_target(&cmdline)?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
-    for step in plan(sysroot, &target, &hierarchies(&mountinfo), &new_boot_id()?) {
+    for step in plan(sysroot, &target, &hierarchies(&mountinfo), &new_boot_id()?, &firmware.daemon) {
         perform(&step)?;
     }
     rustix::system::sethostname(hostname.as_bytes()).context("naming the machine")?;
     let root = sysroot.join(&target.deployment);
+    // A machine boots once its cable is in: its units (the kubelet's) can count on the network.
+    wait_for_network()?;
+    first_boot(sysroot, &root, &firmware.ignition)?;
     rustix::process::chdir(&root)?;
     // The old root goes below the new one and is detached at once: nothing of the host is left.
     rustix::process::pivot_root(".", ".").context("pivoting into the deployment")?;
@@ -294,6 +322,99 @@ pub fn init(sysroot: &Path, hostname: &str) -> anyhow::Result<std::convert::Infa
     rustix::process::chdir("/")?;
     let error = std::process::Command::new(SYSTEMD).env_clear().env("container", CONTAINER).exec();
     Err(error).with_context(|| format!("executing {SYSTEMD} of the deployment"))
+}
+
+/// What the initramfs does on a machine's first boot (while [`FIRSTBOOT_STAMP`] is on /boot),
+/// before it switches to `root`: the targets of the root's links into `/var` made in the new
+/// stateroot's empty `/var` (as ignition-ostree-populate-var does, so that Ignition can write
+/// `/home/core`), Ignition's fetch stage, its files stage on the root, and the stamp removed. Ignition logs to the console.
+#[context("Running Ignition on the first boot")]
+fn first_boot(sysroot: &Path, root: &Path, ignition: &Path) -> anyhow::Result<()> {
+    let stamp = sysroot.join(FIRSTBOOT_STAMP);
+    if !stamp.exists() {
+        return Ok(());
+    }
+    let mut links = Vec::new();
+    for entry in std::fs::read_dir(root)? {
+        let entry = entry?;
+        if entry.file_type()?.is_symlink() {
+            links.push(std::fs::read_link(entry.path())?);
+        }
+    }
+    for dir in var_link_targets(&links) {
+        std::fs::create_dir_all(root.join(dir))?;
+    }
+    let state = root.join("run/ignition");
+    let shims = root.join(FIRMWARE_DIR).join("bin");
+    std::fs::create_dir_all(&state)?;
+    std::fs::create_dir_all(&shims)?;
+    // The lab's OS images have no SELinux policy to label files with.
+    let setfiles = shims.join("setfiles");
+    std::fs::write(&setfiles, "#!/bin/sh\ncat >/dev/null\n")?;
+    std::fs::set_permissions(&setfiles, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    // Debian's Ignition is built for SELinux distributions: it reads the policy type before it
+    // labels what it wrote (the `setfiles` above). The lab's OS images have no SELinux, and
+    // libostree would rebuild a policy for every deployment of a root with this file: it is
+    // there for Ignition's run only.
+    let selinux = root.join("etc/selinux/config");
+    let lent_selinux = !selinux.exists();
+    if lent_selinux {
+        std::fs::create_dir_all(root.join("etc/selinux"))?;
+        std::fs::write(&selinux, "SELINUX=disabled\nSELINUXTYPE=targeted\n")?;
+    }
+    for (stage, extra) in [("fetch", vec![]), ("files", vec![OsStr::new("-root"), root.as_os_str()])] {
+        let status = std::process::Command::new(ignition)
+            .args(["-platform", "file", "-stage", stage, "-log-to-stdout", "-config-cache"])
+            .arg(state.join("config.json"))
+            .arg("-state-file")
+            .arg(state.join("state"))
+            .args(extra)
+            .env("IGNITION_CONFIG_FILE", sysroot.join(IGNITION_CONFIG))
+            .env("PATH", format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", shims.display()))
+            .status()
+            .with_context(|| format!("running {}", ignition.display()))?;
+        anyhow::ensure!(status.success(), "Ignition's {stage} stage failed ({status})");
+    }
+    if lent_selinux {
+        std::fs::remove_dir_all(root.join("etc/selinux"))?;
+    }
+    std::fs::remove_file(&stamp).with_context(|| format!("removing {}", stamp.display()))
+}
+
+/// The directories a root's links into `/var` point at (`var/home` for `home -> var/home`), given
+/// the targets of its top-level links (pure).
+pub fn var_link_targets(links: &[PathBuf]) -> Vec<PathBuf> {
+    links
+        .iter()
+        .filter(|target| target.starts_with("var") && target.components().all(|c| matches!(c, Component::Normal(_))))
+        .filter(|target| target.components().count() > 1)
+        .cloned()
+        .collect()
+}
+
+/// Whether a `/proc/net/route` table has a default route that is up (pure).
+pub fn has_default_route(routes: &str) -> bool {
+    routes.lines().skip(1).any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let up = fields.get(3).and_then(|flags| u32::from_str_radix(flags, 16).ok()).is_some_and(|f| f & 1 == 1);
+        fields.get(1) == Some(&"00000000") && up
+    })
+}
+
+/// Waits until the machine's network has a default route (the lab plugs its cable in).
+fn wait_for_network() -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + NETWORK_TIMEOUT;
+    loop {
+        let routes = std::fs::read_to_string("/proc/net/route")?;
+        if has_default_route(&routes) {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "no default route after {NETWORK_TIMEOUT:?} (the machine's network is not plugged in)"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// How a machine's boot ended.
@@ -371,7 +492,10 @@ impl Booted {
             .arg("--propagation=private")
             .arg(mco)
             .args(["lab", "machine-init", "--hostname", &spec.name, "--sysroot"])
-            .arg(&spec.sysroot);
+            .arg(&spec.sysroot)
+            .arg("--daemon")
+            .arg(mco)
+            .args(["--ignition", crate::node::IGNITION]);
         // SAFETY: the closure runs between fork and exec and only makes system calls (no allocation).
         unsafe {
             command.pre_exec(move || {
@@ -507,7 +631,7 @@ mod tests {
     fn the_root_is_the_deployment_with_the_places_a_host_mounts() {
         let target = boot_target("ostree=/ostree/deploy/lab/deploy/abc.1 karg=1").unwrap();
         let cgroups = [Hierarchy { name: "memory".into(), fstype: "cgroup".into(), options: "memory".into() }];
-        let steps = plan(Path::new("/s"), &target, &cgroups, "id-1");
+        let steps = plan(Path::new("/s"), &target, &cgroups, "id-1", Path::new("/lab/mco"));
         let root = Path::new("/s/ostree/deploy/lab/deploy/abc.1");
         let bound = |target: &str| {
             steps.iter().find_map(|step| match step {
@@ -525,6 +649,14 @@ mod tests {
         assert_eq!(bound("var"), bind("/s/ostree/deploy/lab/var", false));
         assert_eq!(bound("sysroot"), bind("/s", false));
         assert_eq!(bound("boot"), bind("/s/boot", false));
+        assert_eq!(bound("sysroot/boot"), bind("/s/boot", false));
+        // The firmware's share of the daemon binary, in the machine's own /run.
+        assert_eq!(bound("run/bin/machine-config-daemon"), bind("/lab/mco", true));
+        let run = steps
+            .iter()
+            .position(|step| matches!(step, Step::Mount { target, .. } if *target == root.join("run")))
+            .expect("/run is a tmpfs");
+        assert!(run < position(&Step::Write { path: root.join("run/bin/machine-config-daemon"), contents: "".into() }));
         assert_eq!(bound("proc/cmdline"), Some((root.join("run/mco-lab/cmdline"), true)));
         assert_eq!(bound("proc/sys/kernel/random/boot_id"), Some((root.join("run/mco-lab/boot_id"), true)));
         assert_eq!(bound("proc/sys/net"), Some((root.join("proc/sys/net"), false)));
@@ -566,6 +698,26 @@ mod tests {
             };
             assert!(target.starts_with(root), "{step:?}");
         }
+    }
+
+    #[test]
+    fn the_first_boot_makes_what_the_roots_links_into_var_need_and_waits_for_a_default_route() {
+        let links: Vec<PathBuf> =
+            ["var/home", "var/roothome", "sysroot/ostree", "var", "/var/abs", "var/../etc", "usr/local"]
+                .iter()
+                .map(PathBuf::from)
+                .collect();
+        assert_eq!(var_link_targets(&links), [PathBuf::from("var/home"), PathBuf::from("var/roothome")]);
+        let header = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n";
+        let default = "eth0\t00000000\t0100C80A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n";
+        let subnet = "eth0\t0000C80A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+        let down = "eth0\t00000000\t0100C80A\t0002\t0\t0\t0\t00000000\t0\t0\t0\n";
+        assert!(has_default_route(&format!("{header}{subnet}{default}")));
+        assert!(!has_default_route(&format!("{header}{subnet}")));
+        assert!(!has_default_route(&format!("{header}{down}")));
+        assert!(!has_default_route(header));
+        // The header's own "Destination" is no route.
+        assert!(!has_default_route("Iface 00000000 x 0001"));
     }
 
     #[test]

@@ -257,9 +257,65 @@ pub fn kubelet_config() -> Value {
 pub const KUBELET_CONFIG: &str = "/etc/kubernetes/kubelet.conf";
 pub const KUBELET_CONFIG_DIR: &str = "/etc/kubernetes/kubelet.conf.d";
 
+/// Where a lab machine's own kubelet settings are (its name, address and labels), as upstream's
+/// `kubelet.service` reads `/etc/kubernetes/kubelet-env`; written when the machine is installed.
+pub const KUBELET_ENV: &str = "/etc/kubernetes/kubelet-env";
+/// The kubelet's credentials (`system:node:<name>`), where upstream's kubelets keep theirs.
+pub const NODE_KUBECONFIG: &str = "/var/lib/kubelet/kubeconfig";
+
+/// The kubelet's unit, shaped as upstream's template: started after containerd and the
+/// dependencies the first boot's OS update comes before, the node's own settings from
+/// [`KUBELET_ENV`].
+fn kubelet_unit() -> String {
+    format!(
+        "[Unit]\nDescription=Kubernetes Kubelet (lab)\nRequires=containerd.service kubelet-dependencies.target\n\
+         After=containerd.service kubelet-dependencies.target\nAfter=ostree-finalize-staged.service\n\n\
+         [Service]\nEnvironmentFile=-{KUBELET_ENV}\n\
+         ExecStart=/usr/bin/kubelet --config={KUBELET_CONFIG} --config-dir={KUBELET_CONFIG_DIR} \\\n  \
+         --kubeconfig={NODE_KUBECONFIG} --hostname-override=${{KUBELET_NODE_NAME}} \\\n  \
+         --node-ip=${{KUBELET_NODE_IP}} --node-labels=${{CUSTOM_KUBELET_LABELS}}\n\
+         Restart=always\nRestartSec=10\n\n[Install]\nWantedBy=multi-user.target\n"
+    )
+}
+
+/// Upstream's `kubelet-dependencies.target` (what a lab machine has of it).
+const KUBELET_DEPENDENCIES_UNIT: &str = "[Unit]
+Description=Dependencies necessary to run kubelet
+Requires=basic.target network-online.target
+";
+
+/// Upstream's `machine-config-daemon-firstboot.service`: before the kubelet, while Ignition's
+/// copy of the pool's config is there, the daemon completes the first boot (OS image, kernel
+/// arguments) and reboots. Upstream runs the daemon from the operator's image; a lab machine
+/// runs the binary its firmware shares ([`crate::boot::DAEMON_BINARY`]).
+const FIRSTBOOT_UNIT: &str = "[Unit]
+Description=Machine Config Daemon Firstboot
+ConditionPathExists=/run/ostree-booted
+ConditionPathExists=/etc/ignition-machine-config-encapsulated.json
+After=network-online.target
+Before=kubelet-dependencies.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/run/bin/machine-config-daemon daemon firstboot --root / --sysroot /sysroot --cmdline /proc/cmdline
+
+[Install]
+RequiredBy=firstboot-osupdate.target
+";
+
+/// Upstream's `firstboot-osupdate.target`.
+const FIRSTBOOT_OSUPDATE_UNIT: &str = "[Unit]
+Description=The firstboot OS update has completed
+Requires=basic.target
+
+[Install]
+WantedBy=default.target
+";
+
 /// `00-<role>`: the registry settings every node needs to pull the OS image, a role marker, the
-/// kubelet's unit and configuration, and the lab kernel argument.
-fn base_config(role: &str, registry: &str) -> Value {
+/// kubelet's unit and configuration, the first boot's units, and the lab kernel argument.
+pub fn base_config(role: &str, registry: &str) -> Value {
     let registries_conf = format!("[[registry]]\nlocation = \"{registry}\"\ninsecure = true\n");
     let file = |path: &str, contents: &str, mode: u32| {
         json!({
@@ -269,11 +325,19 @@ fn base_config(role: &str, registry: &str) -> Value {
             "contents": {"source": format!("data:;base64,{}", STANDARD.encode(contents))},
         })
     };
-    let kubelet = format!(
-        "[Unit]\nDescription=Kubernetes Kubelet (lab)\n\n[Service]\n\
-         ExecStart=/usr/bin/kubelet --config={KUBELET_CONFIG} --config-dir={KUBELET_CONFIG_DIR}\n\n\
-         [Install]\nWantedBy=multi-user.target\n"
-    );
+    let unit = |name: &str, contents: &str, enabled: Option<bool>| {
+        let mut unit = json!({"name": name, "contents": contents});
+        if let Some(enabled) = enabled {
+            unit["enabled"] = json!(enabled);
+        }
+        unit
+    };
+    let units = [
+        unit("kubelet.service", &kubelet_unit(), Some(true)),
+        unit("kubelet-dependencies.target", KUBELET_DEPENDENCIES_UNIT, None),
+        unit("machine-config-daemon-firstboot.service", FIRSTBOOT_UNIT, Some(true)),
+        unit("firstboot-osupdate.target", FIRSTBOOT_OSUPDATE_UNIT, Some(true)),
+    ];
     json!({
         "apiVersion": MCFG_API_VERSION,
         "kind": "MachineConfig",
@@ -286,7 +350,7 @@ fn base_config(role: &str, registry: &str) -> Value {
                     file("/etc/mco-lab/role", &format!("{role}\n"), 0o644),
                     file(KUBELET_CONFIG, &kubelet_config().to_string(), 0o644),
                 ]},
-                "systemd": {"units": [{"name": "kubelet.service", "enabled": true, "contents": kubelet}]},
+                "systemd": {"units": units},
             },
             "kernelArguments": [LAB_KARG],
         },

@@ -119,6 +119,12 @@ pub enum LabCommand {
         sysroot: PathBuf,
         #[arg(long)]
         hostname: String,
+        /// The daemon binary shared with the machine.
+        #[arg(long)]
+        daemon: PathBuf,
+        /// The Ignition client the initramfs runs on a first boot.
+        #[arg(long)]
+        ignition: PathBuf,
     },
 }
 
@@ -183,7 +189,9 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
             println!("{}", layout.kubeconfig().display());
             Ok(ExitCode::SUCCESS)
         }
-        LabCommand::MachineInit { sysroot, hostname } => match mco_lab::boot::init(&sysroot, &hostname)? {},
+        LabCommand::MachineInit { sysroot, hostname, daemon, ignition } => {
+            match mco_lab::boot::init(&sysroot, &hostname, &mco_lab::boot::Firmware { daemon, ignition })? {}
+        }
         LabCommand::Supervise { nodes, prometheus, platform, dir } => {
             // Before the runtime starts its threads: they are created in the lab's namespace.
             let host_ports = mco_lab::network::enter_lab_namespace()?;

@@ -1,7 +1,9 @@
 //! A lab machine booted as a host boots (`mco_lab::boot`): an OS image with systemd, installed
 //! into an OSTree sysroot, boots its deployment with the image's systemd as PID 1, plugged into a
 //! lab network (`mco_lab::network`, in a network namespace of the test's own); `systemctl reboot`
-//! and `systemctl poweroff` inside it come back to the firmware as what they are.
+//! and `systemctl poweroff` inside it come back to the firmware as what they are. On its first
+//! boot the real Ignition writes the pool's config, and the pool's firstboot unit runs mco's
+//! daemon, which rebases it onto the pool's image and reboots it before its kubelet starts.
 
 use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
@@ -25,11 +27,20 @@ fn node_userland() -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-/// Installs a test OS image on `userland` into `sysroot`, with what `prepare` adds to it.
-fn install(tmp: &Path, sysroot: &Path, userland: &Path, prepare: impl FnOnce(&Path)) {
-    let tree = tmp.join("tree");
+/// A test OS image of `version` on `userland`, with what `prepare` adds to it, committed to
+/// `tmp`'s repository and encapsulated to `to` (`oci:DIR:TAG` or `docker://...`); what
+/// `mco image encapsulate` printed (a registry image's digest).
+fn os_image(
+    tmp: &Path,
+    userland: &Path,
+    version: &str,
+    to: &str,
+    registries_conf: Option<&Path>,
+    prepare: impl FnOnce(&Path),
+) -> String {
+    let tree = tmp.join(format!("tree-{version}"));
     mco()
-        .args(["image", "test-tree", "--kernel", KVER, "--version-id", "9.6.1", "--userland"])
+        .args(["image", "test-tree", "--kernel", KVER, "--version-id", version, "--userland"])
         .arg(userland)
         .arg(&tree)
         .assert()
@@ -37,14 +48,29 @@ fn install(tmp: &Path, sysroot: &Path, userland: &Path, prepare: impl FnOnce(&Pa
     prepare(&tree);
     let repo = tmp.join("repo");
     mco()
-        .args(["image", "commit", "--ref", "mco/os", "--version", "9.6.1", "--repo"])
+        .args(["image", "commit", "--ref", "mco/os", "--version", version, "--repo"])
         .arg(&repo)
         .arg("--tree")
         .arg(&tree)
         .assert()
         .success();
+    std::fs::remove_dir_all(&tree).unwrap();
+    let mut encapsulate = mco();
+    encapsulate
+        .args(["image", "encapsulate", "--compression-fast", "--ref", "mco/os", "--to", to, "--repo"])
+        .arg(&repo);
+    if let Some(conf) = registries_conf {
+        encapsulate.env("CONTAINERS_REGISTRIES_CONF", conf);
+    }
+    let out = encapsulate.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Installs a test OS image on `userland` into `sysroot`, with what `prepare` adds to it.
+fn install(tmp: &Path, sysroot: &Path, userland: &Path, prepare: impl FnOnce(&Path)) {
     let image = format!("oci:{}:os", tmp.join("oci").display());
-    mco().args(["image", "encapsulate", "--ref", "mco/os", "--to", &image, "--repo"]).arg(&repo).assert().success();
+    os_image(tmp, userland, "9.6.1", &image, None, prepare);
     mco_lab::node::mount_boot(sysroot).unwrap();
     mco()
         .args(["image", "install", "--stateroot", "lab", "--karg", "console=ttyS0", "--image", &image, "--sysroot"])
@@ -89,6 +115,25 @@ async fn running(machine: &mut Booted) -> rustix::process::Pid {
         }
     })
     .await
+}
+
+/// Powers the machine on as lab node 3, plugged into the lab's network with `ports` forwarded
+/// into it (a machine boots once its cable is in); the tasks forwarding the ports.
+async fn power_on(
+    spec: &BootSpec,
+    ports: &[u16],
+    network_log: &Path,
+) -> (Booted, rustix::process::Pid, Vec<tokio::task::JoinHandle<()>>) {
+    let mco = assert_cmd::cargo::cargo_bin("mco");
+    let machine = Booted::power_on(&mco, spec).await.unwrap();
+    let pid = eventually_within(BOOT_TIMEOUT, "the machine's PID 1", || {
+        let pid = machine.init_pid();
+        async move { pid.ok_or("not forked yet") }
+    })
+    .await;
+    let forwarding = mco_lab::network::forward_into(pid, ports).unwrap();
+    mco_lab::network::plug_in(pid, 3, network_log).await.unwrap();
+    (machine, pid, forwarding)
 }
 
 async fn halted(machine: &mut Booted) -> Halt {
@@ -156,19 +201,12 @@ async fn lab_service(greeting: &'static str) -> u16 {
     port
 }
 
-/// Plugs the machine into the lab's network as node 3 with `port` forwarded into it; what it
-/// then sees: its address and what it reads from `127.0.0.1:port`.
-async fn plugged_in(
-    pid: rustix::process::Pid,
-    port: u16,
-    log: &Path,
-) -> (Vec<tokio::task::JoinHandle<()>>, String, String) {
-    mco_lab::network::plug_in(pid, 3, log).await.unwrap();
-    let forwarding = mco_lab::network::forward_into(pid, &[port]).unwrap();
+/// What the machine sees of the lab's network: its address and what it reads from `127.0.0.1:port`.
+async fn network_seen(pid: rustix::process::Pid, port: u16) -> (String, String) {
     let address = in_machine(pid, &["ip", "-4", "-o", "addr", "show", "dev", "eth0"]).await.unwrap();
     let read = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && cat <&3");
     let said = in_machine(pid, &["timeout", "60", "bash", "-c", &read]).await.unwrap_or_else(|e| e);
-    (forwarding, address, said)
+    (address, said)
 }
 
 #[test]
@@ -190,12 +228,11 @@ async fn boots_on_the_lab_network_and_reboots(userland: PathBuf) {
     };
     let _leftovers = Leftovers { cgroup_parent: spec.cgroup_parent.clone(), sysroot: sysroot.clone() };
     install(tmp.path(), &sysroot, &userland, |_| {});
-    let mco = assert_cmd::cargo::cargo_bin("mco");
     let host_boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
 
     let powered_on = Instant::now();
-    let mut machine = Booted::power_on(&mco, &spec).await.unwrap();
-    let pid = running(&mut machine).await;
+    let (mut machine, pid, forwarding) = power_on(&spec, &[port], &network_log).await;
+    assert_eq!(running(&mut machine).await, pid);
     assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/comm", pid = pid.as_raw_nonzero())).unwrap(), "systemd\n");
     assert_eq!(read(pid, "/proc/1/comm").await, "systemd", "PID 1 inside the machine");
     // The root is the booted deployment: libostree (its `ostree` command, inside) finds it booted.
@@ -210,7 +247,7 @@ async fn boots_on_the_lab_network_and_reboots(userland: PathBuf) {
     assert!(uptime(&read(pid, "/proc/uptime").await) <= powered_on.elapsed().as_secs_f64() + 1.0);
     let first_boot_id = read(pid, "/proc/sys/kernel/random/boot_id").await;
     // On the lab's bridge at node 3's address, the lab's 127.0.0.1 services forwarded to it.
-    let (forwarding, address, said) = plugged_in(pid, port, &network_log).await;
+    let (address, said) = network_seen(pid, port).await;
     assert!(address.contains(" inet 10.200.0.13/24 "), "{address}");
     assert_eq!(said, "the lab's service\n");
     assert_ne!(first_boot_id, host_boot_id.trim());
@@ -234,8 +271,8 @@ async fn boots_on_the_lab_network_and_reboots(userland: PathBuf) {
     assert_eq!(halted(&mut machine).await, Halt::Reboot);
     forwarding.iter().for_each(tokio::task::JoinHandle::abort);
     let rebooted = Instant::now();
-    let mut machine = Booted::power_on(&mco, &spec).await.unwrap();
-    let pid = running(&mut machine).await;
+    let (mut machine, pid, _forwarding) = power_on(&spec, &[port], &network_log).await;
+    assert_eq!(running(&mut machine).await, pid);
     // A new boot: its own id, an uptime from zero, an empty /run, the files of /etc and /var kept.
     assert_ne!(read(pid, "/proc/sys/kernel/random/boot_id").await, first_boot_id);
     assert!(uptime(&read(pid, "/proc/uptime").await) <= rebooted.elapsed().as_secs_f64() + 1.0);
@@ -243,7 +280,7 @@ async fn boots_on_the_lab_network_and_reboots(userland: PathBuf) {
     in_machine(pid, &["test", "-e", "/etc/mco-test-written"]).await.unwrap();
     in_machine(pid, &["test", "-e", "/var/home/mco-test-written"]).await.unwrap();
     // Plugged in again: the last boot's cable went with its namespace.
-    let (_, address, said) = plugged_in(pid, port, &network_log).await;
+    let (address, said) = network_seen(pid, port).await;
     assert!(address.contains(" inet 10.200.0.13/24 "), "{address}");
     assert_eq!(said, "the lab's service\n");
 
@@ -255,18 +292,32 @@ async fn boots_on_the_lab_network_and_reboots(userland: PathBuf) {
 }
 
 #[test]
-fn a_booted_machines_containerd_and_kubelet_are_systemd_units_that_register_its_node_and_run_its_pods() {
-    in_lab_namespace(kubelet_registers_the_node(node_userland()));
+fn a_machines_first_boot_runs_ignition_and_the_firstboot_pivot_then_systemd_starts_its_kubelet_and_pods() {
+    in_lab_namespace(first_boot_and_kubelet(node_userland()));
 }
 
-/// Writes `contents` at `path` of the machine's `/etc` (as Ignition writes a node's).
-fn write_etc(etc: &Path, path: &str, contents: &[u8]) {
-    let path = etc.join(path);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, contents).unwrap();
+/// The lab's `00-worker` MachineConfig with the pool's OS image `os_image`, as the Ignition config
+/// the server would serve a machine (spec 3.3, which Debian's Ignition reads): the config, and the
+/// MachineConfig itself at the place the daemon's firstboot reads it.
+fn served_config(tmp: &Path, registry: &str, os_image: &str) -> String {
+    use base64::Engine as _;
+    let mut mc = mco_lab::manifests::base_config("worker", registry);
+    mc["spec"]["osImageURL"] = serde_json::json!(os_image);
+    let mut config = mc["spec"]["config"].clone();
+    let encapsulated = base64::engine::general_purpose::STANDARD.encode(mc.to_string());
+    config["storage"]["files"].as_array_mut().unwrap().push(serde_json::json!({
+        "path": "/etc/ignition-machine-config-encapsulated.json",
+        "mode": 0o644,
+        "contents": {"source": format!("data:;base64,{encapsulated}")},
+    }));
+    let file = tmp.join("served.ign");
+    std::fs::write(&file, config.to_string()).unwrap();
+    let out = mco().args(["ignition", "convert", "--to", "3.3"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
 }
 
-async fn kubelet_registers_the_node(userland: PathBuf) {
+async fn first_boot_and_kubelet(userland: PathBuf) {
     use k8s_openapi::api::core::v1::Node;
 
     let tmp = tempfile::tempdir().unwrap();
@@ -281,6 +332,23 @@ async fn kubelet_registers_the_node(userland: PathBuf) {
         .expect("the kubeconfig names the API server")
         .parse()
         .unwrap();
+    // The lab's registry with its pause and workload images, and the pool's OS image: the boot
+    // image's tree with a file more.
+    let layout = mco_lab::layout::Layout::new(tmp.path().join("lab"));
+    let [registry_port] = mco_lab::process::free_ports().unwrap();
+    let _registry = mco_lab::images::start_registry(&layout, registry_port).await.unwrap();
+    let registry = format!("127.0.0.1:{registry_port}");
+    let sandbox_image = mco_lab::images::build_container_images(&layout, &registry).await.unwrap();
+    let pool_image = {
+        let to = format!("docker://{registry}/mco/os:pool");
+        let conf = layout.registries_conf();
+        let digest = os_image(tmp.path(), &userland, "9.6.2", &to, Some(&conf), |tree| {
+            mco_lab::node_os::add_node_software(tree).unwrap();
+            std::fs::create_dir_all(tree.join("usr/share/mco-test")).unwrap();
+            std::fs::write(tree.join("usr/share/mco-test/pool"), "the pool's image\n").unwrap();
+        });
+        format!("{registry}/mco/os@{digest}")
+    };
     let sysroot = tmp.path().join("sysroot");
     let spec = BootSpec {
         name: "machine-1".into(),
@@ -290,56 +358,62 @@ async fn kubelet_registers_the_node(userland: PathBuf) {
     };
     let _leftovers = Leftovers { cgroup_parent: spec.cgroup_parent.clone(), sysroot: sysroot.clone() };
     install(tmp.path(), &sysroot, &userland, |tree| mco_lab::node_os::add_node_software(tree).unwrap());
-    let deployment = mco_os::sysroot::status(&sysroot, &mco_os::sysroot::default_cmdline(&sysroot)).unwrap();
-    let etc = sysroot.join(&deployment.booted().unwrap().path).join("etc");
-    // What the pool's config and Ignition write on a real node: the kubelet's unit and
-    // configuration, its credentials, the pod network.
-    let unit = "[Unit]\nAfter=containerd.service\n\n[Service]\nExecStart=/usr/bin/kubelet \
-        --config=/etc/kubernetes/kubelet.conf --config-dir=/etc/kubernetes/kubelet.conf.d \
-        --kubeconfig=/etc/kubernetes/kubeconfig --node-ip=10.200.0.13\nRestart=always\n\n\
-        [Install]\nWantedBy=multi-user.target\n";
-    write_etc(&etc, "systemd/system/kubelet.service", unit.as_bytes());
-    std::os::unix::fs::symlink(
-        "../kubelet.service",
-        etc.join("systemd/system/multi-user.target.wants/kubelet.service"),
-    )
-    .unwrap();
-    write_etc(&etc, "kubernetes/kubelet.conf", mco_lab::manifests::kubelet_config().to_string().as_bytes());
-    let drop_in = mco_lab::node_os::kubelet_drop_in(3, "/etc/kubernetes/kubelet-ca.crt");
-    write_etc(&etc, "kubernetes/kubelet.conf.d/50-machine.conf", drop_in.to_string().as_bytes());
-    write_etc(&etc, "kubernetes/kubelet-ca.crt", &std::fs::read(env.ca_cert()).unwrap());
+    // What the lab writes on the machine's disk as its installer and cloud.
     let node_kubeconfig = tmp.path().join("kubelet.kubeconfig");
     env.write_client_kubeconfig(&node_kubeconfig, "system:node:machine-1", Some("system:masters")).unwrap();
-    write_etc(&etc, "kubernetes/kubeconfig", &std::fs::read(&node_kubeconfig).unwrap());
-    // The lab's registry with its pause and workload images, reached at its 127.0.0.1 port
-    // inside too (by its alias for the workload, as the lab's manifests name it).
-    let layout = mco_lab::layout::Layout::new(tmp.path().join("lab"));
-    let [registry_port] = mco_lab::process::free_ports().unwrap();
-    let _registry = mco_lab::images::start_registry(&layout, registry_port).await.unwrap();
-    let registry = format!("127.0.0.1:{registry_port}");
-    let sandbox = mco_lab::images::build_container_images(&layout, &registry).await.unwrap();
-    for host in [registry.as_str(), mco_lab::images::REGISTRY_ALIAS] {
-        let hosts = format!("server = \"http://{registry}\"\n");
-        write_etc(&etc, &format!("containerd/certs.d/{host}/hosts.toml"), hosts.as_bytes());
-    }
-    let pinned = format!("[plugins.\"io.containerd.cri.v1.images\".pinned_images]\n  sandbox = \"{sandbox}\"\n");
-    write_etc(&etc, "containerd/conf.d/50-sandbox.toml", pinned.as_bytes());
-    let cni = serde_json::json!({
-        "cniVersion": "0.4.0",
-        "name": "mco-lab",
-        "plugins": [{"type": "bridge", "bridge": "cni0", "isGateway": true,
-                     "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.4.0/24"}]]}}],
-    });
-    write_etc(&etc, "cni/net.d/10-mco-lab.conflist", cni.to_string().as_bytes());
+    let settings = mco_lab::node_os::MachineSettings {
+        name: "machine-1".into(),
+        index: 3,
+        zone: "lab-b".into(),
+        taints: vec![],
+        kubeconfig: std::fs::read_to_string(&node_kubeconfig).unwrap(),
+        client_ca: std::fs::read_to_string(env.ca_cert()).unwrap(),
+        registry: registry.clone(),
+        sandbox_image,
+    };
+    let ignition = served_config(tmp.path(), &registry, &pool_image);
+    mco_lab::node_os::install_machine(&sysroot, &settings, &ignition).unwrap();
 
-    let mco = assert_cmd::cargo::cargo_bin("mco");
-    let mut machine = Booted::power_on(&mco, &spec).await.unwrap();
-    let pid = running(&mut machine).await;
-    mco_lab::network::plug_in(pid, 3, &network_log).await.unwrap();
-    let _forwarding = mco_lab::network::forward_into(pid, &[api_port, registry_port]).unwrap();
+    // The first boot: Ignition writes the pool's config, the firstboot unit rebases the machine
+    // onto the pool's image and reboots it before the kubelet starts.
+    let ports = [api_port, registry_port];
+    let (mut machine, pid, forwarding) = power_on(&spec, &ports, &network_log).await;
+    let halt = eventually_within(BOOT_TIMEOUT, "the first boot to reboot the machine", || {
+        let halted = machine.halted().unwrap();
+        async move {
+            if let Some(halt) = halted {
+                return Ok(halt);
+            }
+            let units = ["machine-config-daemon-firstboot", "machine-config-daemon-reboot"];
+            let journal = ["journalctl", "--no-pager", "-n", "30", "-u", units[0], "-u", units[1]];
+            let failed = in_machine(pid, &["systemctl", "list-units", "--failed", "--no-legend"]).await;
+            let journal = in_machine(pid, &journal).await;
+            Err(Verbatim(format!("failed units: {failed:?}\n{}", journal.unwrap_or_else(|e| e))))
+        }
+    })
+    .await;
+    assert_eq!(halt, Halt::Reboot, "{}", machine.console_tail());
+    forwarding.iter().for_each(tokio::task::JoinHandle::abort);
+    let console = std::fs::read_to_string(&spec.console).unwrap();
+    assert!(console.contains("ignition-machine-config-encapsulated.json"), "Ignition's log:\n{console}");
+    assert!(!sysroot.join(mco_lab::boot::FIRSTBOOT_STAMP).exists(), "Ignition runs on the first boot only");
+    let (mut machine, pid, _forwarding) = power_on(&spec, &ports, &network_log).await;
+    assert_eq!(running(&mut machine).await, pid);
+    // The pool's image, with the pool's kernel argument, Ignition's files kept through the /etc merge.
+    assert_eq!(read(pid, "/usr/share/mco-test/pool").await, "the pool's image");
+    let cmdline = read(pid, "/proc/cmdline").await;
+    assert!(cmdline.split_whitespace().any(|arg| arg == mco_lab::manifests::LAB_KARG), "{cmdline}");
+    assert_eq!(read(pid, "/etc/mco-lab/role").await, "worker");
+    // The daemon renamed Ignition's copy of the config after it deployed the pool's image: the
+    // rename is there because the deployment's /etc was merged again when it was finalized.
+    in_machine(pid, &["test", "-e", "/etc/ignition-machine-config-encapsulated.json.bak"]).await.unwrap();
+    assert!(in_machine(pid, &["test", "-e", "/etc/ignition-machine-config-encapsulated.json"]).await.is_err());
+    // The firstboot unit's condition no longer holds: it does not run again.
+    let firstboot = ["systemctl", "show", "--property=ConditionResult", "--value", "machine-config-daemon-firstboot"];
+    assert_eq!(in_machine(pid, &firstboot).await.unwrap().trim(), "no");
 
     let nodes: kube::Api<Node> = kube::Api::all(env.client());
-    eventually_within(BOOT_TIMEOUT, "the machine's kubelet to register its Node Ready", || {
+    let node = eventually_within(BOOT_TIMEOUT, "the machine's kubelet to register its Node Ready", || {
         let nodes = nodes.clone();
         async move {
             let node = nodes.get_opt("machine-1").await.map_err(|e| Verbatim(e.to_string()))?;
@@ -355,6 +429,11 @@ async fn kubelet_registers_the_node(userland: PathBuf) {
         }
     })
     .await;
+    // Its name, address and zone are the ones the lab gave the machine.
+    let labels = node.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("topology.kubernetes.io/zone").map(String::as_str), Some("lab-b"), "{labels:?}");
+    let addresses = node.status.and_then(|s| s.addresses).unwrap_or_default();
+    assert!(addresses.iter().any(|a| a.type_ == "InternalIP" && a.address == "10.200.0.13"), "{addresses:?}");
     // Started by the machine's systemd, from the units: each in its unit's cgroup.
     for unit in ["containerd", "kubelet"] {
         assert_eq!(in_machine(pid, &["systemctl", "is-active", unit]).await.unwrap().trim(), "active", "{unit}");
