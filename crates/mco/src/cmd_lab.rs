@@ -372,14 +372,14 @@ fn status(layout: &Layout, output: crate::Report) -> anyhow::Result<ExitCode> {
 }
 
 /// `mco lab status -o json` (pure): the state file's facts, and every node the lab knows with its
-/// pool, directories and where it is (`Joined`, `Adding`, or `NotJoined` or `Down` with the reason).
+/// pool, its disk (sysroot), its running machine's root and where it is (`Joined`, `Adding`, or `NotJoined` or `Down` with the reason).
 fn status_json(phase: &str, state: &LabState, layout: &Layout) -> serde_json::Value {
     let node = |name: &str, node_state: &str| {
         let dirs = layout.node(name);
         json!({
             "name": name,
             "pool": state.pools.get(name),
-            "root": dirs.root,
+            "root": state.roots.get(name),
             "sysroot": dirs.sysroot,
             "state": node_state,
         })
@@ -536,6 +536,7 @@ mod tests {
             not_joined: vec![],
             down: vec![],
             pools: Default::default(),
+            roots: Default::default(),
         };
         assert_eq!(status_text("Ready", &state), "phase: Ready: ready: 1 nodes\nplatform: none\nnodes: worker-0\n");
         state.platform = Platform::Gcp;
@@ -556,8 +557,11 @@ mod tests {
         state.signatures = Some("http://127.0.0.1:5001".into());
         state.prometheus = Some("http://127.0.0.1:9090".into());
         state.kubeconfig = PathBuf::from("/lab/kubeconfig");
+        // A running machine's root is seen through its PID 1.
+        state.roots.insert("worker-0".into(), PathBuf::from("/proc/42/root"));
         let node = |name: &str, pool: &str, state: &str| {
-            json!({"name": name, "pool": pool, "root": format!("/lab/nodes/{name}/root"),
+            let root = (name == "worker-0").then_some("/proc/42/root");
+            json!({"name": name, "pool": pool, "root": root,
                    "sysroot": format!("/lab/nodes/{name}/sysroot"), "state": state})
         };
         let mut not_joined = node("worker-1", "worker", "NotJoined");

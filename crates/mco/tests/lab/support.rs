@@ -579,7 +579,7 @@ pub async fn daemon_pod(client: &Client, node: &str) -> Option<Pod> {
 }
 
 /// Where a lab node's boot id is (a new one at every boot).
-pub const BOOT_ID: &str = mco_daemon::journal::DIRECTORY_ROOT_BOOT_ID;
+pub const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
 
 /// The worker pool's nodes (the lab's control-plane node is in the master pool).
 pub fn workers() -> ListParams {
@@ -650,9 +650,25 @@ pub async fn workers_pinned(lab: &Lab, image: &str) -> Vec<Result<Option<bool>, 
     seen
 }
 
-/// The root directories of the joined workers.
+/// The joined workers' running machines' `/` (`lab status`'s `root`: through each machine's PID 1).
 pub fn worker_roots(lab: &Lab) -> Vec<PathBuf> {
-    lab.workers().iter().map(|name| lab.state_dir().join(format!("nodes/{name}/root"))).collect()
+    lab.workers().iter().map(|name| node_root(lab, name)).collect()
+}
+
+/// Node `name`'s running machine's `/` (`lab status`'s `root`).
+pub fn node_root(lab: &Lab, name: &str) -> PathBuf {
+    let status = lab.status();
+    let node = status["nodes"].as_array().unwrap().iter().find(|n| n["name"] == name);
+    let root =
+        node.and_then(|n| n["root"].as_str()).unwrap_or_else(|| panic!("{name} has no running machine: {status}"));
+    PathBuf::from(root)
+}
+
+/// The `/` node `name`'s disk boots (its default deployment, its `/etc`), running or not.
+pub fn disk_root(lab: &Lab, name: &str) -> PathBuf {
+    let sysroot = lab.state_dir().join(format!("nodes/{name}/sysroot"));
+    let status = mco_os::sysroot::status(&sysroot, &mco_os::sysroot::default_cmdline(&sysroot)).unwrap();
+    sysroot.join(&status.booted().expect("a booted deployment").path)
 }
 
 pub fn read(path: &Path) -> String {
@@ -831,15 +847,7 @@ pub const LAYERED_FILE: &str = "usr/share/mco-lab/layered";
 
 /// What each worker's booted deployment holds at [`LAYERED_FILE`] (`None`: nothing).
 pub fn layered_file_on_workers(lab: &Lab) -> Vec<Option<String>> {
-    lab.workers()
-        .iter()
-        .map(|name| {
-            let sysroot = lab.state_dir().join(format!("nodes/{name}/sysroot"));
-            let status = mco_os::sysroot::status(&sysroot, &mco_os::sysroot::default_cmdline(&sysroot)).unwrap();
-            let booted = sysroot.join(&status.booted().expect("a booted deployment").path);
-            std::fs::read_to_string(booted.join(LAYERED_FILE)).ok()
-        })
-        .collect()
+    lab.workers().iter().map(|name| std::fs::read_to_string(disk_root(lab, name).join(LAYERED_FILE)).ok()).collect()
 }
 
 /// Waits until the MachineOSBuild `name` has condition `kind` True; returns it.

@@ -156,7 +156,7 @@ impl Drop for Leftovers {
         // On a thread of its own: the test's runtime may be unwinding.
         std::thread::scope(|scope| {
             scope.spawn(|| {
-                let power_off = mco_lab::machine::power_off_all(&self.cgroup_parent, Path::new("/nonexistent"));
+                let power_off = mco_lab::machine::power_off_all(&self.cgroup_parent);
                 if let Err(e) = tokio::runtime::Runtime::new().unwrap().block_on(power_off) {
                     eprintln!("removing cgroup {}: {e:#}", self.cgroup_parent);
                 }
@@ -333,7 +333,7 @@ async fn first_boot_and_kubelet(userland: PathBuf) {
         .parse()
         .unwrap();
     // The lab's registry with its pause and workload images, and the pool's OS image: the boot
-    // image's tree with a file more.
+    // image's tree with the kubelet and a file more.
     let layout = mco_lab::layout::Layout::new(tmp.path().join("lab"));
     let [registry_port] = mco_lab::process::free_ports().unwrap();
     let _registry = mco_lab::images::start_registry(&layout, registry_port).await.unwrap();
@@ -344,6 +344,9 @@ async fn first_boot_and_kubelet(userland: PathBuf) {
         let conf = layout.registries_conf();
         let digest = os_image(tmp.path(), &userland, "9.6.2", &to, Some(&conf), |tree| {
             mco_lab::node_os::add_node_software(tree).unwrap();
+            // The kubelet, as the lab's node image adds it to the base image.
+            let [kubelet] = mco_testenv::find_binaries(["kubelet"]).unwrap();
+            std::fs::copy(kubelet, tree.join("usr/bin/kubelet")).unwrap();
             std::fs::create_dir_all(tree.join("usr/share/mco-test")).unwrap();
             std::fs::write(tree.join("usr/share/mco-test/pool"), "the pool's image\n").unwrap();
         });
