@@ -65,7 +65,7 @@ impl Reboot for SystemdRunReboot {
 }
 
 /// A directory root cannot reboot: the request is written to `ROOT/run/mco-reboot-requested`
-/// (the rationale) for whoever runs the root (the lab restarts the node from it).
+/// (the rationale) for whoever runs the root.
 pub struct RequestFileReboot {
     pub root: PathBuf,
 }
@@ -362,7 +362,11 @@ fn run(
             Step::RemoveUnit(name) => remove_unit(fs, systemd, &node.originals, name)?,
             Step::WriteSshKeys(keys) => write_ssh_keys(fs, ids, keys)?,
             Step::SetPasswordHashes(hashes) => set_password_hashes(fs, hashes)?,
-            Step::Os(changes) => node.os.as_ref().context("no OS backend")?.apply(changes)?,
+            Step::Os(changes) => {
+                let os = node.os.as_ref().context("no OS backend")?;
+                os.apply(changes)?;
+                os.carry_into_staged(&node.root, &plan::etc_paths(&plan::ignition_of(name_of(new), &new.spec)?))?;
+            }
         }
         fs.failpoints.hit(&format!("after {}", step_name(step)))?;
     }

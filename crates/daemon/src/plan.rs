@@ -314,6 +314,19 @@ pub fn unit_path(unit: &str) -> String {
     format!("{SYSTEMD_DIR}/{unit}")
 }
 
+/// Every path under `/etc` a config puts there: its files, its units and their drop-ins, and
+/// the links that enable its units for the usual targets (pure).
+pub fn etc_paths(config: &v3::Config) -> Vec<String> {
+    let files = config.storage.files.iter().map(|f| f.path.clone());
+    let units = config.systemd.units.iter().flat_map(|unit| {
+        let wants = ["multi-user.target.wants", "default.target.wants", "basic.target.wants"]
+            .map(|target| format!("{SYSTEMD_DIR}/{target}/{}", unit.name));
+        let dropins = unit.dropins.iter().map(|d| dropin_path(&unit.name, &d.name));
+        std::iter::once(unit_path(&unit.name)).chain(dropins).chain(wants)
+    });
+    files.chain(units).filter(|path| path.starts_with("/etc/")).collect()
+}
+
 /// Paths of every drop-in a config declares.
 pub fn dropin_paths(config: &v3::Config) -> BTreeSet<String> {
     config.systemd.units.iter().flat_map(|u| u.dropins.iter().map(move |d| dropin_path(&u.name, &d.name))).collect()

@@ -223,7 +223,13 @@ pub fn machine_files(settings: &MachineSettings) -> Vec<(String, String)> {
                 "bridge": "cni0",
                 "isGateway": true,
                 "hairpinMode": true,
-                "ipam": {"type": "host-local", "ranges": [[{"subnet": crate::network::pod_subnet(settings.index)}]]},
+                // Pods reach the other nodes' pods and Service addresses through the machine's
+                // default route (the lab routes each pod subnet to its node).
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": crate::network::pod_subnet(settings.index)}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                },
             },
             {"type": "portmap", "capabilities": {"portMappings": true}},
         ],
@@ -327,6 +333,7 @@ mod tests {
         assert_eq!(files["/var/lib/kubelet/kubeconfig"], "kubeconfig");
         let cni: serde_json::Value = serde_json::from_str(&files["/etc/cni/net.d/10-mco-lab.conflist"]).unwrap();
         assert_eq!(cni["plugins"][0]["ipam"]["ranges"][0][0]["subnet"], "10.244.1.0/24");
+        assert_eq!(cni["plugins"][0]["ipam"]["routes"], json!([{"dst": "0.0.0.0/0"}]));
         for host in ["127.0.0.1:5000", "lab-registry.local"] {
             assert_eq!(
                 files[&format!("/etc/containerd/certs.d/{host}/hosts.toml")],

@@ -274,3 +274,26 @@ fn a_unit_whose_install_section_names_paths_is_refused_before_anything_is_writte
     let new = spec(ign(json!([]), json!([{"name": "good.service", "enabled": true, "contents": fine}])));
     plan_of(&old, &new, false).unwrap();
 }
+
+#[test]
+fn the_etc_paths_of_a_config_are_its_files_units_dropins_and_enablement_links() {
+    let config = spec(ign(
+        json!([file("/etc/lab/a", "a"), file("/usr/local/bin/tool", "t")]),
+        json!([
+            {"name": "a.service", "enabled": true, "contents": "[Service]\nExecStart=/bin/true\n",
+             "dropins": [{"name": "10-x.conf", "contents": "[Service]\n"}]},
+        ]),
+    ));
+    let paths = etc_paths(&ignition_of("c", &config).unwrap());
+    assert_eq!(
+        paths,
+        [
+            "/etc/lab/a",
+            "/etc/systemd/system/a.service",
+            "/etc/systemd/system/a.service.d/10-x.conf",
+            "/etc/systemd/system/multi-user.target.wants/a.service",
+            "/etc/systemd/system/default.target.wants/a.service",
+            "/etc/systemd/system/basic.target.wants/a.service",
+        ]
+    );
+}
