@@ -363,14 +363,19 @@ fn run(
             Step::WriteSshKeys(keys) => write_ssh_keys(fs, ids, keys)?,
             Step::SetPasswordHashes(hashes) => set_password_hashes(fs, hashes)?,
             Step::Os(changes) => {
-                let os = node.os.as_ref().context("no OS backend")?;
-                os.apply(changes)?;
-                os.carry_into_staged(&node.root, &plan::etc_paths(&plan::ignition_of(name_of(new), &new.spec)?))?;
+                node.os.as_ref().context("no OS backend")?.apply(changes)?;
             }
         }
         fs.failpoints.hit(&format!("after {}", step_name(step)))?;
     }
     state::write_current_config(fs, new)?;
+    if let Some(os) = node.os.as_ref().filter(|_| plan.steps.iter().any(|step| matches!(step, Step::Os(_)))) {
+        // What this update wrote in /etc, its record of the new config included, for the
+        // deployment the node boots next.
+        let mut paths = plan::etc_paths(&plan::ignition_of(name_of(new), &new.spec)?);
+        paths.extend([CURRENT_CONFIG.to_string(), SHADOW_PATH.to_string()]);
+        os.carry_into_staged(&node.root, &paths)?;
+    }
     fs.remove(&fs.host(FORCE_FILE)?)?;
     fs.sync_dirs()?;
     actions::run(systemd, &disruption.actions, name_of(new), fs.failpoints)?;
