@@ -168,9 +168,12 @@ mod tests {
 
     use mco_daemon::apply::REBOOT_REQUEST;
 
+    /// What was carried: the root and the paths of each call.
+    type Carried = Arc<Mutex<Vec<(PathBuf, Vec<String>)>>>;
+
     /// An OS backend that records what it was asked to carry into its staged deployment.
     #[derive(Default)]
-    struct RecordingCarry(Arc<Mutex<Vec<(PathBuf, Vec<String>)>>>);
+    struct RecordingCarry(Carried);
 
     impl OsBackend for RecordingCarry {
         fn status(&self) -> anyhow::Result<OsStatus> {
