@@ -82,8 +82,21 @@ fn install(tmp: &Path, sysroot: &Path, userland: &Path, prepare: impl FnOnce(&Pa
 /// Runs `args` in every namespace of the machine whose PID 1 is `pid` (as `machinectl shell` would),
 /// without blocking the runtime (which forwards the lab's ports into the machine).
 async fn in_machine(pid: rustix::process::Pid, args: &[&str]) -> Result<String, String> {
+    nsenter(pid, &["--all"], args).await
+}
+
+/// [`in_machine`] for a machine that may be shutting down: not in its PID namespace (nor its time
+/// namespace, which also only a child would enter). A shutdown stops every process in the
+/// machine's PID namespace, and nsenter stops with a child that stops, so it would never reap
+/// the child once killed, and the machine's PID 1 would wait for that forever.
+async fn in_halting_machine(pid: rustix::process::Pid, args: &[&str]) -> Result<String, String> {
+    nsenter(pid, &["--all", "--no-fork"], args).await
+}
+
+async fn nsenter(pid: rustix::process::Pid, how: &[&str], args: &[&str]) -> Result<String, String> {
     let out = tokio::process::Command::new("nsenter")
-        .args(["--all", "--target", &pid.as_raw_nonzero().to_string(), "--"])
+        .args(how)
+        .args(["--target", &pid.as_raw_nonzero().to_string(), "--"])
         .args(args)
         .output()
         .await
@@ -386,8 +399,8 @@ async fn first_boot_and_kubelet(userland: PathBuf) {
             }
             let units = ["machine-config-daemon-firstboot", "machine-config-daemon-reboot"];
             let journal = ["journalctl", "--no-pager", "-n", "30", "-u", units[0], "-u", units[1]];
-            let failed = in_machine(pid, &["systemctl", "list-units", "--failed", "--no-legend"]).await;
-            let journal = in_machine(pid, &journal).await;
+            let failed = in_halting_machine(pid, &["systemctl", "list-units", "--failed", "--no-legend"]).await;
+            let journal = in_halting_machine(pid, &journal).await;
             Err(Verbatim(format!("failed units: {failed:?}\n{}", journal.unwrap_or_else(|e| e))))
         }
     })
