@@ -664,6 +664,15 @@ pub fn node_root(lab: &Lab, name: &str) -> PathBuf {
     PathBuf::from(root)
 }
 
+/// Runs `args` on node `name`'s running machine, as a shell on the host would. Not in its PID
+/// namespace: a rollout may reboot the machine under the command (see `in_halting_machine`).
+pub async fn on_node(lab: &Lab, name: &str, args: &[&str]) -> Result<String, String> {
+    let root = node_root(lab, name);
+    let pid = root.to_str().and_then(|r| r.strip_prefix("/proc/")?.strip_suffix("/root")?.parse().ok());
+    let pid = pid.and_then(rustix::process::Pid::from_raw).unwrap_or_else(|| panic!("{name}: root {root:?}"));
+    crate::common::machine::in_halting_machine(pid, args).await
+}
+
 /// The `/` node `name`'s disk boots (its default deployment, its `/etc`), running or not.
 pub fn disk_root(lab: &Lab, name: &str) -> PathBuf {
     let sysroot = lab.state_dir().join(format!("nodes/{name}/sysroot"));

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use mco_lab::boot::{BootSpec, Booted, Halt};
 use mco_testenv::{Verbatim, eventually_within, satisfying};
 
+use crate::common::machine::{in_halting_machine, in_machine};
 use crate::common::mco;
 
 const KVER: &str = "6.6.1-100.mco.x86_64";
@@ -77,36 +78,6 @@ fn install(tmp: &Path, sysroot: &Path, userland: &Path, prepare: impl FnOnce(&Pa
         .arg(sysroot)
         .assert()
         .success();
-}
-
-/// Runs `args` in every namespace of the machine whose PID 1 is `pid` (as `machinectl shell` would),
-/// without blocking the runtime (which forwards the lab's ports into the machine).
-async fn in_machine(pid: rustix::process::Pid, args: &[&str]) -> Result<String, String> {
-    nsenter(pid, &["--all"], args).await
-}
-
-/// [`in_machine`] for a machine that may be shutting down: not in its PID namespace (nor its time
-/// namespace, which also only a child would enter). A shutdown stops every process in the
-/// machine's PID namespace, and nsenter stops with a child that stops, so it would never reap
-/// the child once killed, and the machine's PID 1 would wait for that forever.
-async fn in_halting_machine(pid: rustix::process::Pid, args: &[&str]) -> Result<String, String> {
-    nsenter(pid, &["--all", "--no-fork"], args).await
-}
-
-async fn nsenter(pid: rustix::process::Pid, how: &[&str], args: &[&str]) -> Result<String, String> {
-    let out = tokio::process::Command::new("nsenter")
-        .args(how)
-        .args(["--target", &pid.as_raw_nonzero().to_string(), "--"])
-        .args(args)
-        .output()
-        .await
-        .map_err(|e| e.to_string())?;
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    if out.status.success() {
-        Ok(said)
-    } else {
-        Err(format!("{args:?}: {}: {said}{}", out.status, String::from_utf8_lossy(&out.stderr)))
-    }
 }
 
 /// Waits for the machine's systemd to finish booting; its PID 1 as the host sees it.
