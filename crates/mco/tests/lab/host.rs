@@ -84,11 +84,11 @@ pub async fn units_are_enabled_masked_and_acted_on_by_the_machines_systemd(lab: 
         ];
         let mut seen = Vec::new();
         for (unit, enabled, active) in states {
-            let is_enabled = on_workers(lab, &["systemctl", "is-enabled", unit]).await;
+            let is_enabled = workers_show(lab, unit, "UnitFileState").await;
             let is_active = workers_show(lab, unit, "ActiveState").await;
             seen.push((
                 unit,
-                every(&is_enabled, Ok(enabled.into())) && every(&is_active, active.into()),
+                every(&is_enabled, enabled.into()) && every(&is_active, active.into()),
                 is_enabled,
                 is_active,
             ));
