@@ -110,6 +110,8 @@ struct Labs {
     ups: Vec<(Platform, Duration)>,
     /// How long each scenario ran.
     times: Vec<(&'static str, Duration)>,
+    /// Whether a failed scenario's lab state was kept already.
+    kept_a_state: bool,
 }
 
 impl Labs {
@@ -149,10 +151,14 @@ fn run(scenario: &Scenario, labs: &Mutex<Labs>, runtime: &tokio::runtime::Runtim
     labs.times.push((scenario.name, started.elapsed()));
     outcome.map_err(|panic| {
         if let Some((_, lab)) = labs.current.take() {
-            let kept = runtime.block_on(async { lab.down_keeping_state() });
+            // The first failure's whole state, only the logs of later ones.
+            let only_logs = labs.kept_a_state;
+            labs.kept_a_state = true;
+            let kept = runtime.block_on(async { lab.down_keeping(only_logs) });
             eprintln!(
-                "scenario {} failed: its lab's state is kept in {}; the {:?} lab's next scenario gets a fresh lab",
+                "scenario {} failed: its lab's {} kept in {}; the {:?} lab's next scenario gets a fresh lab",
                 scenario.name,
+                if only_logs { "logs are" } else { "state is" },
                 kept.display(),
                 scenario.platform
             );

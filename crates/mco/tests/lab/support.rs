@@ -118,10 +118,11 @@ impl Lab {
     }
 
     /// Takes the lab down keeping its state directory (logs, node roots, etcd data) for a look at
-    /// what went wrong; returns where it is.
-    pub fn down_keeping_state(mut self) -> PathBuf {
+    /// what went wrong, or with `only_logs` its logs (a lab's state takes gigabytes: a run whose
+    /// failed labs kept all of it would fill the disk); returns where they are.
+    pub fn down_keeping(mut self, only_logs: bool) -> PathBuf {
         self.down = true;
-        let _ = self.mco(&["lab", "down", "--keep"]);
+        let _ = self.mco(&["lab", "down", if only_logs { "--keep-logs" } else { "--keep" }]);
         self.dir.disable_cleanup(true);
         self.state_dir()
     }
