@@ -115,8 +115,10 @@ pub async fn units_are_enabled_masked_and_acted_on_by_the_machines_systemd(lab: 
     let restarted = workers_show(lab, "lab-restart.service", "InvocationID").await;
     let reloaded = workers_show(lab, "lab-reload.service", "InvocationID").await;
     lab.apply("99-worker-units", &units_mc(2));
-    rolled_out(lab, &current).await;
-    assert_eq!(on_workers(lab, &["cat", BOOT_ID]).await, boots, "a worker rebooted for a change its policy covers");
+    let next = rolled_out(lab, &current).await;
+    if on_workers(lab, &["cat", BOOT_ID]).await != boots {
+        panic!("a worker rebooted for a change its policy covers: {}", rendered_diff(lab, &current, &next).await);
+    }
     let now_restarted = workers_show(lab, "lab-restart.service", "InvocationID").await;
     for (name, before) in &restarted {
         assert_ne!(now_restarted.get(name), Some(before), "{name}: lab-restart.service was not restarted");
@@ -156,7 +158,9 @@ pub async fn the_core_users_ssh_keys_and_password_are_set_without_a_reboot(lab: 
     assert!(every(&owners, Ok("core 700\ncore 700\ncore 600".into())), "{owners:?}");
     let shadow = on_workers(lab, &["sh", "-c", "getent shadow core | cut -d: -f2"]).await;
     assert!(every(&shadow, Ok(hash.into())), "{shadow:?}");
-    assert_eq!(on_workers(lab, &["cat", BOOT_ID]).await, boots, "a worker rebooted for SSH keys");
+    if on_workers(lab, &["cat", BOOT_ID]).await != boots {
+        panic!("a worker rebooted for SSH keys: {}", rendered_diff(lab, &current, &with_keys).await);
+    }
 
     Api::<mco_api::MachineConfig>::all(lab.client.clone()).delete("99-worker-core", &Default::default()).await.unwrap();
     rolled_out(lab, &with_keys).await;

@@ -665,13 +665,32 @@ pub fn node_root(lab: &Lab, name: &str) -> PathBuf {
     PathBuf::from(root)
 }
 
-/// Runs `args` on node `name`'s running machine, as a shell on the host would. Not in its PID
-/// namespace: a rollout may reboot the machine under the command (see `in_halting_machine`).
+/// Runs `args` on node `name`'s running machine, as a shell on the host would (in its PID
+/// namespace: systemd answers a caller outside it only at times).
 pub async fn on_node(lab: &Lab, name: &str, args: &[&str]) -> Result<String, String> {
     let root = node_root(lab, name);
     let pid = root.to_str().and_then(|r| r.strip_prefix("/proc/")?.strip_suffix("/root")?.parse().ok());
     let pid = pid.and_then(rustix::process::Pid::from_raw).unwrap_or_else(|| panic!("{name}: root {root:?}"));
-    crate::common::machine::in_halting_machine(pid, args).await
+    crate::common::machine::in_machine(pid, args).await
+}
+
+/// What `mco diff` says of the move from rendered config `old` to `new` under the cluster's node
+/// disruption policies (for a failure's message).
+pub async fn rendered_diff(lab: &Lab, old: &str, new: &str) -> String {
+    let configs: Api<mco_api::MachineConfig> = Api::all(lab.client.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    for name in [old, new] {
+        let config = configs.get(name).await.unwrap();
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, serde_json::to_vec(&config).unwrap()).unwrap();
+        paths.push(path.to_string_lossy().into_owned());
+    }
+    let policies = Api::<MachineConfiguration>::all(lab.client.clone()).get("cluster").await.unwrap();
+    let policies_path = dir.path().join("machineconfiguration.json");
+    std::fs::write(&policies_path, serde_json::to_vec(&policies).unwrap()).unwrap();
+    let diff = lab.mco(&["diff", "--policies", &policies_path.to_string_lossy(), &paths[0], &paths[1]]);
+    format!("{}{}", stdout(&diff), stderr(&diff))
 }
 
 /// The `/` node `name`'s disk boots (its default deployment, its `/etc`), running or not.
