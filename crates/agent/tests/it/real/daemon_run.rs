@@ -546,6 +546,40 @@ async fn a_file_edited_by_hand_between_updates_degrades_the_node_until_it_is_put
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_update_after_a_first_boot_diffs_against_the_clusters_config() {
+    // The first boot records its config as the server sent it encapsulated: without its Ignition
+    // config (as upstream's). The next update is decided against the cluster's copy, so a file
+    // both configs keep is no change, and the policy's restart is all that happens: no reboot.
+    let cluster = Cluster::start_own().await;
+    let node = cluster.node.as_str();
+    cluster.create_policies(drain_and_restart_app()).await;
+    let kept = ("/etc/kept.conf", "kept\n");
+    let (first, next) = (cluster.env.unique_name("rendered-first"), cluster.env.unique_name("rendered-next"));
+    cluster.create_config(config(&first, &[(APP_CONF, "v1\n"), kept], json!({}))).await;
+    cluster.create_config(config(&next, &[(APP_CONF, "v2\n"), kept], json!({}))).await;
+    let annotations =
+        [(CURRENT_CONFIG_ANNOTATION, first.as_str()), (DESIRED_CONFIG_ANNOTATION, &first), (STATE_ANNOTATION, "Done")];
+    cluster.create_node(node, &annotations).await;
+    let root = node_root("v1\n", true);
+    let r = root.path();
+    write(r, kept.0, kept.1);
+    let first_boots_record = config(&first, &[], json!({}));
+    write(r, mco_daemon::state::CURRENT_CONFIG, &serde_json::to_string(&first_boots_record).unwrap());
+    let answered = cluster.drain_controller(node, r);
+    let agent = cluster.agent(node, r);
+    cluster.wait_for_state(node, "Done", &first).await;
+
+    cluster.set_desired(node, &next).await;
+    let a = cluster.wait_for_state(node, "Done", &next).await;
+    assert_eq!(a[REASON_ANNOTATION], "");
+    assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
+    assert_eq!(read(r, ACTIONS_LOG).as_deref(), Some("restart app.service\n"));
+    assert_eq!(read(r, REBOOT_REQUEST), None, "rebooted for a file both configs keep");
+    assert_eq!(requests(&answered).last(), Some(&pair(&format!("uncordon-{next}"), "v2\n")));
+    agent.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_force_file_skips_validation_and_reapplies_the_config_with_a_reboot() {
     let cluster = Cluster::start().await;
     let (node, rendered_a) = (cluster.node.as_str(), cluster.rendered_a.as_str());
