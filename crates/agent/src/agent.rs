@@ -486,12 +486,21 @@ impl Agent {
         let old = match from {
             // The API's copy, as upstream's lister: the node's own record may be its first boot's,
             // which has no Ignition config (the server sends the encapsulated config without it,
-            // as upstream's does), and would make every file and unit look new (and reboot).
-            Some(from) => match self.machine_config_opt(&from).await? {
-                Some(mc) => mc,
-                // Deleted since (an old rendered config): the node's own record of it.
-                None => on_disk.filter(|disk| name_of(disk) == from).ok_or_else(|| not_found(&from))?,
-            },
+            // as upstream's does), and would make every file and unit look new (and reboot). The
+            // built image a layered node runs is its record's (upstream takes it from the Node).
+            Some(from) => {
+                let disk = on_disk.filter(|disk| name_of(disk) == from);
+                match self.machine_config_opt(&from).await? {
+                    Some(mut mc) => {
+                        if let Some(image) = state::layered_image(disk.as_ref()) {
+                            state::with_layered_image(&mut mc, image);
+                        }
+                        mc
+                    }
+                    // Deleted since (an old rendered config): the node's own record of it.
+                    None => disk.ok_or_else(|| not_found(&from))?,
+                }
+            }
             // Nothing known about the node: every file of the config is new (upstream `mco-empty-mc`).
             None => MachineConfig::new("mco-empty-mc", Default::default()),
         };
