@@ -19,9 +19,9 @@ trap '$MCO lab down --state-dir "$work/lab" >/dev/null 2>&1 || true; rm -rf "$wo
 seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # MiB of RSS of process $1, all its descendants, and every process in the lab machines' cgroups
-# (containerd's shims and the containers are not the supervisor's descendants).
+# and the cgroups their systemd makes below them.
 tree_rss() {
-  { cat /sys/fs/cgroup/pids/mco-lab-"$1"/*/cgroup.procs /sys/fs/cgroup/pids/mco-lab-"$1"/*/*/cgroup.procs 2>/dev/null |
+  { find /sys/fs/cgroup/pids/mco-lab-"$1" -name cgroup.procs -exec cat {} + 2>/dev/null |
       sed 's/^/machine /'; ps -eo pid=,ppid=,rss=; } | awk -v root="$1" '
     $1 == "machine" { machine[$2] = 1; next }
     { parent[$1] = $2; rss[$1] = $3 }

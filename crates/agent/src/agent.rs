@@ -173,6 +173,10 @@ impl From<ApplyError> for Failure {
     }
 }
 
+fn not_found(name: &str) -> Failure {
+    Failure::Node(ApplyError::Degraded(format!("could not find MachineConfig {name}")))
+}
+
 fn api(context: String) -> impl FnOnce(kube::Error) -> Failure {
     move |e| Failure::Api(anyhow::Error::new(e).context(context))
 }
@@ -479,11 +483,26 @@ impl Agent {
         force: bool,
     ) -> Result<Flow, Failure> {
         let mut new = self.machine_config(&to).await?;
-        let old = match (from, on_disk) {
-            (Some(from), Some(disk)) if name_of(&disk) == from => disk,
-            (Some(from), _) => self.machine_config(&from).await?,
+        let old = match from {
+            // The API's copy, as upstream's lister: the node's own record may be its first boot's,
+            // which has no Ignition config (the server sends the encapsulated config without it,
+            // as upstream's does), and would make every file and unit look new (and reboot). The
+            // built image a layered node runs is its record's (upstream takes it from the Node).
+            Some(from) => {
+                let disk = on_disk.filter(|disk| name_of(disk) == from);
+                match self.machine_config_opt(&from).await? {
+                    Some(mut mc) => {
+                        if let Some(image) = state::layered_image(disk.as_ref()) {
+                            state::with_layered_image(&mut mc, image);
+                        }
+                        mc
+                    }
+                    // Deleted since (an old rendered config): the node's own record of it.
+                    None => disk.ok_or_else(|| not_found(&from))?,
+                }
+            }
             // Nothing known about the node: every file of the config is new (upstream `mco-empty-mc`).
-            (None, _) => MachineConfig::new("mco-empty-mc", Default::default()),
+            None => MachineConfig::new("mco-empty-mc", Default::default()),
         };
         // On-cluster layering: the node runs its pool's built image instead of its config's.
         // Extensions and the kernel type are the image's business then (upstream ignores them too).
@@ -698,12 +717,16 @@ impl Agent {
     /// The MachineConfig `name` as nodes apply it: with its pinned OS image (a tag without a pin
     /// is refused here, before anything is done for the update).
     async fn machine_config(&self, name: &str) -> Result<MachineConfig, Failure> {
+        self.machine_config_opt(name).await?.ok_or_else(|| not_found(name))
+    }
+
+    /// MachineConfig `name` with the digest the controller resolved its OS image to, if it did.
+    async fn machine_config_opt(&self, name: &str) -> Result<Option<MachineConfig>, Failure> {
         let configs: Api<MachineConfig> = Api::all(self.client.clone());
-        match configs.get_opt(name).await.map_err(api(format!("reading MachineConfig {name}")))? {
-            // The digest the controller resolved the config's OS image to, if it did.
-            Some(mc) => mc.with_pinned_os_image().map_err(|e| Failure::Node(ApplyError::Degraded(e.to_string()))),
-            None => Err(Failure::Node(ApplyError::Degraded(format!("could not find MachineConfig {name}")))),
-        }
+        let config = configs.get_opt(name).await.map_err(api(format!("reading MachineConfig {name}")))?;
+        config
+            .map(|mc| mc.with_pinned_os_image().map_err(|e| Failure::Node(ApplyError::Degraded(e.to_string()))))
+            .transpose()
     }
 
     /// Pulls the OS image the controller asked this idle node to pull ahead of its update

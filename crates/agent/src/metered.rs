@@ -88,6 +88,10 @@ impl OsBackend for CountedOs {
     fn discard_staged(&self) -> anyhow::Result<()> {
         self.inner.discard_staged()
     }
+
+    fn carry_into_staged(&self, root: &std::path::Path, paths: &[String]) -> anyhow::Result<()> {
+        self.inner.carry_into_staged(root, paths)
+    }
 }
 
 /// Records each reboot request and counts the ones that fail.
@@ -163,6 +167,39 @@ mod tests {
     }
 
     use mco_daemon::apply::REBOOT_REQUEST;
+
+    /// What was carried: the root and the paths of each call.
+    type Carried = Arc<Mutex<Vec<(PathBuf, Vec<String>)>>>;
+
+    /// An OS backend that records what it was asked to carry into its staged deployment.
+    #[derive(Default)]
+    struct RecordingCarry(Carried);
+
+    impl OsBackend for RecordingCarry {
+        fn status(&self) -> anyhow::Result<OsStatus> {
+            Ok(OsStatus::default())
+        }
+        fn apply(&self, _: &mco_daemon::plan::OsChanges) -> anyhow::Result<()> {
+            Ok(())
+        }
+        fn discard_staged(&self) -> anyhow::Result<()> {
+            Ok(())
+        }
+        fn carry_into_staged(&self, root: &Path, paths: &[String]) -> anyhow::Result<()> {
+            self.0.lock().unwrap().push((root.to_path_buf(), paths.to_vec()));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_counted_backend_passes_on_what_the_staged_deployment_must_carry() {
+        let carried = RecordingCarry::default();
+        let seen = carried.0.clone();
+        let mut registry = mco_metrics::Registry::default();
+        let counted = CountedOs { inner: Box::new(carried), metrics: DaemonMetrics::register(&mut registry) };
+        counted.carry_into_staged(Path::new("/rootfs"), &["/etc/a".to_string()]).unwrap();
+        assert_eq!(*seen.lock().unwrap(), [(PathBuf::from("/rootfs"), vec!["/etc/a".to_string()])]);
+    }
 
     struct FailingReboot;
 

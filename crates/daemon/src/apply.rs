@@ -65,7 +65,7 @@ impl Reboot for SystemdRunReboot {
 }
 
 /// A directory root cannot reboot: the request is written to `ROOT/run/mco-reboot-requested`
-/// (the rationale) for whoever runs the root (the lab restarts the node from it).
+/// (the rationale) for whoever runs the root.
 pub struct RequestFileReboot {
     pub root: PathBuf,
 }
@@ -224,7 +224,7 @@ pub fn apply(
     node: &Node,
     old: &MachineConfig,
     new: &MachineConfig,
-    disruption: &Disruption,
+    rules: &Disruption,
     failpoints: &Failpoints,
 ) -> Result<Applied, ApplyError> {
     let fs = Fs::new(&node.root, failpoints);
@@ -239,7 +239,7 @@ pub fn apply(
         force,
     )?;
     let diff = ConfigDiff::between(Some(old), new, force).map_err(|e| ApplyError::Degraded(e.to_string()))?;
-    let disruption = disruption.plan(&diff).map_err(|e| ApplyError::Degraded(e.to_string()))?;
+    let disruption = rules.plan(&diff).map_err(|e| ApplyError::Degraded(e.to_string()))?;
     let os_step = plan.steps.iter().find_map(|s| if let Step::Os(c) = s { Some(c) } else { None });
     if let (Some(changes), None) = (os_step, &node.os) {
         return Err(ApplyError::Degraded(format!(
@@ -259,7 +259,9 @@ pub fn apply(
     let ids = Ids::load(&node.root).map_err(ApplyError::degraded)?;
     let journal = record(node, &plan, old_name, new_name).map_err(ApplyError::degraded)?;
     tracing::info!(from = old_name, to = new_name, steps = plan.steps.len(), "applying");
-    let result = run(node, &fs, &ids, &plan, new, &disruption);
+    // A first boot reboots itself once its own bookkeeping is done (upstream's skipReboot).
+    let reboot_here = disruption.reboots() && !matches!(rules, Disruption::Firstboot { .. });
+    let result = run(node, &fs, &ids, &plan, new, &disruption, reboot_here);
     if let Err(e) = result {
         tracing::error!("update failed, rolling back: {e:#}");
         let rolled_back = journal::rollback(&fs, &journal, node.systemd.as_ref(), node.os.as_deref())
@@ -329,9 +331,9 @@ fn touched(plan: &Plan) -> (Vec<String>, Vec<String>, bool) {
     (paths, units, os)
 }
 
-/// Writes the update, runs its post-update actions and commits. A reboot is requested last, after
-/// the journal is sealed: from then on a crash must not roll back (the reboot may be under way),
-/// but a failing request still rolls back like any other failure.
+/// Writes the update, runs its post-update actions and commits. A reboot (`reboot_here`) is
+/// requested last, after the journal is sealed: from then on a crash must not roll back (the
+/// reboot may be under way), but a failing request still rolls back like any other failure.
 fn run(
     node: &Node,
     fs: &Fs<'_>,
@@ -339,6 +341,7 @@ fn run(
     plan: &Plan,
     new: &MachineConfig,
     disruption: &mco_disruption::Plan,
+    reboot_here: bool,
 ) -> anyhow::Result<()> {
     fs.failpoints.hit("journal committed")?;
     let new_dropins = plan::dropin_paths(&plan::ignition_of(name_of(new), &new.spec)?);
@@ -362,16 +365,25 @@ fn run(
             Step::RemoveUnit(name) => remove_unit(fs, systemd, &node.originals, name)?,
             Step::WriteSshKeys(keys) => write_ssh_keys(fs, ids, keys)?,
             Step::SetPasswordHashes(hashes) => set_password_hashes(fs, hashes)?,
-            Step::Os(changes) => node.os.as_ref().context("no OS backend")?.apply(changes)?,
+            Step::Os(changes) => {
+                node.os.as_ref().context("no OS backend")?.apply(changes)?;
+            }
         }
         fs.failpoints.hit(&format!("after {}", step_name(step)))?;
     }
     state::write_current_config(fs, new)?;
+    if let Some(os) = node.os.as_ref().filter(|_| plan.steps.iter().any(|step| matches!(step, Step::Os(_)))) {
+        // What this update wrote in /etc, its record of the new config included, for the
+        // deployment the node boots next.
+        let mut paths = plan::etc_paths(&plan::ignition_of(name_of(new), &new.spec)?);
+        paths.extend([CURRENT_CONFIG.to_string(), SHADOW_PATH.to_string()]);
+        os.carry_into_staged(&node.root, &paths)?;
+    }
     fs.remove(&fs.host(FORCE_FILE)?)?;
     fs.sync_dirs()?;
     actions::run(systemd, &disruption.actions, name_of(new), fs.failpoints)?;
     fs.failpoints.hit("before journal removal")?;
-    if disruption.reboots() {
+    if reboot_here {
         let rationale = format!("Node will reboot into config {}", name_of(new));
         journal::seal(&node.root, &rationale)?;
         fs.failpoints.hit("journal sealed for the reboot")?;

@@ -120,9 +120,10 @@ pub fn firstboot_with_aleph(node: &Node, aleph: &Path, failpoints: &Failpoints) 
         .and_then(|bak| Ok(fs::rename(&path, bak)?))
         .map_err(|e| ApplyError::Degraded(format!("renaming {ENCAPSULATED}: {e}")))?;
     sync_parent(&path).map_err(degraded)?;
-    if !applied.disruption.reboots() {
-        node.reboot.reboot(&format!("Completing firstboot provisioning to {config}")).map_err(degraded)?;
-    }
+    // The deployment the machine boots next has its own /etc: the rename is carried there.
+    let renamed = [ENCAPSULATED.to_string(), ENCAPSULATED_BAK.to_string()];
+    os.carry_into_staged(&node.root, &renamed).map_err(degraded)?;
+    node.reboot.reboot(&format!("Completing firstboot provisioning to {config}")).map_err(degraded)?;
     Ok(Firstboot::Applied { config, applied })
 }
 

@@ -184,11 +184,17 @@ pub struct Seal {
     pub boot_id: String,
 }
 
-/// The boot id of the system running `root`: the kernel's, or for a directory root booted by
-/// something else (the lab), the id that booter wrote to `ROOT/run/mco-boot-id`.
+/// The boot id of the system running `root`: for a directory root booted by something else, the
+/// id that booter wrote to `ROOT/run/mco-boot-id`; for a host's root mounted in the daemon's pod,
+/// the one its own `/proc` shows (the kernel's on a node, the machine's own in a container or a
+/// lab machine, whose boots the kernel does not see); else the kernel's.
 pub fn boot_id(root: &Path) -> anyhow::Result<String> {
-    let booted = host_path_followed(root, DIRECTORY_ROOT_BOOT_ID)?;
-    let path = if root != Path::new("/") && booted.exists() { booted.as_path() } else { Path::new(BOOT_ID) };
+    let candidates = if root == Path::new("/") {
+        Vec::new()
+    } else {
+        vec![host_path_followed(root, DIRECTORY_ROOT_BOOT_ID)?, root.join(BOOT_ID.trim_start_matches('/'))]
+    };
+    let path = candidates.iter().find(|path| path.exists()).map_or(Path::new(BOOT_ID), PathBuf::as_path);
     Ok(fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?.trim().to_string())
 }
 

@@ -7,7 +7,7 @@
 
 pub mod sysroot;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
@@ -58,6 +58,15 @@ pub trait OsBackend: Send + Sync {
     fn apply(&self, changes: &OsChanges) -> anyhow::Result<()>;
     /// Drops a staged deployment (rollback); nothing staged is fine.
     fn discard_staged(&self) -> anyhow::Result<()>;
+    /// Makes `paths` (absolute, under `/etc`) of the staged deployment what they are in the
+    /// running system's root `root` (a copy, or removed when absent there), for a backend that
+    /// writes a deployment's `/etc` when it stages it: the config's files then reach the next
+    /// boot even where the booted OS image owned them (a layered image that baked them in, whose
+    /// `/etc` merge would drop them as the old image's defaults). Backends that merge `/etc` when
+    /// the host shuts down have nothing to do.
+    fn carry_into_staged(&self, _root: &Path, _paths: &[String]) -> anyhow::Result<()> {
+        Ok(())
+    }
 }
 
 /// rpm-ostree (RHCOS/FCOS hosts).

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use mco_api::MachineConfigSpec;
+use mco_ignition::unit::Install;
 use mco_ignition::v3;
 
 use crate::fsutil::check_node_path;
@@ -312,6 +313,33 @@ pub fn dropin_path(unit: &str, dropin: &str) -> String {
 
 pub fn unit_path(unit: &str) -> String {
     format!("{SYSTEMD_DIR}/{unit}")
+}
+
+/// Every path under `/etc` a config puts there: its files, its units and their drop-ins, and
+/// the links that enable its units: those its `[Install]` section names (`WantedBy=`,
+/// `RequiredBy=`, `Alias=`), or, for a unit the config has no contents of (its file is the OS
+/// image's), those of the usual targets (pure).
+pub fn etc_paths(config: &v3::Config) -> Vec<String> {
+    let files = config.storage.files.iter().map(|f| f.path.clone());
+    let units = config.systemd.units.iter().flat_map(|unit| {
+        let name = &unit.name;
+        let links: Vec<String> = match unit.contents.as_deref() {
+            Some(text) => {
+                let install = Install::parse(text);
+                let wants = install.wanted_by.iter().map(|t| format!("{SYSTEMD_DIR}/{t}.wants/{name}"));
+                let requires = install.required_by.iter().map(|t| format!("{SYSTEMD_DIR}/{t}.requires/{name}"));
+                let aliases = install.alias.iter().map(|a| format!("{SYSTEMD_DIR}/{a}"));
+                // A config naming a non-unit is refused by validation; none of its names is a path.
+                if install.bad_name().is_none() { wants.chain(requires).chain(aliases).collect() } else { Vec::new() }
+            }
+            None => ["multi-user.target", "default.target", "basic.target"]
+                .map(|target| format!("{SYSTEMD_DIR}/{target}.wants/{name}"))
+                .into(),
+        };
+        let dropins = unit.dropins.iter().map(|d| dropin_path(name, &d.name));
+        std::iter::once(unit_path(name)).chain(dropins).chain(links)
+    });
+    files.chain(units).filter(|path| path.starts_with("/etc/")).collect()
 }
 
 /// Paths of every drop-in a config declares.

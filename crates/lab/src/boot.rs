@@ -320,6 +320,10 @@ pub fn init(sysroot: &Path, hostname: &str, firmware: &Firmware) -> anyhow::Resu
     rustix::process::pivot_root(".", ".").context("pivoting into the deployment")?;
     rustix::mount::unmount(".", UnmountFlags::DETACH).context("detaching the host's root")?;
     rustix::process::chdir("/")?;
+    // As a host's systemd makes them: mounts shared within the machine (container runtimes bind
+    // `/` into pods with propagation), in peer groups of its own (nothing reaches the host).
+    rustix::mount::mount_change(c"/", MountPropagationFlags::SHARED | MountPropagationFlags::REC)
+        .context("sharing the machine's mounts")?;
     let error = std::process::Command::new(SYSTEMD).env_clear().env("container", CONTAINER).exec();
     Err(error).with_context(|| format!("executing {SYSTEMD} of the deployment"))
 }

@@ -225,8 +225,9 @@ pub async fn build_old_boot(mco: &Path, layout: &Layout, registry: &str) -> anyh
     build_os_image(mco, layout, registry, OLD_BOOT_VERSION, "boot-old").await
 }
 
-/// A test OS tree of `version` on the lab's userland (Debian: a shell, coreutils, dpkg), committed
-/// and pushed as `mco/os:<tag>`; its pinned name.
+/// A test OS tree of `version` on the lab nodes' userland (Debian's systemd, a shell, coreutils,
+/// runc) with the node software ([`crate::node_os`]), committed and pushed as `mco/os:<tag>`; its
+/// pinned name.
 async fn build_os_image(
     mco: &Path,
     layout: &Layout,
@@ -258,6 +259,7 @@ async fn build_os_image(
         &log,
     )
     .await?;
+    crate::node_os::add_node_software(&tree)?;
     run_tool(
         mco,
         [

@@ -27,12 +27,9 @@ pub struct Layout {
 /// One lab node's directories.
 #[derive(Debug, Clone)]
 pub struct NodeDirs {
-    /// The node's root filesystem: what Ignition and the daemon write (etc/, var/, run/).
-    pub root: PathBuf,
-    /// The node's OSTree sysroot: the deployments it boots.
+    /// The node's OSTree sysroot (its disk): the deployments it boots, their `/etc` and the
+    /// stateroot's `/var`.
     pub sysroot: PathBuf,
-    /// Ignition's working files (stub, config cache, state).
-    pub ignition: PathBuf,
 }
 
 impl Layout {
@@ -85,8 +82,9 @@ impl Layout {
         self.dir.join("images")
     }
 
-    /// The root filesystem of the lab's OS images: the userland of mco's image (a link to the cached
-    /// `hack/image.sh --userland-only`), so `RUN` steps of image builds find a shell and coreutils.
+    /// The root filesystem of the lab's OS images: the nodes' userland (a link to the cached
+    /// `hack/image.sh --node-userland`): systemd, a shell and coreutils (which `RUN` steps of image
+    /// builds find), runc and the CNI plugins.
     pub fn userland(&self) -> PathBuf {
         self.images().join("userland.tar")
     }
@@ -108,6 +106,6 @@ impl Layout {
 
     pub fn node(&self, name: &str) -> NodeDirs {
         let dir = self.nodes().join(name);
-        NodeDirs { root: dir.join("root"), sysroot: dir.join("sysroot"), ignition: dir.join("ignition") }
+        NodeDirs { sysroot: dir.join("sysroot") }
     }
 }

@@ -114,16 +114,6 @@ pub async fn set_up(log: &Path) -> anyhow::Result<()> {
     std::fs::write("/proc/sys/net/ipv4/ip_forward", "1").context("enabling IP forwarding")
 }
 
-/// Gives node `index` its address on the lab bridge (once: a rebooted node keeps it).
-pub async fn add_node_address(index: usize, log: &Path) -> anyhow::Result<()> {
-    let address = format!("{}/24", node_address(index));
-    let shown = run_tool(Path::new("ip"), ["-o", "addr", "show", "dev", BRIDGE], &[], log).await?;
-    if !shown.split_whitespace().any(|word| word == address) {
-        run_tool(Path::new("ip"), ["addr", "add", &address, "dev", BRIDGE], &[], log).await?;
-    }
-    Ok(())
-}
-
 /// The name of a booted machine's end of its cable on the lab's side (at most 15 bytes).
 fn cable(index: usize) -> String {
     format!("mco-node{index}")
@@ -132,7 +122,8 @@ fn cable(index: usize) -> String {
 /// Plugs the booted machine whose PID 1 is `init` (in a network namespace of its own) into the lab
 /// bridge as node `index`, as a cloud's network and DHCP would: a veth pair, its end inside named
 /// `eth0` with the node's address, loopback up, the default route through the lab's side (which
-/// routes between the nodes and their pods and has no way out).
+/// routes between the nodes and their pods and has no way out), and the lab's route to the node's
+/// pod subnet through it.
 #[context("Plugging node {index} into the lab's bridge")]
 pub async fn plug_in(init: rustix::process::Pid, index: usize, log: &Path) -> anyhow::Result<()> {
     let ip = Path::new("ip");
@@ -156,6 +147,9 @@ pub async fn plug_in(init: rustix::process::Pid, index: usize, log: &Path) -> an
         let inside = ["--net", "--target", &pid, "ip"].into_iter().chain(args.iter().copied());
         run_tool(Path::new("nsenter"), inside, &[], log).await?;
     }
+    // The lab routes the node's pods through it, as a cloud's network routes a node's pod subnet.
+    let via = node_address(index).to_string();
+    run_tool(ip, ["route", "replace", &pod_subnet(index), "via", &via], &[], log).await?;
     Ok(())
 }
 

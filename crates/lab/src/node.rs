@@ -1,27 +1,29 @@
-//! A lab node: an OSTree sysroot installed from the boot image, a root directory the real
-//! Ignition client writes on first boot, `mco daemon firstboot` (the pivot to the pool's OS image
-//! before the kubelet starts), a reboot into the new deployment, then its machine's kubelet
-//! ([`crate::machine`]), after which `mco daemon run` manages it like any cluster node.
+//! A lab node: an OSTree sysroot installed from the boot image (its disk), the machine's own
+//! settings and the stub Ignition config written on it as an installer and a cloud would
+//! ([`crate::node_os::install_machine`]), then its machine's first boot ([`crate::machine`]): the
+//! real Ignition in the firmware's initramfs fetches the pool's config from the server, the pool's
+//! `machine-config-daemon-firstboot` unit runs `mco daemon firstboot` (the pivot to the pool's OS
+//! image before the kubelet starts) and reboots it; on its second boot systemd starts its kubelet,
+//! which registers the Node, after which mco's daemon manages it like any cluster node.
 //!
 //! A node whose boot image is too old is refused, by the server (its stub says its boot image
 //! version) or by firstboot: it does not join, and the reason is what a person would find (the
 //! server's answer, the console's issue file).
 
 use std::ffi::{CStr, OsStr};
-use std::io::Write as _;
-use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use fn_error_context::context;
 use k8s_openapi::api::core::v1::Node;
 
 use mco_bootimage::skew::BOOT_IMAGE_VERSION_HEADER;
-use mco_daemon::apply::REBOOT_REQUEST;
-use mco_daemon::fsutil::{host_path, host_path_followed};
-use mco_daemon::journal::DIRECTORY_ROOT_BOOT_ID;
 
+use crate::boot::Halt;
 use crate::layout::{Layout, NodeDirs};
+use crate::machine::{Machine, MachineSpec};
+use crate::node_os::MachineSettings;
 use crate::process::run_tool;
 
 /// Where Debian's `ignition` package installs the client (it is not on PATH).
@@ -31,8 +33,10 @@ const ZONES: [&str; 2] = ["lab-a", "lab-b"];
 /// How long Ignition keeps asking the server for the config (its `timeouts.httpTotal`): Ignition
 /// retries every answer but 200 and 404, so a refused node would otherwise retry forever.
 pub const FETCH_TIMEOUT_SECONDS: &str = "15";
-/// The Ignition spec lab stubs use.
+/// The Ignition spec lab stubs use (the newest Debian's Ignition reads).
 const STUB_VERSION: &str = "3.3.0";
+/// How long a machine's first boot (Ignition, the pull of the pool's image, the reboot) may take.
+const FIRST_BOOT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What a node boots from.
 #[derive(Debug, Clone)]
@@ -44,11 +48,10 @@ pub struct Boot {
 }
 
 /// How provisioning ended, short of an error.
-#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Provisioned {
-    /// Booted into the pool's OS image, ready to register.
-    Booted,
-    /// Refused (by the server or by firstboot); the node stays as it is.
+    /// Booted into the pool's OS image (its second boot under way), ready to register.
+    Booted(Box<Machine>),
+    /// Refused (by the server or by firstboot); the machine is off.
     Refused { reason: String },
 }
 
@@ -72,17 +75,9 @@ impl LabNode {
         }
     }
 
-    /// The arguments that select this node's root and sysroot for `mco daemon`.
-    pub fn node_args(&self) -> Vec<&OsStr> {
-        vec![OsStr::new("--root"), self.dirs.root.as_os_str(), OsStr::new("--sysroot"), self.dirs.sysroot.as_os_str()]
-    }
-
-    pub fn reboot_requested(&self) -> bool {
-        host_path_followed(&self.dirs.root, REBOOT_REQUEST).is_ok_and(|path| path.exists())
-    }
-
-    /// Install, first boot with Ignition from `server`, firstboot pivot, reboot. A node that was
-    /// provisioned before starts from scratch.
+    /// Installs the node's disk, boots it the first time (Ignition against `server`, firstboot's
+    /// pivot and reboot) and powers it on again. A node that was provisioned before starts from
+    /// scratch.
     #[context("Provisioning node {}", self.name)]
     pub async fn provision(
         &self,
@@ -90,6 +85,8 @@ impl LabNode {
         layout: &Layout,
         boot: &Boot,
         server: &str,
+        machine: &MachineSpec,
+        settings: &MachineSettings,
     ) -> anyhow::Result<Provisioned> {
         let log = layout.log(&self.name);
         let env = [("CONTAINERS_REGISTRIES_CONF", layout.registries_conf().into_os_string())];
@@ -110,11 +107,7 @@ impl LabNode {
             &log,
         )
         .await?;
-        prepare_root(&self.dirs.root)?;
-        self.new_boot()?;
         let version = if boot.version_header { Some(self.boot_image_version()?) } else { None };
-        let stub = self.dirs.ignition.join("stub.ign");
-        std::fs::create_dir_all(&self.dirs.ignition)?;
         let ca = layout.certs().join("ca.crt");
         let mut args = vec![
             OsStr::new("ignition"),
@@ -133,30 +126,45 @@ impl LabNode {
         if let Some(version) = &version {
             args.extend([OsStr::new("--boot-image-version"), version.as_ref()]);
         }
-        let text = run_tool(mco, args, &env, &log).await?;
-        std::fs::write(&stub, text)?;
-        let neednet = self.dirs.ignition.join("neednet");
-        if let Err(e) = self.ignition(layout, &stub, "fetch", &[OsStr::new("-neednet"), neednet.as_os_str()]).await {
-            // Ignition does not say what the server answered; ask as a person would.
-            return match ask_server(server, &self.pool, &ca, version.as_deref()).await {
-                Ok(Answer::Refused(reason)) => Ok(Provisioned::Refused { reason }),
-                Ok(Answer::Failed(answer)) => Err(e.context(answer)),
-                Ok(Answer::Config) => Err(e),
-                Err(probe) => Err(e.context(format!("asking the server why: {probe:#}"))),
-            };
+        let stub = run_tool(mco, args, &env, &log).await?;
+        crate::node_os::install_machine(&self.dirs.sysroot, settings, &stub)?;
+
+        let mut first = Machine::power_on(mco, machine).await?;
+        let deadline = Instant::now() + FIRST_BOOT_TIMEOUT;
+        let issue = first.root().join(mco_daemon::skew::ISSUE_FILE.trim_start_matches('/'));
+        loop {
+            match first.halted()? {
+                Some(Halt::Reboot) => break,
+                Some(halt) => {
+                    let console = first.console_tail();
+                    first.power_off().await;
+                    // Ignition does not say what the server answered; ask as a person would.
+                    let failed = || anyhow::anyhow!("the first boot ended ({halt:?}):\n{console}");
+                    return match ask_server(server, &self.pool, &ca, version.as_deref()).await {
+                        Ok(Answer::Refused(reason)) => Ok(Provisioned::Refused { reason }),
+                        Ok(Answer::Failed(answer)) => Err(failed().context(answer)),
+                        Ok(Answer::Config) => Err(failed()),
+                        Err(probe) => Err(failed().context(format!("asking the server why: {probe:#}"))),
+                    };
+                }
+                None => {}
+            }
+            if let Ok(text) = std::fs::read_to_string(&issue) {
+                first.power_off().await;
+                return Ok(Provisioned::Refused { reason: format!("firstboot: {}", text.trim()) });
+            }
+            if Instant::now() > deadline {
+                let console = first.console_tail();
+                first.power_off().await;
+                anyhow::bail!(
+                    "the first boot did not reboot within {FIRST_BOOT_TIMEOUT:?} (the machine's journal: \
+                     machine-config-daemon-firstboot.service):\n{console}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        self.ignition(layout, &stub, "files", &[OsStr::new("-root"), self.dirs.root.as_os_str()]).await?;
-        let mut firstboot = vec![OsStr::new("daemon"), "firstboot".as_ref()];
-        firstboot.extend(self.node_args());
-        if let Err(e) = run_tool(mco, firstboot, &env, &log).await {
-            let issue = host_path_followed(&self.dirs.root, mco_daemon::skew::ISSUE_FILE);
-            return match issue.map(std::fs::read_to_string) {
-                Ok(Ok(text)) => Ok(Provisioned::Refused { reason: format!("firstboot: {}", text.trim()) }),
-                _ => Err(e),
-            };
-        }
-        self.reboot(mco, layout).await?;
-        Ok(Provisioned::Booted)
+        first.power_off().await;
+        Ok(Provisioned::Booted(Box::new(Machine::power_on(mco, machine).await?)))
     }
 
     /// The `build` of the aleph file the boot image installed.
@@ -169,75 +177,12 @@ impl LabNode {
     /// Removes what an earlier provisioning left (the sysroot first: libostree marks deployments
     /// immutable).
     fn remove_dirs(&self) -> anyhow::Result<()> {
-        let Some(dir) = self.dirs.root.parent() else { return Ok(()) };
+        let Some(dir) = self.dirs.sysroot.parent() else { return Ok(()) };
         if !dir.exists() {
             return Ok(());
         }
         remove_sysroot(&self.dirs.sysroot)?;
         std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))
-    }
-
-    /// Runs one stage of the real Ignition client against the stub.
-    async fn ignition(&self, layout: &Layout, stub: &Path, stage: &str, extra: &[&OsStr]) -> anyhow::Result<()> {
-        let cache = self.dirs.ignition.join("config.json");
-        let state = self.dirs.ignition.join("state");
-        let mut args: Vec<&OsStr> = vec![
-            "-platform".as_ref(),
-            "file".as_ref(),
-            "-stage".as_ref(),
-            stage.as_ref(),
-            "-log-to-stdout".as_ref(),
-            "-config-cache".as_ref(),
-            cache.as_os_str(),
-            "-state-file".as_ref(),
-            state.as_os_str(),
-        ];
-        args.extend(extra);
-        let path = format!("{}:{}", layout.bin().display(), std::env::var("PATH").unwrap_or_default());
-        let log = layout.log(&self.name);
-        let said = run_tool(
-            Path::new(IGNITION),
-            args,
-            &[("IGNITION_CONFIG_FILE", stub.as_os_str()), ("PATH", path.as_ref())],
-            &log,
-        )
-        .await
-        .with_context(|| format!("Ignition {stage} stage"))?;
-        // Ignition logs to stdout: keep it with the node's log.
-        std::fs::OpenOptions::new().append(true).open(&log)?.write_all(said.as_bytes())?;
-        Ok(())
-    }
-
-    /// What a reboot does to a lab node: the bootloader boots the default deployment (its
-    /// kernel command line becomes the booted one), /run starts empty (so the reboot request is
-    /// consumed) and the boot has a new id.
-    #[context("Rebooting node {}", self.name)]
-    pub async fn reboot(&self, mco: &Path, layout: &Layout) -> anyhow::Result<()> {
-        run_tool(
-            mco,
-            [OsStr::new("image"), "boot".as_ref(), "--sysroot".as_ref(), self.dirs.sysroot.as_os_str()],
-            &[],
-            &layout.log(&self.name),
-        )
-        .await?;
-        self.new_boot()
-    }
-
-    /// A fresh /run (a tmpfs on real machines) holding this boot's id.
-    fn new_boot(&self) -> anyhow::Result<()> {
-        let run = self.dirs.root.join("run");
-        match std::fs::remove_dir_all(&run) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(e).with_context(|| format!("emptying {}", run.display()));
-            }
-            _ => {}
-        }
-        std::fs::create_dir_all(&run)?;
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-        let id = format!("{:032x}", nanos ^ (u128::from(std::process::id()) << 64));
-        // The daemon compares boot ids to tell whether a reboot it requested happened.
-        std::fs::write(host_path(&self.dirs.root, DIRECTORY_ROOT_BOOT_ID)?, format!("{id}\n"))
-            .context("writing the boot id")
     }
 }
 
@@ -279,35 +224,6 @@ pub fn remove_sysroot(sysroot: &Path) -> anyhow::Result<()> {
 pub fn is_ready(node: &Node) -> bool {
     let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
     conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// A directory Ignition accepts as an OS root (TESTING.md): passwd/group files with root, an
-/// SELinux config, every directory traversable.
-fn prepare_root(root: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(root.join("etc/selinux")).with_context(|| format!("creating {}", root.display()))?;
-    for (file, text) in [
-        ("etc/selinux/config", "SELINUXTYPE=targeted\n"),
-        ("etc/passwd", "root:x:0:0:root:/root:/bin/sh\ncore:x:1000:1000:core:/home/core:/bin/sh\n"),
-        ("etc/group", "root:x:0:\ncore:x:1000:\n"),
-        ("etc/shadow", "root:*:19000:0:99999:7:::\ncore:*:19000:0:99999:7:::\n"),
-        ("etc/gshadow", "root:*::\ncore:!::\n"),
-    ] {
-        std::fs::write(root.join(file), text).with_context(|| format!("writing {file}"))?;
-    }
-    for dir in [root, &root.join("etc")] {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
-    }
-    Ok(())
-}
-
-/// The no-op `setfiles` Ignition runs on lab roots (no SELinux policy there).
-pub fn write_shims(layout: &Layout) -> anyhow::Result<PathBuf> {
-    let bin = layout.bin();
-    std::fs::create_dir_all(&bin)?;
-    let setfiles = bin.join("setfiles");
-    std::fs::write(&setfiles, "#!/bin/sh\ncat >/dev/null\n")?;
-    std::fs::set_permissions(&setfiles, std::fs::Permissions::from_mode(0o755))?;
-    Ok(bin)
 }
 
 /// What the Machine Config Server answered a request for a config.

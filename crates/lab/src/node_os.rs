@@ -1,6 +1,6 @@
 //! The node software of a booted lab node's OS image, beside its userland (systemd, runc and the
-//! CNI plugins come from Debian): containerd with its runc shim and the kubelet, built by
-//! `hack/kube-binaries.sh`, and containerd's unit, enabled in `/usr` as image-based OSes enable
+//! CNI plugins come from Debian): containerd with its runc shim, built by `hack/kube-binaries.sh`
+//! (the kubelet, built there too, is the node image's layer: [`crate::images`]), and containerd's unit, enabled in `/usr` as image-based OSes enable
 //! theirs, and its configuration. The kubelet's unit and configuration are the pool's rendered
 //! config's (`00-<role>`, as upstream's templates write them); what differs from machine to
 //! machine ([`kubelet_drop_in`]) is written into the machine's `/etc` at its first boot, as
@@ -91,12 +91,13 @@ const CORE_USER: [(&str, &str); 4] = [
     ("gshadow", "core:!::\n"),
 ];
 
-/// Adds the node software to the OS tree in `tree` (a test tree with the node userland).
+/// Adds the node software but the kubelet to the OS tree in `tree` (a test tree with the node
+/// userland): the lab's node image adds the kubelet in a layer of its own, `FROM` the base image.
 #[context("Adding the node software to {}", tree.display())]
 pub fn add_node_software(tree: &Path) -> anyhow::Result<()> {
     let bin = tree.join("usr/bin");
     std::fs::create_dir_all(&bin)?;
-    let binaries = mco_testenv::find_binaries(["kubelet", CONTAINERD_BINARIES[0], CONTAINERD_BINARIES[1]])?;
+    let binaries = mco_testenv::find_binaries(CONTAINERD_BINARIES)?;
     for binary in binaries {
         let to = bin.join(binary.file_name().context("a binary has a name")?);
         std::fs::copy(&binary, &to).with_context(|| format!("copying {}", binary.display()))?;
@@ -166,16 +167,12 @@ pub(crate) fn lab_kubelet_settings() -> serde_json::Map<String, serde_json::Valu
     settings
 }
 
-/// The kubelet's drop-in for booted machine `index` (over the pool's configuration):
-/// [`lab_kubelet_settings`], the node's own address, systemd's cgroups and containerd's default
-/// socket.
-pub fn kubelet_drop_in(index: usize, client_ca: &str) -> serde_json::Value {
-    let address = crate::network::node_address(index).to_string();
+/// The kubelet's drop-in for a booted machine (over the pool's configuration):
+/// [`lab_kubelet_settings`], systemd's cgroups and containerd's default socket.
+pub fn kubelet_drop_in(client_ca: &str) -> serde_json::Value {
     let mut settings = lab_kubelet_settings();
     settings.extend([
         ("cgroupDriver".into(), json!("systemd")),
-        ("address".into(), json!(address)),
-        ("healthzBindAddress".into(), json!(address)),
         ("containerRuntimeEndpoint".into(), json!("unix:///run/containerd/containerd.sock")),
         ("authentication".into(), json!({"x509": {"clientCAFile": client_ca}})),
     ]);
@@ -208,7 +205,7 @@ const KUBELET_CA: &str = "/etc/kubernetes/kubelet-ca.crt";
 
 /// The files each machine has of its own, by their path on the machine (pure).
 pub fn machine_files(settings: &MachineSettings) -> Vec<(String, String)> {
-    let mut drop_in = kubelet_drop_in(settings.index, KUBELET_CA);
+    let mut drop_in = kubelet_drop_in(KUBELET_CA);
     let taints: Vec<serde_json::Value> = settings.taints.iter().map(|taint| taint_of(taint)).collect();
     drop_in["registerWithTaints"] = json!(taints);
     let env = format!(
@@ -226,7 +223,13 @@ pub fn machine_files(settings: &MachineSettings) -> Vec<(String, String)> {
                 "bridge": "cni0",
                 "isGateway": true,
                 "hairpinMode": true,
-                "ipam": {"type": "host-local", "ranges": [[{"subnet": crate::network::pod_subnet(settings.index)}]]},
+                // Pods reach the other nodes' pods and Service addresses through the machine's
+                // default route (the lab routes each pod subnet to its node).
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": crate::network::pod_subnet(settings.index)}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                },
             },
             {"type": "portmap", "capabilities": {"portMappings": true}},
         ],
@@ -294,9 +297,8 @@ mod tests {
         assert_eq!(cri["restrict_oom_score_adj"].as_bool(), Some(true));
         assert_eq!(config["imports"][0].as_str(), Some("/etc/containerd/conf.d/*.toml"));
         assert!(!CONTAINERD_UNIT.contains("OOMScoreAdjust"));
-        let kubelet = kubelet_drop_in(2, "/etc/kubernetes/kubelet-ca.crt");
+        let kubelet = kubelet_drop_in("/etc/kubernetes/kubelet-ca.crt");
         assert_eq!(kubelet["cgroupDriver"], "systemd");
-        assert_eq!(kubelet["address"], "10.200.0.12");
         assert_eq!(kubelet["containerRuntimeEndpoint"], "unix:///run/containerd/containerd.sock");
     }
 
@@ -331,6 +333,7 @@ mod tests {
         assert_eq!(files["/var/lib/kubelet/kubeconfig"], "kubeconfig");
         let cni: serde_json::Value = serde_json::from_str(&files["/etc/cni/net.d/10-mco-lab.conflist"]).unwrap();
         assert_eq!(cni["plugins"][0]["ipam"]["ranges"][0][0]["subnet"], "10.244.1.0/24");
+        assert_eq!(cni["plugins"][0]["ipam"]["routes"], json!([{"dst": "0.0.0.0/0"}]));
         for host in ["127.0.0.1:5000", "lab-registry.local"] {
             assert_eq!(
                 files[&format!("/etc/containerd/certs.d/{host}/hosts.toml")],

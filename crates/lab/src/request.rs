@@ -137,6 +137,7 @@ mod tests {
             not_joined: vec![NodeReason { name: "worker-3".into(), reason: "refused".into() }],
             down: vec![],
             pools: Default::default(),
+            roots: Default::default(),
         }
     }
 

@@ -60,6 +60,9 @@ pub struct LabState {
     /// The pool of every node above.
     #[serde(default)]
     pub pools: BTreeMap<String, String>,
+    /// Each running machine's `/` as the lab sees it (`/proc/<its PID 1>/root`), by node.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub roots: BTreeMap<String, PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +119,7 @@ mod tests {
             not_joined: vec![NodeReason { name: "worker-2".into(), reason: "boot image is too old".into() }],
             down: vec![NodeReason { name: "worker-0".into(), reason: "no kubelet".into() }],
             pools: ["worker-0", "worker-1", "worker-2"].map(|n| (n.to_string(), "worker".to_string())).into(),
+            roots: Default::default(),
         };
         write(&path, &state).unwrap();
         assert_eq!(read(&path).unwrap(), Some(state.clone()));

@@ -36,6 +36,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 
+use crate::boot::{BootSpec, Halt};
 use crate::control_plane::ControlPlane;
 use crate::install::{self, Overlay};
 use crate::layout::Layout;
@@ -44,6 +45,7 @@ use crate::manifests::{
     ClusterInputs, Platform, cloud_objects, cluster_objects, config_crds, image_config, image_config_crds,
 };
 use crate::node::{Answer, Boot, LabNode, Provisioned, ask_server};
+use crate::node_os::MachineSettings;
 use crate::process::{Service, run_tool};
 use crate::request::{self, AddNode, BootImage};
 use crate::state::{self, LabState, NodeReason, Phase};
@@ -94,14 +96,14 @@ struct RunningNode {
     spec: MachineSpec,
     /// None while it reboots, or when it is down.
     machine: Option<Machine>,
-    /// Why its machine cannot run, once powering it on failed: it stays down.
+    /// Why its machine does not run, once it was powered off or powering it on failed: it stays down.
     down: Option<String>,
 }
 
 impl RunningNode {
     /// Powers the machine on; one that cannot run stays down, with the reason.
-    async fn power_on(&mut self) -> anyhow::Result<()> {
-        match Machine::power_on(&self.spec).await {
+    async fn power_on(&mut self, mco: &Path) -> anyhow::Result<()> {
+        match Machine::power_on(mco, &self.spec).await {
             Ok(machine) => {
                 self.machine = Some(machine);
                 self.down = None;
@@ -138,11 +140,12 @@ pub async fn supervise(options: Options, host_ports: [TcpListener; 6]) -> anyhow
         not_joined: Vec::new(),
         down: Vec::new(),
         pools: Default::default(),
+        roots: Default::default(),
     };
     let cgroup_parent = format!("mco-lab-{}", std::process::id());
     let result = run(&options, &layout, &mut report, host_ports, &cgroup_parent).await;
     // Also after a failure, when the machines were dropped with their shims and containers running.
-    if let Err(e) = crate::machine::power_off_all(&cgroup_parent, &layout.nodes()).await {
+    if let Err(e) = crate::machine::power_off_all(&cgroup_parent).await {
         tracing::warn!("powering off what is left of the machines: {e:#}");
     }
     match &result {
@@ -310,7 +313,6 @@ async fn run(
             server.tail()
         );
     }
-    crate::node::write_shims(layout)?;
     let image_registry = registry.clone();
     let machines = Machines {
         env: &env,
@@ -320,6 +322,8 @@ async fn run(
         registry: registry.clone(),
         sandbox_image,
         cgroup_parent: cgroup_parent.to_string(),
+        // What a machine reaches on its loopback, as on the lab's.
+        ports: vec![apiserver_port, registry_port, server_port, insecure_port, signatures_port],
     };
     let provisioner = Provisioner {
         mco: mco.to_path_buf(),
@@ -343,23 +347,27 @@ async fn run(
     // The machines' first boots at once (each has a /boot of its own: see node::mount_boot),
     // beside mco's image build.
     progress(layout, report, format!("provisioning {total} nodes and building mco's image"))?;
-    let provisioned = futures::future::try_join_all(planned.iter().map(|node| async {
+    let mut specs = Vec::new();
+    for (index, node) in planned.iter().enumerate() {
+        specs.push(machines.machine(node, index)?);
+    }
+    let provisioned = futures::future::try_join_all(planned.iter().zip(&specs).map(|(node, (spec, settings))| async {
         let request = AddNode {
             name: node.name.clone(),
             pool: node.pool.clone(),
             boot_image: BootImage::Current,
             version_header: true,
         };
-        match provisioner.provision(node, &request).await? {
+        match provisioner.provision(node, &request, spec, settings).await? {
             Provisioned::Refused { reason } => anyhow::bail!("node {} was refused: {reason}", node.name),
-            Provisioned::Booted => Ok(()),
+            Provisioned::Booted(machine) => Ok(*machine),
         }
     }));
     let image = install::build_image(mco, &options.deploy, layout, &image_registry, None);
-    let (_, digest) = tokio::try_join!(provisioned, image)?;
-    for (index, node) in planned.into_iter().enumerate() {
-        progress(layout, report, format!("booting node {} ({}/{total})", node.name, index + 1))?;
-        nodes.push(machines.join(node, index, report).await?);
+    let (booted, digest) = tokio::try_join!(provisioned, image)?;
+    for (index, ((node, (spec, _)), machine)) in planned.into_iter().zip(specs).zip(booted).enumerate() {
+        progress(layout, report, format!("waiting for node {} to join ({}/{total})", node.name, index + 1))?;
+        nodes.push(machines.join(node, spec, machine, report).await?);
         if index == 0 {
             control_plane.start_proxy(&env, layout, &nodes[0].node.name)?;
         }
@@ -417,14 +425,14 @@ async fn run(
 
     report.phase = Phase::Ready;
     progress(layout, report, format!("ready: {} nodes", nodes.len()))?;
-    let mut joining: JoinSet<((LabNode, usize), anyhow::Result<Provisioned>)> = JoinSet::new();
+    let mut joining: JoinSet<((LabNode, MachineSpec), anyhow::Result<Provisioned>)> = JoinSet::new();
     let mut tick = tokio::time::interval(TICK);
     loop {
         tokio::select! {
             _ = terminate.recv() => break,
             _ = interrupt.recv() => break,
             Some(joined) = joining.join_next(), if !joining.is_empty() => {
-                let ((node, index), outcome) = match joined {
+                let ((node, spec), outcome) = match joined {
                     Ok(joined) => joined,
                     Err(e) => {
                         tracing::error!("a node's provisioning task ended: {e}");
@@ -434,7 +442,7 @@ async fn run(
                 report.pending.retain(|n| n != &node.name);
                 let name = node.name.clone();
                 let reason = match outcome {
-                    Ok(Provisioned::Booted) => match machines.join(node, index, report).await {
+                    Ok(Provisioned::Booted(machine)) => match machines.join(node, spec, *machine, report).await {
                         Ok(running) => {
                             nodes.push(running);
                             None
@@ -456,13 +464,15 @@ async fn run(
                 }
                 for (node, index, request) in take_requests(layout, report)? {
                     let provisioner = provisioner.clone();
+                    let (spec, settings) = machines.machine(&node, index)?;
                     joining.spawn(async move {
-                        let outcome = provisioner.provision(&node, &request).await;
-                        ((node, index), outcome)
+                        let outcome = provisioner.provision(&node, &request, &spec, &settings).await;
+                        ((node, spec), outcome)
                     });
                 }
+                let roots = report.roots.clone();
                 for running in &mut nodes {
-                    if let Err(e) = machines.look_after(running).await {
+                    if let Err(e) = machines.look_after(running, report).await {
                         tracing::warn!(node = running.node.name, "{e:#}");
                     }
                 }
@@ -470,7 +480,7 @@ async fn run(
                     .iter()
                     .filter_map(|r| Some(NodeReason { name: r.node.name.clone(), reason: r.down.clone()? }))
                     .collect();
-                if down != report.down {
+                if down != report.down || roots != report.roots {
                     report.down = down;
                     state::write(&layout.state_file(), report)?;
                 }
@@ -509,7 +519,13 @@ struct Provisioner {
 }
 
 impl Provisioner {
-    async fn provision(&self, node: &LabNode, request: &AddNode) -> anyhow::Result<Provisioned> {
+    async fn provision(
+        &self,
+        node: &LabNode,
+        request: &AddNode,
+        machine: &MachineSpec,
+        settings: &MachineSettings,
+    ) -> anyhow::Result<Provisioned> {
         let image = match request.boot_image {
             BootImage::Current => self.boot.clone(),
             BootImage::Old => self
@@ -519,11 +535,11 @@ impl Provisioner {
                 .clone(),
         };
         let boot = Boot { image, version_header: request.version_header };
-        node.provision(&self.mco, &self.layout, &boot, &self.server).await
+        node.provision(&self.mco, &self.layout, &boot, &self.server, machine, settings).await
     }
 }
 
-/// What the lab's machines need: the images and the API server.
+/// What the lab's machines need: the images, the API server and the lab's ports.
 struct Machines<'a> {
     env: &'a mco_testenv::TestEnv,
     mco: &'a Path,
@@ -532,44 +548,57 @@ struct Machines<'a> {
     registry: String,
     sandbox_image: String,
     cgroup_parent: String,
+    ports: Vec<u16>,
 }
 
 impl Machines<'_> {
-    /// A provisioned node joins: its machine powered on, its kubelet registers the Node and reports
-    /// it Ready, the Node gets its pool's role label, the state says so (its daemon is the
-    /// DaemonSet's pod, which the cluster starts once mco is installed). A node
-    /// that does not get there is powered off and the error says why (its kubelet's log).
-    async fn join(&self, node: LabNode, index: usize, report: &mut LabState) -> anyhow::Result<RunningNode> {
-        let spec = self.spec(&node, index).await?;
-        let mut machine = Machine::power_on(&spec).await?;
+    /// The machine of `node`, lab node `index`, and the settings its disk gets.
+    fn machine(&self, node: &LabNode, index: usize) -> anyhow::Result<(MachineSpec, MachineSettings)> {
+        let kubeconfig = self.layout.dir.join(format!("kubelet-kubeconfigs/{}", node.name));
+        std::fs::create_dir_all(kubeconfig.parent().context("a file has a directory")?)?;
+        self.env.write_client_kubeconfig(&kubeconfig, &format!("system:node:{}", node.name), Some(NODES_GROUP))?;
+        let settings = MachineSettings {
+            name: node.name.clone(),
+            index,
+            zone: node.zone.clone(),
+            taints: if node.pool == MASTER_POOL { vec![format!("{MASTER_ROLE}:NoSchedule")] } else { vec![] },
+            kubeconfig: std::fs::read_to_string(&kubeconfig)?,
+            client_ca: std::fs::read_to_string(self.env.ca_cert())?,
+            registry: self.registry.clone(),
+            sandbox_image: self.sandbox_image.clone(),
+        };
+        let spec = MachineSpec {
+            boot: BootSpec {
+                name: node.name.clone(),
+                sysroot: node.dirs.sysroot.clone(),
+                cgroup_parent: self.cgroup_parent.clone(),
+                console: self.layout.log(&node.name),
+            },
+            index,
+            ports: self.ports.clone(),
+            network_log: self.layout.log("network"),
+        };
+        Ok((spec, settings))
+    }
+
+    /// A provisioned node joins: its kubelet registers the Node and reports it Ready, the Node
+    /// gets its pool's role label, the state says so (its daemon is the DaemonSet's pod, which the
+    /// cluster starts once mco is installed). A node that does not get there is powered off and
+    /// the error says why.
+    async fn join(
+        &self,
+        node: LabNode,
+        spec: MachineSpec,
+        mut machine: Machine,
+        report: &mut LabState,
+    ) -> anyhow::Result<RunningNode> {
         if let Err(e) = self.wait_joined(&node, &mut machine).await {
             machine.power_off().await;
             return Err(e);
         }
         report.nodes.push(node.name.clone());
+        report.roots.insert(node.name.clone(), machine.root());
         Ok(RunningNode { node, spec, machine: Some(machine), down: None })
-    }
-
-    async fn spec(&self, node: &LabNode, index: usize) -> anyhow::Result<MachineSpec> {
-        network::add_node_address(index, &self.layout.log("network")).await?;
-        // Where upstream's nodes keep it, and the daemon's pod reads it (its --node-kubeconfig).
-        let kubeconfig = node.dirs.root.join("var/lib/kubelet/kubeconfig");
-        std::fs::create_dir_all(kubeconfig.parent().context("a file has a directory")?)?;
-        self.env.write_client_kubeconfig(&kubeconfig, &format!("system:node:{}", node.name), Some(NODES_GROUP))?;
-        Ok(MachineSpec {
-            name: node.name.clone(),
-            index,
-            zone: node.zone.clone(),
-            root: node.dirs.root.clone(),
-            sysroot: node.dirs.sysroot.clone(),
-            kubeconfig,
-            client_ca: self.env.ca_cert().to_path_buf(),
-            registry: self.registry.clone(),
-            sandbox_image: self.sandbox_image.clone(),
-            cgroup_parent: self.cgroup_parent.clone(),
-            logs: self.layout.logs(),
-            taints: if node.pool == MASTER_POOL { vec![format!("{MASTER_ROLE}:NoSchedule")] } else { vec![] },
-        })
     }
 
     /// Waits until the node's kubelet has registered it and reports it Ready, then labels it with
@@ -578,8 +607,11 @@ impl Machines<'_> {
         let deadline = Instant::now() + JOIN_TIMEOUT;
         let mut labelled = false;
         loop {
-            if let Some(failure) = machine.failure()? {
-                anyhow::bail!("node {} cannot run: {failure}", node.name);
+            if let Some(halt) = machine.halted()? {
+                anyhow::bail!("node {}'s machine halted ({halt:?}):\n{}", node.name, machine.console_tail());
+            }
+            if let Some(fault) = machine.fault() {
+                anyhow::bail!("node {} cannot run: {fault}", node.name);
             }
             if let Some(registered) = self.nodes_api.get_opt(&node.name).await? {
                 if !labelled {
@@ -598,34 +630,45 @@ impl Machines<'_> {
             }
             if Instant::now() > deadline {
                 anyhow::bail!(
-                    "node {}'s kubelet did not register a Ready Node within {JOIN_TIMEOUT:?} (log: {})",
+                    "node {}'s kubelet did not register a Ready Node within {JOIN_TIMEOUT:?} (its journal: \
+                     nsenter --all --target {} journalctl -u kubelet)",
                     node.name,
-                    self.layout.log(&format!("{}-kubelet", node.name)).display()
+                    machine.root().parent().and_then(Path::file_name).unwrap_or_default().to_string_lossy()
                 );
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
 
-    /// Reboots a node whose daemon asked for it; looks after its machine (a kubelet restarted, a
-    /// machine whose runtime died power-cycled).
-    async fn look_after(&self, running: &mut RunningNode) -> anyhow::Result<()> {
-        if let Some(machine) = running.machine.as_mut()
-            && let Some(failure) = machine.look_after()?
-        {
-            tracing::warn!(node = running.node.name, "{failure}; power-cycling the machine");
-            if let Some(machine) = running.machine.take() {
-                machine.power_off().await;
-            }
-            running.power_on().await?;
+    /// Plays the firmware's part when a machine's boot ends: a reboot boots it again, a power-off
+    /// leaves it off (down), a crash power-cycles it, as a watchdog would.
+    async fn look_after(&self, running: &mut RunningNode, report: &mut LabState) -> anyhow::Result<()> {
+        let Some(machine) = running.machine.as_mut() else { return Ok(()) };
+        let Some(halt) = machine.halted()? else {
+            // It runs, but cannot be a node any more (until a reboot into another deployment).
+            running.down = machine.fault();
+            return Ok(());
+        };
+        let name = running.node.name.clone();
+        let console = machine.console_tail();
+        if let Some(machine) = running.machine.take() {
+            machine.power_off().await;
         }
-        if running.machine.is_some() && running.node.reboot_requested() {
-            tracing::info!(node = running.node.name, "rebooting");
-            if let Some(machine) = running.machine.take() {
-                machine.power_off().await;
+        report.roots.remove(&name);
+        match halt {
+            Halt::Reboot => tracing::info!(node = name, "rebooting"),
+            Halt::PowerOff => {
+                tracing::info!(node = name, "powered off");
+                running.down = Some("powered off".into());
+                return Ok(());
             }
-            running.node.reboot(self.mco, self.layout).await?;
-            running.power_on().await?;
+            Halt::Crashed(status) => {
+                tracing::warn!(node = name, "the machine crashed ({status}); power-cycling it:\n{console}")
+            }
+        }
+        running.power_on(self.mco).await?;
+        if let Some(machine) = &running.machine {
+            report.roots.insert(name, machine.root());
         }
         Ok(())
     }

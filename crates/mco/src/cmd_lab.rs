@@ -1,6 +1,6 @@
 //! `mco lab`: a whole cluster on this machine (see the mco-lab crate).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -43,6 +43,10 @@ pub enum LabCommand {
         /// Keep the state directory (logs, node roots and sysroots, etcd data).
         #[arg(long)]
         keep: bool,
+        /// Keep only the logs (`logs/` in the state directory) and remove the rest, gigabytes of
+        /// sysroots and images.
+        #[arg(long, conflicts_with = "keep")]
+        keep_logs: bool,
     },
     /// Apply manifests to the lab's API server (server-side apply, like `kubectl apply --server-side`).
     Apply {
@@ -172,7 +176,14 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
         LabCommand::Up { nodes, platform, dir, timeout, prometheus } => {
             up(&dir.layout(), nodes, platform.into(), prometheus, Duration::from_secs(timeout))
         }
-        LabCommand::Down { dir, keep } => down(&dir.layout(), keep),
+        LabCommand::Down { dir, keep, keep_logs } => {
+            let kept = match (keep, keep_logs) {
+                (true, _) => Kept::All,
+                (false, true) => Kept::Logs,
+                (false, false) => Kept::Nothing,
+            };
+            down(&dir.layout(), kept)
+        }
         LabCommand::Apply { files, dir } => apply(&dir.layout(), &files),
         LabCommand::AddNode { pool, name, boot_image, no_version_header, dir, timeout } => {
             let boot_image = match boot_image {
@@ -372,14 +383,14 @@ fn status(layout: &Layout, output: crate::Report) -> anyhow::Result<ExitCode> {
 }
 
 /// `mco lab status -o json` (pure): the state file's facts, and every node the lab knows with its
-/// pool, directories and where it is (`Joined`, `Adding`, or `NotJoined` or `Down` with the reason).
+/// pool, its disk (sysroot), its running machine's root and where it is (`Joined`, `Adding`, or `NotJoined` or `Down` with the reason).
 fn status_json(phase: &str, state: &LabState, layout: &Layout) -> serde_json::Value {
     let node = |name: &str, node_state: &str| {
         let dirs = layout.node(name);
         json!({
             "name": name,
             "pool": state.pools.get(name),
-            "root": dirs.root,
+            "root": state.roots.get(name),
             "sysroot": dirs.sysroot,
             "state": node_state,
         })
@@ -436,7 +447,15 @@ fn status_text(phase: &str, state: &LabState) -> String {
     text
 }
 
-fn down(layout: &Layout, keep: bool) -> anyhow::Result<ExitCode> {
+/// What `lab down` leaves of the state directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    All,
+    Logs,
+    Nothing,
+}
+
+fn down(layout: &Layout, kept: Kept) -> anyhow::Result<ExitCode> {
     if let Some(pid) = supervisor_pid(layout) {
         rustix::process::kill_process(pid, rustix::process::Signal::TERM).context("stopping the lab supervisor")?;
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -452,25 +471,44 @@ fn down(layout: &Layout, keep: bool) -> anyhow::Result<ExitCode> {
         eprintln!("no lab in {}", layout.dir.display());
         return Ok(ExitCode::SUCCESS);
     }
-    if keep {
-        eprintln!("stopped; state kept in {}", layout.dir.display());
-    } else {
-        remove_dir(layout)?;
-        eprintln!("stopped and removed {}", layout.dir.display());
+    match kept {
+        Kept::All => eprintln!("stopped; state kept in {}", layout.dir.display()),
+        Kept::Logs => {
+            remove_state(layout, Some(&layout.logs()))?;
+            eprintln!("stopped; logs kept in {}", layout.logs().display());
+        }
+        Kept::Nothing => {
+            remove_state(layout, None)?;
+            eprintln!("stopped and removed {}", layout.dir.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Removes the state directory; each node's OSTree sysroot first (libostree marks deployment
-/// directories immutable, which stops even root from deleting them).
-fn remove_dir(layout: &Layout) -> anyhow::Result<()> {
+/// Removes the state directory but `keep`; each node's OSTree sysroot first (libostree marks
+/// deployment directories immutable, which stops even root from deleting them).
+fn remove_state(layout: &Layout, keep: Option<&Path>) -> anyhow::Result<()> {
     if let Ok(nodes) = std::fs::read_dir(layout.nodes()) {
         for node in nodes {
             let name = node?.file_name();
             mco_lab::node::remove_sysroot(&layout.node(&name.to_string_lossy()).sysroot)?;
         }
     }
-    std::fs::remove_dir_all(&layout.dir).with_context(|| format!("removing {}", layout.dir.display()))
+    let Some(keep) = keep else {
+        return std::fs::remove_dir_all(&layout.dir).with_context(|| format!("removing {}", layout.dir.display()));
+    };
+    for entry in std::fs::read_dir(&layout.dir).with_context(|| format!("reading {}", layout.dir.display()))? {
+        let path = entry?.path();
+        let removed = if path == keep {
+            continue;
+        } else if path.is_dir() && !path.is_symlink() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.with_context(|| format!("removing {}", path.display()))?;
+    }
+    Ok(())
 }
 
 fn install(layout: &Layout, image_version: Option<&str>) -> anyhow::Result<ExitCode> {
@@ -536,6 +574,7 @@ mod tests {
             not_joined: vec![],
             down: vec![],
             pools: Default::default(),
+            roots: Default::default(),
         };
         assert_eq!(status_text("Ready", &state), "phase: Ready: ready: 1 nodes\nplatform: none\nnodes: worker-0\n");
         state.platform = Platform::Gcp;
@@ -556,8 +595,11 @@ mod tests {
         state.signatures = Some("http://127.0.0.1:5001".into());
         state.prometheus = Some("http://127.0.0.1:9090".into());
         state.kubeconfig = PathBuf::from("/lab/kubeconfig");
+        // A running machine's root is seen through its PID 1.
+        state.roots.insert("worker-0".into(), PathBuf::from("/proc/42/root"));
         let node = |name: &str, pool: &str, state: &str| {
-            json!({"name": name, "pool": pool, "root": format!("/lab/nodes/{name}/root"),
+            let root = (name == "worker-0").then_some("/proc/42/root");
+            json!({"name": name, "pool": pool, "root": root,
                    "sysroot": format!("/lab/nodes/{name}/sysroot"), "state": state})
         };
         let mut not_joined = node("worker-1", "worker", "NotJoined");

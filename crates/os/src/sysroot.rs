@@ -353,27 +353,15 @@ pub fn install(
     Ok(status(path, cmdline)?.deployments.swap_remove(0))
 }
 
-/// Boots the default deployment: a pending one finalized (its `/etc` merged again from the
-/// booted deployment's), what [`finalized`] drops dropped, then writes the default boot entry's
-/// options, `ostree=` resolved to the deployment directory, to `cmdline` (atomically).
+/// Boots the default deployment: drops what [`finalized`] drops, then writes the default boot
+/// entry's options, `ostree=` resolved to the deployment directory, to `cmdline` (atomically).
 /// Returns the line.
 #[context("Booting {}", path.display())]
 pub fn boot(path: &Path, cmdline: &Path) -> Result<String> {
     let default = on_own_thread(|| {
         let sysroot = open(path)?;
         let _lock = Locked::new(&sysroot)?;
-        if let Some(mut booted) = status_of(&sysroot, path, cmdline)?.booted {
-            let deployments = sysroot.deployments();
-            if booted != 0 && deployments[0].osname() == deployments[booted].osname() {
-                // What ostree-finalize-staged does at shutdown: the pending deployment's /etc is
-                // merged again, from the booted deployment's /etc as it was left (what changed
-                // there after the deployment was written, a MachineConfig's files, is kept).
-                let pending = &deployments[0];
-                let kargs = describe(&sysroot, 0, pending).kargs;
-                let origin = pending.origin().unwrap_or_default();
-                write_deployment(&sysroot, &pending.osname(), &pending.csum(), &origin, Some(booted), &kargs)?;
-                booted = status_of(&sysroot, path, cmdline)?.booted.context("the booted deployment is kept")?;
-            }
+        if let Some(booted) = status_of(&sysroot, path, cmdline)?.booted {
             keep_deployments(&sysroot, |stateroots| finalized(stateroots, booted))?;
         }
         let deployments = sysroot.deployments();

@@ -8,6 +8,7 @@
 //! default and extensions are refused, before anything is staged.
 
 use std::io::Write;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -148,6 +149,42 @@ impl OsBackend for OstreeSysroot {
 
     fn discard_staged(&self) -> anyhow::Result<()> {
         sysroot::undeploy_pending(&self.sysroot, &self.cmdline).map(drop)
+    }
+
+    #[context("Carrying the config's files into the staged deployment")]
+    fn carry_into_staged(&self, root: &Path, paths: &[String]) -> anyhow::Result<()> {
+        let status = sysroot::status(&self.sysroot, &self.cmdline)?;
+        let Some(staged) = status.pending().first() else { return Ok(()) };
+        let staged_root = self.sysroot.join(&staged.path);
+        for path in paths {
+            let relative = path.trim_start_matches('/');
+            anyhow::ensure!(
+                relative.starts_with("etc/") && !relative.split('/').any(|part| part == ".." || part.is_empty()),
+                "{path} is not a path under /etc"
+            );
+            let from = crate::fsutil::host_path(root, path)?;
+            let to = staged_root.join(relative);
+            match std::fs::symlink_metadata(&from) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => match std::fs::remove_file(&to) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(e).with_context(|| format!("removing {}", to.display()));
+                    }
+                    _ => {}
+                },
+                Err(e) => return Err(e).with_context(|| format!("reading {}", from.display())),
+                Ok(meta) => {
+                    std::fs::create_dir_all(to.parent().context("a file has a directory")?)?;
+                    let _ = std::fs::remove_file(&to);
+                    if meta.file_type().is_symlink() {
+                        std::os::unix::fs::symlink(std::fs::read_link(&from)?, &to)?;
+                    } else {
+                        std::fs::copy(&from, &to).with_context(|| format!("copying {}", from.display()))?;
+                        std::os::unix::fs::chown(&to, Some(meta.uid()), Some(meta.gid()))?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 

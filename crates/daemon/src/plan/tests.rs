@@ -274,3 +274,50 @@ fn a_unit_whose_install_section_names_paths_is_refused_before_anything_is_writte
     let new = spec(ign(json!([]), json!([{"name": "good.service", "enabled": true, "contents": fine}])));
     plan_of(&old, &new, false).unwrap();
 }
+
+#[test]
+fn the_etc_paths_of_a_config_are_its_files_units_dropins_and_enablement_links() {
+    let links = |unit: &str, dirs: &[&str]| -> Vec<String> {
+        dirs.iter().map(|d| format!("/etc/systemd/system/{d}/{unit}")).collect()
+    };
+    let usual = |unit: &str| links(unit, &["multi-user.target.wants", "default.target.wants", "basic.target.wants"]);
+    let cases: Vec<(&str, serde_json::Value, Vec<String>)> = vec![
+        (
+            "contents without [Install]: its file and drop-ins, no link",
+            json!({"name": "a.service", "enabled": true, "contents": "[Service]\nExecStart=/bin/true\n",
+                   "dropins": [{"name": "10-x.conf", "contents": "[Service]\n"}]}),
+            vec!["/etc/systemd/system/a.service".into(), "/etc/systemd/system/a.service.d/10-x.conf".into()],
+        ),
+        (
+            "the links its [Install] section names",
+            json!({"name": "b.service", "contents":
+                   "[Install]\nWantedBy=multi-user.target x.target\nRequiredBy=firstboot-osupdate.target\nAlias=c.service\n"}),
+            [
+                vec!["/etc/systemd/system/b.service".to_string()],
+                links("b.service", &["multi-user.target.wants", "x.target.wants"]),
+                links("b.service", &["firstboot-osupdate.target.requires"]),
+                vec!["/etc/systemd/system/c.service".into()],
+            ]
+            .concat(),
+        ),
+        (
+            "no contents (the image's unit, enabled or masked): the usual targets",
+            json!({"name": "d.service", "enabled": false}),
+            [vec!["/etc/systemd/system/d.service".to_string()], usual("d.service")].concat(),
+        ),
+        (
+            "a name in [Install] that is not a unit: no link",
+            json!({"name": "e.service", "contents": "[Install]\nWantedBy=../../cron.d\n"}),
+            vec!["/etc/systemd/system/e.service".into()],
+        ),
+    ];
+    for (case, unit, want) in cases {
+        let config = v3::Config {
+            systemd: v3::Systemd { units: vec![serde_json::from_value(unit).unwrap()] },
+            ..Default::default()
+        };
+        assert_eq!(etc_paths(&config), want, "{case}");
+    }
+    let files = spec(ign(json!([file("/etc/lab/a", "a"), file("/usr/local/bin/tool", "t")]), json!([])));
+    assert_eq!(etc_paths(&ignition_of("c", &files).unwrap()), ["/etc/lab/a"], "files under /etc only");
+}

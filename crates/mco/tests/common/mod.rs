@@ -1,5 +1,10 @@
 //! Helpers shared by the CLI tests that run the `mco` binary.
 
+/// Booted machines, for the real tests and the lab (each uses only part of it).
+#[cfg(any(feature = "real-components", feature = "lab"))]
+#[allow(dead_code)]
+pub mod machine;
+
 use assert_cmd::Command;
 use assert_cmd::assert::Assert;
 

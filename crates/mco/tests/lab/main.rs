@@ -1,9 +1,11 @@
 //! The lab end to end, as named scenarios run in order on one lab per platform: `mco lab up` with
 //! real etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kube-proxy, registry,
-//! images, Ignition, firstboot on OSTree sysroots, a real kubelet and containerd and mco's pods
-//! (installed from deploy/) on every node; then rollouts under a running workload, watched through
-//! the API with the maxUnavailable invariant and the workload's disruption budget checked at every
-//! observed moment, OS updates, skew enforcement, on-cluster builds, boot images on GCP.
+//! images, and nodes that are machines booting their OSTree deployment with systemd as PID 1
+//! (Ignition and firstboot on their first boot, the kubelet and containerd started by their
+//! systemd), with mco's pods (installed from deploy/) on every node; then rollouts under a running
+//! workload, watched through the API with the maxUnavailable invariant and the workload's
+//! disruption budget checked at every observed moment, OS updates, units and users as the
+//! machines' systemd sees them, skew enforcement, on-cluster builds, boot images on GCP.
 //!
 //! Each scenario is reported on its own, with its time at the end. A scenario starts from what
 //! the ones before left (every node Done on the pool's config) and makes what it needs (the
@@ -22,6 +24,7 @@ mod transitions;
 mod boot;
 mod builds;
 mod gcp;
+mod host;
 mod images;
 mod rbac;
 mod rollout;
@@ -78,6 +81,8 @@ fn scenarios() -> Vec<Scenario> {
         scenario!(None, updates::a_bad_machine_config_degrades_the_render_and_touches_no_node),
         scenario!(None, updates::a_node_that_cannot_apply_degrades_and_recovers),
         scenario!(None, updates::a_daemon_restarted_mid_update_leaves_no_half_done_node),
+        scenario!(None, host::units_are_enabled_masked_and_acted_on_by_the_machines_systemd),
+        scenario!(None, host::the_core_users_ssh_keys_and_password_are_set_without_a_reboot),
         scenario!(None, updates::upgrading_mco_rolls_its_pods_and_reboots_no_node),
         scenario!(None, builds::a_pools_os_image_is_built_in_the_cluster),
         scenario!(None, rbac::every_component_uses_exactly_its_grants),
@@ -105,6 +110,8 @@ struct Labs {
     ups: Vec<(Platform, Duration)>,
     /// How long each scenario ran.
     times: Vec<(&'static str, Duration)>,
+    /// Whether a failed scenario's lab state was kept already.
+    kept_a_state: bool,
 }
 
 impl Labs {
@@ -144,10 +151,14 @@ fn run(scenario: &Scenario, labs: &Mutex<Labs>, runtime: &tokio::runtime::Runtim
     labs.times.push((scenario.name, started.elapsed()));
     outcome.map_err(|panic| {
         if let Some((_, lab)) = labs.current.take() {
-            let kept = runtime.block_on(async { lab.down_keeping_state() });
+            // The first failure's whole state, only the logs of later ones.
+            let only_logs = labs.kept_a_state;
+            labs.kept_a_state = true;
+            let kept = runtime.block_on(async { lab.down_keeping(only_logs) });
             eprintln!(
-                "scenario {} failed: its lab's state is kept in {}; the {:?} lab's next scenario gets a fresh lab",
+                "scenario {} failed: its lab's {} kept in {}; the {:?} lab's next scenario gets a fresh lab",
                 scenario.name,
+                if only_logs { "logs are" } else { "state is" },
                 kept.display(),
                 scenario.platform
             );

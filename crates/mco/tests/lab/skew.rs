@@ -55,7 +55,7 @@ pub async fn manual_skew_refuses_a_too_old_boot_image_until_reprovisioned(lab: &
          version 9.2"
     );
     assert!(said.contains(&format!("node {new} did not join: firstboot: This machine was not provisioned: {reason}")));
-    let root = lab.state_dir().join(format!("nodes/{new}/root"));
+    let root = disk_root(lab, &new);
     assert!(read(&root.join("etc/issue.d/mco-boot-image-skew.issue")).contains(&reason));
     assert!(root.join("etc/ignition-machine-config-encapsulated.json").is_file(), "firstboot must leave it");
     let served: serde_json::Value =

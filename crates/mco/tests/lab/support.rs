@@ -118,10 +118,11 @@ impl Lab {
     }
 
     /// Takes the lab down keeping its state directory (logs, node roots, etcd data) for a look at
-    /// what went wrong; returns where it is.
-    pub fn down_keeping_state(mut self) -> PathBuf {
+    /// what went wrong, or with `only_logs` its logs (a lab's state takes gigabytes: a run whose
+    /// failed labs kept all of it would fill the disk); returns where they are.
+    pub fn down_keeping(mut self, only_logs: bool) -> PathBuf {
         self.down = true;
-        let _ = self.mco(&["lab", "down", "--keep"]);
+        let _ = self.mco(&["lab", "down", if only_logs { "--keep-logs" } else { "--keep" }]);
         self.dir.disable_cleanup(true);
         self.state_dir()
     }
@@ -579,7 +580,7 @@ pub async fn daemon_pod(client: &Client, node: &str) -> Option<Pod> {
 }
 
 /// Where a lab node's boot id is (a new one at every boot).
-pub const BOOT_ID: &str = mco_daemon::journal::DIRECTORY_ROOT_BOOT_ID;
+pub const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
 
 /// The worker pool's nodes (the lab's control-plane node is in the master pool).
 pub fn workers() -> ListParams {
@@ -650,9 +651,53 @@ pub async fn workers_pinned(lab: &Lab, image: &str) -> Vec<Result<Option<bool>, 
     seen
 }
 
-/// The root directories of the joined workers.
+/// The joined workers' running machines' `/` (`lab status`'s `root`: through each machine's PID 1).
 pub fn worker_roots(lab: &Lab) -> Vec<PathBuf> {
-    lab.workers().iter().map(|name| lab.state_dir().join(format!("nodes/{name}/root"))).collect()
+    lab.workers().iter().map(|name| node_root(lab, name)).collect()
+}
+
+/// Node `name`'s running machine's `/` (`lab status`'s `root`).
+pub fn node_root(lab: &Lab, name: &str) -> PathBuf {
+    let status = lab.status();
+    let node = status["nodes"].as_array().unwrap().iter().find(|n| n["name"] == name);
+    let root =
+        node.and_then(|n| n["root"].as_str()).unwrap_or_else(|| panic!("{name} has no running machine: {status}"));
+    PathBuf::from(root)
+}
+
+/// Runs `args` on node `name`'s running machine, as a shell on the host would (in its PID
+/// namespace: systemd answers a caller outside it only at times).
+pub async fn on_node(lab: &Lab, name: &str, args: &[&str]) -> Result<String, String> {
+    let root = node_root(lab, name);
+    let pid = root.to_str().and_then(|r| r.strip_prefix("/proc/")?.strip_suffix("/root")?.parse().ok());
+    let pid = pid.and_then(rustix::process::Pid::from_raw).unwrap_or_else(|| panic!("{name}: root {root:?}"));
+    crate::common::machine::in_machine(pid, args).await
+}
+
+/// What `mco diff` says of the move from rendered config `old` to `new` under the cluster's node
+/// disruption policies (for a failure's message).
+pub async fn rendered_diff(lab: &Lab, old: &str, new: &str) -> String {
+    let configs: Api<mco_api::MachineConfig> = Api::all(lab.client.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    for name in [old, new] {
+        let config = configs.get(name).await.unwrap();
+        let path = dir.path().join(format!("{name}.json"));
+        std::fs::write(&path, serde_json::to_vec(&config).unwrap()).unwrap();
+        paths.push(path.to_string_lossy().into_owned());
+    }
+    let policies = Api::<MachineConfiguration>::all(lab.client.clone()).get("cluster").await.unwrap();
+    let policies_path = dir.path().join("machineconfiguration.json");
+    std::fs::write(&policies_path, serde_json::to_vec(&policies).unwrap()).unwrap();
+    let diff = lab.mco(&["diff", "--policies", &policies_path.to_string_lossy(), &paths[0], &paths[1]]);
+    format!("{}{}", stdout(&diff), stderr(&diff))
+}
+
+/// The `/` node `name`'s disk boots (its default deployment, its `/etc`), running or not.
+pub fn disk_root(lab: &Lab, name: &str) -> PathBuf {
+    let sysroot = lab.state_dir().join(format!("nodes/{name}/sysroot"));
+    let status = mco_os::sysroot::status(&sysroot, &mco_os::sysroot::default_cmdline(&sysroot)).unwrap();
+    sysroot.join(&status.booted().expect("a booted deployment").path)
 }
 
 pub fn read(path: &Path) -> String {
@@ -831,15 +876,7 @@ pub const LAYERED_FILE: &str = "usr/share/mco-lab/layered";
 
 /// What each worker's booted deployment holds at [`LAYERED_FILE`] (`None`: nothing).
 pub fn layered_file_on_workers(lab: &Lab) -> Vec<Option<String>> {
-    lab.workers()
-        .iter()
-        .map(|name| {
-            let sysroot = lab.state_dir().join(format!("nodes/{name}/sysroot"));
-            let status = mco_os::sysroot::status(&sysroot, &mco_os::sysroot::default_cmdline(&sysroot)).unwrap();
-            let booted = sysroot.join(&status.booted().expect("a booted deployment").path);
-            std::fs::read_to_string(booted.join(LAYERED_FILE)).ok()
-        })
-        .collect()
+    lab.workers().iter().map(|name| std::fs::read_to_string(disk_root(lab, name).join(LAYERED_FILE)).ok()).collect()
 }
 
 /// Waits until the MachineOSBuild `name` has condition `kind` True; returns it.

@@ -174,14 +174,15 @@ pub async fn a_node_that_cannot_apply_degrades_and_recovers(lab: &mut Lab) {
     // A node that cannot apply goes Degraded with the reason; the pool says NodeDegraded; the
     // daemon retries and the rollout completes once the cause is gone.
     set_pool(&client, json!({ "maxUnavailable": 1 })).await;
-    let blocked = worker_roots(lab)[0].join("etc/lab/blocked");
+    let blocked = node_root(lab, "worker-0").join("etc/lab/blocked");
     std::fs::create_dir_all(blocked.join("in-the-way")).unwrap();
     lab.apply("99-worker-blocked", &file_mc("99-worker-blocked", "/etc/lab/blocked", "blocked\n"));
     let message = wait_condition(&client, "NodeDegraded", true).await;
     assert!(message.contains("worker-0"), "{message}");
     std::fs::remove_dir_all(&blocked).unwrap();
     rolled_out(lab, &current).await;
-    assert_eq!(read(&blocked), "blocked\n");
+    // Seen through the machine as it runs now (it rebooted for the file).
+    assert_eq!(read(&node_root(lab, "worker-0").join("etc/lab/blocked")), "blocked\n");
 }
 
 pub async fn a_daemon_restarted_mid_update_leaves_no_half_done_node(lab: &mut Lab) {

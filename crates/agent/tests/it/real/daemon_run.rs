@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use mco_agent::{Settings, Stopped, Timing};
 use mco_api::constants::{
-    BOOT_IMAGE_ANNOTATION, CURRENT_CONFIG_ANNOTATION, DESIRED_CONFIG_ANNOTATION, DESIRED_DRAIN_ANNOTATION,
-    LAST_APPLIED_DRAIN_ANNOTATION, PINNED_OS_IMAGE_ANNOTATION, POST_CONFIG_ACTION_ANNOTATION, PRESTAGE_ANNOTATION,
-    PRESTAGE_ERROR_ANNOTATION, PRESTAGED_ANNOTATION, REASON_ANNOTATION, STATE_ANNOTATION,
+    BOOT_IMAGE_ANNOTATION, CURRENT_CONFIG_ANNOTATION, CURRENT_IMAGE_ANNOTATION, DESIRED_CONFIG_ANNOTATION,
+    DESIRED_DRAIN_ANNOTATION, DESIRED_IMAGE_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION, PINNED_OS_IMAGE_ANNOTATION,
+    POST_CONFIG_ACTION_ANNOTATION, PRESTAGE_ANNOTATION, PRESTAGE_ERROR_ANNOTATION, PRESTAGED_ANNOTATION,
+    REASON_ANNOTATION, STATE_ANNOTATION,
 };
 use mco_api::{ControllerConfig, MachineConfig, MachineConfiguration};
 use mco_daemon::Node;
@@ -542,6 +543,95 @@ async fn a_file_edited_by_hand_between_updates_degrades_the_node_until_it_is_put
     write(r, APP_CONF, "v1\n");
     let a = cluster.wait_for_state(node, "Done", rendered_a).await;
     assert_eq!(a[REASON_ANNOTATION], "");
+    agent.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_update_after_a_first_boot_diffs_against_the_clusters_config() {
+    // The first boot records its config as the server sent it encapsulated: without its Ignition
+    // config (as upstream's). The next update is decided against the cluster's copy, so a file
+    // both configs keep is no change, and the policy's restart is all that happens: no reboot.
+    let cluster = Cluster::start_own().await;
+    let node = cluster.node.as_str();
+    cluster.create_policies(drain_and_restart_app()).await;
+    let kept = ("/etc/kept.conf", "kept\n");
+    let (first, next) = (cluster.env.unique_name("rendered-first"), cluster.env.unique_name("rendered-next"));
+    cluster.create_config(config(&first, &[(APP_CONF, "v1\n"), kept], json!({}))).await;
+    cluster.create_config(config(&next, &[(APP_CONF, "v2\n"), kept], json!({}))).await;
+    let annotations =
+        [(CURRENT_CONFIG_ANNOTATION, first.as_str()), (DESIRED_CONFIG_ANNOTATION, &first), (STATE_ANNOTATION, "Done")];
+    cluster.create_node(node, &annotations).await;
+    let root = node_root("v1\n", true);
+    let r = root.path();
+    write(r, kept.0, kept.1);
+    let first_boots_record = config(&first, &[], json!({}));
+    write(r, mco_daemon::state::CURRENT_CONFIG, &serde_json::to_string(&first_boots_record).unwrap());
+    let answered = cluster.drain_controller(node, r);
+    let agent = cluster.agent(node, r);
+    cluster.wait_for_state(node, "Done", &first).await;
+
+    cluster.set_desired(node, &next).await;
+    let a = cluster.wait_for_state(node, "Done", &next).await;
+    assert_eq!(a[REASON_ANNOTATION], "");
+    assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
+    assert_eq!(read(r, ACTIONS_LOG).as_deref(), Some("restart app.service\n"));
+    assert_eq!(read(r, REBOOT_REQUEST), None, "rebooted for a file both configs keep");
+    assert_eq!(requests(&answered).last(), Some(&pair(&format!("uncordon-{next}"), "v2\n")));
+    agent.abort();
+}
+
+/// A stand-in OS (the daemon's part is tested here) booted on a built image, that no update may
+/// change.
+struct BootedOn(String);
+
+impl OsBackend for BootedOn {
+    fn status(&self) -> anyhow::Result<OsStatus> {
+        Ok(OsStatus { booted_image: Some(self.0.clone()), ..Default::default() })
+    }
+
+    fn apply(&self, changes: &OsChanges) -> anyhow::Result<()> {
+        anyhow::bail!("not reached: the node runs its built image already, asked to apply {changes:?}")
+    }
+
+    fn discard_staged(&self) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_update_on_a_layered_node_keeps_the_image_it_runs() {
+    // The node runs its pool's built image, as its own record says; a file change of the pool's
+    // config restarts the service and leaves the OS alone (the cluster's copy of the config
+    // names the base image, the node's record the built one).
+    let cluster = Cluster::start_own().await;
+    let (node, rendered_a, rendered_b) =
+        (cluster.node.as_str(), cluster.rendered_a.as_str(), cluster.rendered_b.as_str());
+    cluster.create_policies(drain_and_restart_app()).await;
+    let built = format!("registry.example/built@sha256:{}", "7".repeat(64));
+    let annotations = [
+        (CURRENT_CONFIG_ANNOTATION, rendered_a),
+        (DESIRED_CONFIG_ANNOTATION, rendered_a),
+        (STATE_ANNOTATION, "Done"),
+        (CURRENT_IMAGE_ANNOTATION, built.as_str()),
+        (DESIRED_IMAGE_ANNOTATION, &built),
+    ];
+    cluster.create_node(node, &annotations).await;
+    let root = node_root("v1\n", true);
+    let r = root.path();
+    let mut record = config(rendered_a, &[(APP_CONF, "v1\n")], json!({}));
+    mco_daemon::state::with_layered_image(&mut record, &built);
+    write(r, mco_daemon::state::CURRENT_CONFIG, &serde_json::to_string(&record).unwrap());
+    cluster.drain_controller(node, r);
+    let os = Box::new(BootedOn(built.clone()));
+    let agent = cluster.agent_with(node, r, TIMEOUT, DaemonMetrics::default(), Some(os));
+    cluster.wait_for_state(node, "Done", rendered_a).await;
+
+    cluster.set_desired(node, rendered_b).await;
+    let a = cluster.wait_for_state(node, "Done", rendered_b).await;
+    assert_eq!(a[REASON_ANNOTATION], "");
+    assert_eq!(read(r, APP_CONF).as_deref(), Some("v2\n"));
+    assert_eq!(read(r, ACTIONS_LOG).as_deref(), Some("restart app.service\n"));
+    assert_eq!(read(r, REBOOT_REQUEST), None);
     agent.abort();
 }
 

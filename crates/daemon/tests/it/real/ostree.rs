@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 
 use base64::Engine;
 use mco_api::MachineConfig;
@@ -133,6 +134,11 @@ impl Lab {
         sysroot::boot(&self.sysroot, &self.cmdline()).unwrap();
     }
 
+    /// What a reboot request needs of the lab.
+    fn handle(&self) -> LabHandle {
+        LabHandle { root: self.root.clone(), sysroot: self.sysroot.clone(), cmdline: self.cmdline() }
+    }
+
     fn reboot_requested(&self) -> bool {
         self.root.join(REBOOT_REQUEST.trim_start_matches('/')).exists()
     }
@@ -203,6 +209,35 @@ fn ostree_cli_deployments(sysroot: &Path) -> usize {
     String::from_utf8(out.stdout).unwrap().lines().filter(|l| l.starts_with("  mco ")).count()
 }
 
+struct LabHandle {
+    root: PathBuf,
+    sysroot: PathBuf,
+    cmdline: PathBuf,
+}
+
+/// The lab's reboot request, recording each rationale with which of the encapsulated config's
+/// two names the staged deployment's `/etc` has at that moment (none without one).
+struct StagedEtcAtReboot {
+    lab: LabHandle,
+    seen: Arc<Mutex<Vec<RebootSeen>>>,
+}
+
+/// A reboot's rationale and the encapsulated config's names in the staged `/etc` then.
+type RebootSeen = (String, Vec<&'static str>);
+
+impl apply::Reboot for StagedEtcAtReboot {
+    fn reboot(&self, rationale: &str) -> anyhow::Result<()> {
+        let status = sysroot::status(&self.lab.sysroot, &self.lab.cmdline)?;
+        let staged = status.pending().first().map(|d| self.lab.sysroot.join(&d.path));
+        let names = [ENCAPSULATED, ENCAPSULATED_BAK];
+        let present = staged.map_or_else(Vec::new, |staged| {
+            names.into_iter().filter(|n| staged.join(n.trim_start_matches('/')).exists()).collect()
+        });
+        self.seen.lock().unwrap().push((rationale.to_string(), present));
+        apply::RequestFileReboot { root: self.lab.root.clone() }.reboot(rationale)
+    }
+}
+
 #[test]
 fn firstboot_pivot_then_updates_then_rollback() {
     let lab = Lab::new();
@@ -223,9 +258,17 @@ fn firstboot_pivot_then_updates_then_rollback() {
         json!({}),
     );
     lab.ignition_writes(&a);
-    let node = lab.node();
+    let mut node = lab.node();
+    let seen_at_reboot = Arc::new(Mutex::new(Vec::new()));
+    node.reboot = Box::new(StagedEtcAtReboot { lab: lab.handle(), seen: seen_at_reboot.clone() });
     let done = firstboot::firstboot(&node, &Failpoints::default()).unwrap();
     assert!(matches!(done, Firstboot::Applied { ref config, .. } if config == "rendered-worker-a"), "{done:?}");
+    // One reboot, requested once the rename reached the deployment the machine boots next (a
+    // reboot under way may stop the daemon at any moment).
+    assert_eq!(
+        *seen_at_reboot.lock().unwrap(),
+        [("Completing firstboot provisioning to rendered-worker-a".to_string(), vec![ENCAPSULATED_BAK])]
+    );
     let staged = lab.status();
     assert_eq!(staged.deployments.len(), 2);
     assert_eq!(staged.booted, Some(1), "still on the boot image until the reboot");

@@ -110,7 +110,7 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
     ] {
         assert!(out.contains(object), "{object} missing from:\n{out}");
     }
-    // The lab's daemons manage libostree sysroots at the lab machines' paths, on their own node's address.
+    // The lab's daemons manage their host's libostree sysroot.
     let daemon = kubectl(
         kubeconfig,
         &[
@@ -124,17 +124,13 @@ async fn deploy_applies_to_a_real_api_server_with_each_component_confined() {
         ],
     );
     let daemon = String::from_utf8_lossy(&daemon.stdout).to_string();
-    for wanted in [
-        "--sysroot=/sysroot",
-        "--health-listen=$(HOST_IP):8798",
-        "--metrics-secure-listen=$(HOST_IP):9001",
-        mco_lab::machine::MACHINE_ROOT,
-        "ports:metrics",
-    ] {
+    // The host's root and its sysroot, staged with libostree (no rpm-ostree on the lab's machines).
+    for wanted in
+        ["--root=/rootfs", "--host", "--sysroot=/rootfs/sysroot", "--cmdline=/rootfs/proc/cmdline", "ports:metrics"]
+    {
         assert!(daemon.contains(wanted), "{wanted} not in {daemon}");
     }
-    // No plain metrics port: the machines share one loopback.
-    assert!(!daemon.contains("--host") && !daemon.contains("--metrics-listen"), "{daemon}");
+    assert!(!daemon.contains("--os-backend"), "{daemon}");
     let image = kubectl(
         kubeconfig,
         &[

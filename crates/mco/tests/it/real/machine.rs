@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use mco_lab::boot::{BootSpec, Booted, Halt};
 use mco_testenv::{Verbatim, eventually_within, satisfying};
 
+use crate::common::machine::{in_halting_machine, in_machine};
 use crate::common::mco;
 
 const KVER: &str = "6.6.1-100.mco.x86_64";
@@ -79,36 +80,6 @@ fn install(tmp: &Path, sysroot: &Path, userland: &Path, prepare: impl FnOnce(&Pa
         .success();
 }
 
-/// Runs `args` in every namespace of the machine whose PID 1 is `pid` (as `machinectl shell` would),
-/// without blocking the runtime (which forwards the lab's ports into the machine).
-async fn in_machine(pid: rustix::process::Pid, args: &[&str]) -> Result<String, String> {
-    nsenter(pid, &["--all"], args).await
-}
-
-/// [`in_machine`] for a machine that may be shutting down: not in its PID namespace (nor its time
-/// namespace, which also only a child would enter). A shutdown stops every process in the
-/// machine's PID namespace, and nsenter stops with a child that stops, so it would never reap
-/// the child once killed, and the machine's PID 1 would wait for that forever.
-async fn in_halting_machine(pid: rustix::process::Pid, args: &[&str]) -> Result<String, String> {
-    nsenter(pid, &["--all", "--no-fork"], args).await
-}
-
-async fn nsenter(pid: rustix::process::Pid, how: &[&str], args: &[&str]) -> Result<String, String> {
-    let out = tokio::process::Command::new("nsenter")
-        .args(how)
-        .args(["--target", &pid.as_raw_nonzero().to_string(), "--"])
-        .args(args)
-        .output()
-        .await
-        .map_err(|e| e.to_string())?;
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    if out.status.success() {
-        Ok(said)
-    } else {
-        Err(format!("{args:?}: {}: {said}{}", out.status, String::from_utf8_lossy(&out.stderr)))
-    }
-}
-
 /// Waits for the machine's systemd to finish booting; its PID 1 as the host sees it.
 async fn running(machine: &mut Booted) -> rustix::process::Pid {
     eventually_within(BOOT_TIMEOUT, "the machine's systemd to reach `running`", || {
@@ -169,7 +140,7 @@ impl Drop for Leftovers {
         // On a thread of its own: the test's runtime may be unwinding.
         std::thread::scope(|scope| {
             scope.spawn(|| {
-                let power_off = mco_lab::machine::power_off_all(&self.cgroup_parent, Path::new("/nonexistent"));
+                let power_off = mco_lab::machine::power_off_all(&self.cgroup_parent);
                 if let Err(e) = tokio::runtime::Runtime::new().unwrap().block_on(power_off) {
                     eprintln!("removing cgroup {}: {e:#}", self.cgroup_parent);
                 }
@@ -346,7 +317,7 @@ async fn first_boot_and_kubelet(userland: PathBuf) {
         .parse()
         .unwrap();
     // The lab's registry with its pause and workload images, and the pool's OS image: the boot
-    // image's tree with a file more.
+    // image's tree with the kubelet and a file more.
     let layout = mco_lab::layout::Layout::new(tmp.path().join("lab"));
     let [registry_port] = mco_lab::process::free_ports().unwrap();
     let _registry = mco_lab::images::start_registry(&layout, registry_port).await.unwrap();
@@ -357,6 +328,9 @@ async fn first_boot_and_kubelet(userland: PathBuf) {
         let conf = layout.registries_conf();
         let digest = os_image(tmp.path(), &userland, "9.6.2", &to, Some(&conf), |tree| {
             mco_lab::node_os::add_node_software(tree).unwrap();
+            // The kubelet, as the lab's node image adds it to the base image.
+            let [kubelet] = mco_testenv::find_binaries(["kubelet"]).unwrap();
+            std::fs::copy(kubelet, tree.join("usr/bin/kubelet")).unwrap();
             std::fs::create_dir_all(tree.join("usr/share/mco-test")).unwrap();
             std::fs::write(tree.join("usr/share/mco-test/pool"), "the pool's image\n").unwrap();
         });

@@ -5,6 +5,7 @@ mod daemon;
 mod daemon_run;
 mod deploy;
 mod image;
+mod lab_state;
 mod machine;
 mod monitoring;
 mod server_ignition;
