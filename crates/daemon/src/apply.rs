@@ -224,8 +224,22 @@ pub fn apply(
     node: &Node,
     old: &MachineConfig,
     new: &MachineConfig,
+    disruption: &Disruption,
+    failpoints: &Failpoints,
+) -> Result<Applied, ApplyError> {
+    apply_then(node, old, new, disruption, failpoints, || Ok(()))
+}
+
+/// [`apply`], running `before_reboot` when the update reboots: once it is written and sealed
+/// (nothing of it rolls back any more), before the reboot is requested, which may stop this
+/// process at any moment. A failure there rolls back like a failed reboot request.
+pub fn apply_then(
+    node: &Node,
+    old: &MachineConfig,
+    new: &MachineConfig,
     rules: &Disruption,
     failpoints: &Failpoints,
+    before_reboot: impl FnOnce() -> anyhow::Result<()>,
 ) -> Result<Applied, ApplyError> {
     let fs = Fs::new(&node.root, failpoints);
     let recovered = recover(node).map_err(ApplyError::degraded)?;
@@ -259,9 +273,7 @@ pub fn apply(
     let ids = Ids::load(&node.root).map_err(ApplyError::degraded)?;
     let journal = record(node, &plan, old_name, new_name).map_err(ApplyError::degraded)?;
     tracing::info!(from = old_name, to = new_name, steps = plan.steps.len(), "applying");
-    // A first boot reboots itself once its own bookkeeping is done (upstream's skipReboot).
-    let reboot_here = disruption.reboots() && !matches!(rules, Disruption::Firstboot { .. });
-    let result = run(node, &fs, &ids, &plan, new, &disruption, reboot_here);
+    let result = run(node, &fs, &ids, &plan, new, &disruption, before_reboot);
     if let Err(e) = result {
         tracing::error!("update failed, rolling back: {e:#}");
         let rolled_back = journal::rollback(&fs, &journal, node.systemd.as_ref(), node.os.as_deref())
@@ -331,9 +343,9 @@ fn touched(plan: &Plan) -> (Vec<String>, Vec<String>, bool) {
     (paths, units, os)
 }
 
-/// Writes the update, runs its post-update actions and commits. A reboot (`reboot_here`) is
-/// requested last, after the journal is sealed: from then on a crash must not roll back (the
-/// reboot may be under way), but a failing request still rolls back like any other failure.
+/// Writes the update, runs its post-update actions and commits. A reboot is requested last,
+/// after the journal is sealed and `before_reboot` ran: from then on a crash must not roll back
+/// (the reboot may be under way), but a failing request still rolls back like any other failure.
 fn run(
     node: &Node,
     fs: &Fs<'_>,
@@ -341,7 +353,7 @@ fn run(
     plan: &Plan,
     new: &MachineConfig,
     disruption: &mco_disruption::Plan,
-    reboot_here: bool,
+    before_reboot: impl FnOnce() -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     fs.failpoints.hit("journal committed")?;
     let new_dropins = plan::dropin_paths(&plan::ignition_of(name_of(new), &new.spec)?);
@@ -383,10 +395,11 @@ fn run(
     fs.sync_dirs()?;
     actions::run(systemd, &disruption.actions, name_of(new), fs.failpoints)?;
     fs.failpoints.hit("before journal removal")?;
-    if reboot_here {
+    if disruption.reboots() {
         let rationale = format!("Node will reboot into config {}", name_of(new));
         journal::seal(&node.root, &rationale)?;
         fs.failpoints.hit("journal sealed for the reboot")?;
+        before_reboot()?;
         node.reboot.reboot(&rationale)?;
         // The reboot is under way: nothing may roll back now; a journal left here is finished by
         // the next run (which requests the reboot again if the node has not rebooted).

@@ -15,6 +15,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use anyhow::Context as _;
 use mco_api::{MachineConfig, MachineConfigSpec};
 use mco_bootimage::skew::NodeVerdict;
 use mco_disruption::ConfigDiff;
@@ -113,17 +114,24 @@ pub fn firstboot_with_aleph(node: &Node, aleph: &Path, failpoints: &Failpoints) 
         tracing::info!(config, "the machine already runs the first-boot config");
         return Ok(Firstboot::AlreadyMatches { config });
     }
-    let applied =
-        apply::apply(node, &old, &desired, &Disruption::Firstboot { skip_registry_drain: false }, failpoints)?;
-    // A crash before this rename repeats the (idempotent) first boot on the next run.
-    host_path(&node.root, ENCAPSULATED_BAK)
-        .and_then(|bak| Ok(fs::rename(&path, bak)?))
-        .map_err(|e| ApplyError::Degraded(format!("renaming {ENCAPSULATED}: {e}")))?;
-    sync_parent(&path).map_err(degraded)?;
-    // The deployment the machine boots next has its own /etc: the rename is carried there.
-    let renamed = [ENCAPSULATED.to_string(), ENCAPSULATED_BAK.to_string()];
-    os.carry_into_staged(&node.root, &renamed).map_err(degraded)?;
-    node.reboot.reboot(&format!("Completing firstboot provisioning to {config}")).map_err(degraded)?;
+    // The encapsulated config becomes `.bak` once the update is complete, in the booted `/etc`
+    // and in the deployment the machine boots next (its own `/etc`), before any reboot is
+    // requested (which may stop this process at any moment). A crash before the rename repeats
+    // the (idempotent) first boot on the next run.
+    let rename = || -> anyhow::Result<()> {
+        host_path(&node.root, ENCAPSULATED_BAK)
+            .and_then(|bak| Ok(fs::rename(&path, bak)?))
+            .with_context(|| format!("renaming {ENCAPSULATED}"))?;
+        sync_parent(&path)?;
+        os.carry_into_staged(&node.root, &[ENCAPSULATED.to_string(), ENCAPSULATED_BAK.to_string()])
+    };
+    let rules = Disruption::Firstboot { skip_registry_drain: false };
+    let applied = apply::apply_then(node, &old, &desired, &rules, failpoints, rename)?;
+    // Without a reboot of its own, the update did not rename: the first boot reboots anyway.
+    if !applied.disruption.reboots() {
+        rename().map_err(degraded)?;
+        node.reboot.reboot(&format!("Completing firstboot provisioning to {config}")).map_err(degraded)?;
+    }
     Ok(Firstboot::Applied { config, applied })
 }
 

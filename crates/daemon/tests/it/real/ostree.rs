@@ -267,7 +267,7 @@ fn firstboot_pivot_then_updates_then_rollback() {
     // reboot under way may stop the daemon at any moment).
     assert_eq!(
         *seen_at_reboot.lock().unwrap(),
-        [("Completing firstboot provisioning to rendered-worker-a".to_string(), vec![ENCAPSULATED_BAK])]
+        [("Node will reboot into config rendered-worker-a".to_string(), vec![ENCAPSULATED_BAK])]
     );
     let staged = lab.status();
     assert_eq!(staged.deployments.len(), 2);
