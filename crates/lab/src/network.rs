@@ -119,6 +119,19 @@ fn cable(index: usize) -> String {
     format!("mco-node{index}")
 }
 
+/// Removes node `index`'s cable if there is one: left by a supervisor that died, or by the
+/// machine's previous boot, whose namespace (and the cable with it) the kernel tears down in the
+/// background, so it may vanish between a look and `ip link del` (a reboot once failed so).
+#[context("Unplugging node {index} from the lab's bridge")]
+pub async fn unplug(index: usize, log: &Path) -> anyhow::Result<()> {
+    let ip = Path::new("ip");
+    let cable = cable(index);
+    match run_tool(ip, ["link", "del", &cable], &[], log).await {
+        Err(_) if run_tool(ip, ["link", "show", &cable], &[], log).await.is_err() => Ok(()),
+        deleted => deleted.map(drop),
+    }
+}
+
 /// Plugs the booted machine whose PID 1 is `init` (in a network namespace of its own) into the lab
 /// bridge as node `index`, as a cloud's network and DHCP would: a veth pair, its end inside named
 /// `eth0` with the node's address, loopback up, the default route through the lab's side (which
@@ -129,11 +142,7 @@ pub async fn plug_in(init: rustix::process::Pid, index: usize, log: &Path) -> an
     let ip = Path::new("ip");
     let cable = cable(index);
     let pid = init.as_raw_nonzero().to_string();
-    // A cable left by the machine's previous boot goes with that boot's namespace; one left by a
-    // supervisor that died is removed here.
-    if run_tool(ip, ["link", "show", &cable], &[], log).await.is_ok() {
-        run_tool(ip, ["link", "del", &cable], &[], log).await?;
-    }
+    unplug(index, log).await?;
     run_tool(ip, ["link", "add", &cable, "type", "veth", "peer", "name", "eth0", "netns", &pid], &[], log).await?;
     run_tool(ip, ["link", "set", &cable, "master", BRIDGE, "up"], &[], log).await?;
     let address = format!("{}/24", node_address(index));

@@ -193,6 +193,26 @@ async fn network_seen(pid: rustix::process::Pid, port: u16) -> (String, String) 
     (address, said)
 }
 
+/// A machine's reboot plugs it in again while the kernel may still be tearing down the cable of
+/// its previous boot: a cable that is there is removed, one already gone (or going) is no error.
+#[test]
+fn unplugging_removes_a_nodes_cable_and_a_cable_already_gone_is_no_error() {
+    in_lab_namespace(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join("network.log");
+        mco_lab::network::set_up(&log).await.unwrap();
+        let link =
+            |args: &'static [&'static str]| std::process::Command::new("ip").arg("link").args(args).output().unwrap();
+        mco_lab::network::unplug(5, &log).await.expect("no cable to remove");
+        let added = link(&["add", "mco-node5", "type", "veth", "peer", "name", "mco-peer5"]);
+        assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+        mco_lab::network::unplug(5, &log).await.unwrap();
+        let shown = link(&["show", "mco-node5"]);
+        assert!(!shown.status.success(), "the cable is still there: {}", String::from_utf8_lossy(&shown.stdout));
+        mco_lab::network::unplug(5, &log).await.expect("the cable is gone already");
+    });
+}
+
 #[test]
 fn a_machine_boots_its_deployment_on_the_lab_network_and_reboots_into_it() {
     in_lab_namespace(boots_on_the_lab_network_and_reboots(node_userland()));
