@@ -312,6 +312,8 @@ impl Agent {
                         self.failure_reported = !recorded;
                     }
                     if recorded {
+                        // The original's log line (its e2e tests wait for it in the daemon's log).
+                        tracing::info!(node = self.name(), %config, "Config Drift Monitor started");
                         let watching = format!("Config Drift Monitor started, watching against {config}");
                         self.events.normal("ConfigDriftMonitorStarted", &watching).await;
                         self.reported_updated = Some(config.to_string());
@@ -357,7 +359,11 @@ impl Agent {
             }
             Next::Update { from, to } => {
                 self.booting = false;
-                self.reported_updated = None;
+                if self.reported_updated.take().is_some() {
+                    // The drift checks stop for the update, as the original's monitor does.
+                    tracing::info!(node = self.name(), "Config Drift Monitor has shut down");
+                    self.events.normal("ConfigDriftMonitorStopped", "Config Drift Monitor stopped").await;
+                }
                 self.update(annotations, on_disk, from, to, force).await
             }
         }

@@ -236,4 +236,21 @@ async fn mco_daemon_run_updates_through_a_reboot() {
         if in_order(&seen, &expected) { Ok(()) } else { Err(seen) }
     })
     .await;
+
+    // The original's log lines for its config drift monitor, which its e2e tests read from the
+    // daemon's log: started once settled, shut down when the next update begins.
+    let logged = |line: &'static str| {
+        let log = log.clone();
+        move || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            async move { text.rfind(line).ok_or_else(|| Verbatim(format!("daemon log:\n{text}"))) }
+        }
+    };
+    let started =
+        eventually("the daemon to log that its drift monitor started", logged("Config Drift Monitor started")).await;
+    annotate(&nodes, DESIRED_CONFIG_ANNOTATION, "rendered-a").await;
+    let stopped =
+        eventually("the daemon to log that its drift monitor shut down", logged("Config Drift Monitor has shut down"))
+            .await;
+    assert!(stopped > started, "{}", daemon_log(&log).0);
 }
