@@ -625,6 +625,9 @@ impl std::fmt::Debug for Verbatim {
     }
 }
 
+/// A wait at least this long is logged with what it waited for.
+const SLOW_WAIT: Duration = Duration::from_secs(15);
+
 /// [`eventually`] with a chosen bound.
 pub async fn eventually_within<T, Seen, F, Fut>(timeout: Duration, what: &str, mut probe: F) -> T
 where
@@ -632,10 +635,17 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, Seen>>,
 {
-    let deadline = std::time::Instant::now() + timeout;
+    let started = std::time::Instant::now();
+    let deadline = started + timeout;
     loop {
         let seen = match probe().await {
-            Ok(value) => return value,
+            Ok(value) => {
+                // Where a slow run spent its time (the lab's scenarios vary two to three times).
+                if started.elapsed() >= SLOW_WAIT {
+                    eprintln!("waited {:.1} s for {what}", started.elapsed().as_secs_f64());
+                }
+                return value;
+            }
             Err(seen) => seen,
         };
         assert!(

@@ -158,7 +158,8 @@ pub async fn a_canary_soaks_a_moved_tag_is_resolved_and_a_window_holds_the_rever
     let soaking = wait_held(&client, "CanarySoak").await;
     assert!(soaking.starts_with(&format!("canaries are on {canaried}: soaking")), "{soaking}");
     status_showing(&kubeconfig, &format!("canaries are on {canaried}: soaking")).await;
-    let seen = eventually("the canary's kubelet reporting the new OS", || async {
+    // A node's OS update (pull, deploy, reboot) is a rollout's step: a rollout's bound.
+    let seen = eventually_within(ROLLOUT_TIMEOUT, "the canary's kubelet reporting the new OS", || async {
         satisfying(workers_os(&nodes, &canaried).await, |seen| seen[0].2 == "MCO Test OS (moving 1)")
     })
     .await;
@@ -191,7 +192,8 @@ pub async fn a_canary_soaks_a_moved_tag_is_resolved_and_a_window_holds_the_rever
         })
     })
     .await;
-    eventually("every worker on the tag's new digest", || async {
+    // The canary first, then the others: two OS updates one after the other.
+    eventually_within(ROLLOUT_TIMEOUT, "every worker on the tag's new digest", || async {
         let all = nodes.list(&workers()).await.unwrap().items;
         let seen: Vec<(String, bool, Option<String>, String)> = all
             .iter()
