@@ -242,8 +242,8 @@ async fn mco_daemon_run_updates_through_a_reboot() {
     let logged = |line: &'static str| {
         let log = log.clone();
         move || {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            async move { text.rfind(line).ok_or_else(|| Verbatim(format!("daemon log:\n{text}"))) }
+            let found = std::fs::read_to_string(&log).unwrap_or_default().rfind(line).ok_or_else(|| daemon_log(&log));
+            async move { found }
         }
     };
     let started =
