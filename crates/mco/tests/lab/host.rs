@@ -71,6 +71,24 @@ fn every<T: PartialEq + std::fmt::Debug>(seen: &BTreeMap<String, T>, wanted: T) 
 pub async fn units_are_enabled_masked_and_acted_on_by_the_machines_systemd(lab: &mut Lab) {
     let client = lab.client.clone();
     let mut current = rolled_out(lab, "").await;
+    // Every container's scope (transient, made by runc) takes the OS image's drop-in: stopped
+    // after containerd at shutdown, so no reboot waits on a scope whose cgroup runc removed.
+    let scopes =
+        on_workers(lab, &["systemctl", "list-units", "--type=scope", "--no-legend", "--plain", "cri-containerd-*"])
+            .await;
+    for (name, listed) in &scopes {
+        let listed = listed.as_ref().unwrap_or_else(|e| panic!("{name}: listing its scopes: {e}"));
+        let scopes: Vec<&str> = listed.lines().filter_map(|line| line.split_whitespace().next()).collect();
+        assert!(!scopes.is_empty(), "{name} runs no container (its daemon's pod, at least)");
+        for scope in scopes {
+            let before = on_node(lab, name, &["systemctl", "show", "-p", "Before", "--value", scope]).await;
+            let before = before.unwrap_or_else(|e| panic!("{name}: {scope}: {e}"));
+            assert!(
+                before.split_whitespace().any(|unit| unit == "containerd.service"),
+                "{name}: {scope} is before {before:?}"
+            );
+        }
+    }
     // New units reboot the nodes (no policy covers them); afterwards each machine's systemd says
     // what the config asked for.
     lab.apply("99-worker-units", &units_mc(1));
