@@ -35,9 +35,11 @@ use mco_api::machineconfiguration::{ContainerfileArch, MachineOSBuildStatus, Mac
 use mco_api::{MachineConfig, MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use mco_build::progress::{self, Outcome, Phase};
 use mco_build::{BuildRequest, RequestError};
+use mco_metrics::controller::ControllerMetrics;
 use mco_rollout::conditions;
 use serde_json::json;
 
+use crate::reconciler::{self, Reconciler, Retries};
 use crate::{KubeError, kube_error, logging_errors, patch_params, publish};
 
 /// Conditional writes tried again after a conflict before the sync fails.
@@ -52,20 +54,27 @@ pub struct Options {
     pub image: String,
     /// Build pods use their node's network (a registry only on the nodes' loopback, as the lab's).
     pub host_network: bool,
-    /// Delay before a failed sync is tried again, and between looks at a running build.
+    /// Delay before a failed sync is first tried again (doubled with each failure in a row), and
+    /// between looks at a running build.
     pub retry_delay: Duration,
+    /// Failed syncs are counted here.
+    pub metrics: ControllerMetrics,
 }
 
-/// Why a sync failed; the MachineOSConfig is synced again after [`Options::retry_delay`].
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Kube(#[from] KubeError),
+/// Why a sync failed; the MachineOSConfig is synced again after [`Options::retry_delay`],
+/// doubled with each failure in a row.
+pub type Error = KubeError;
+
+impl Reconciler<Error> for Context {
+    fn retries(&self) -> &Retries {
+        &self.retries
+    }
 }
 
 struct Context {
     client: Client,
     options: Options,
+    retries: Retries,
 }
 
 /// The image of container `container` in this controller's own pod (`namespace`/`pod`): build
@@ -82,7 +91,8 @@ pub async fn own_image(client: &Client, namespace: &str, pod: &str) -> anyhow::R
 /// Runs the build controller until its watches end (they retry errors, so: forever).
 pub async fn run(client: Client, options: Options) {
     let namespace = options.namespace.clone();
-    let context = Arc::new(Context { client: client.clone(), options });
+    let retries = Retries::new("build", options.retry_delay, options.metrics.clone());
+    let context = Arc::new(Context { client: client.clone(), options, retries });
     let by_label = watcher::Config::default().labels(ON_CLUSTER_LAYERING_LABEL);
     let owner = |labels: &std::collections::BTreeMap<String, String>| {
         labels.get(MACHINE_OS_CONFIG_LABEL).map(|name| ObjectRef::<MachineOSConfig>::new(name))
@@ -93,23 +103,12 @@ pub async fn run(client: Client, options: Options) {
             .default_backoff()
             .touched_objects(),
     );
-    Controller::new(Api::<MachineOSConfig>::all(client.clone()), watcher::Config::default())
+    let controller = Controller::new(Api::<MachineOSConfig>::all(client.clone()), watcher::Config::default())
         .owns(Api::<MachineOSBuild>::all(client.clone()), watcher::Config::default())
         .watches(Api::<Job>::namespaced(client.clone(), &namespace), by_label.clone(), move |job| owner(job.labels()))
         .watches(Api::<Pod>::namespaced(client.clone(), &namespace), by_label, move |pod| owner(pod.labels()))
-        .reconcile_all_on(pools.map(|_| ()))
-        .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!("build controller: {e}");
-            }
-        })
-        .await;
-}
-
-fn error_policy(config: Arc<MachineOSConfig>, error: &Error, context: Arc<Context>) -> Action {
-    tracing::warn!(machine_os_config = %config.name_any(), "{error}");
-    Action::requeue(context.options.retry_delay)
+        .reconcile_all_on(pools.map(|_| ()));
+    reconciler::run(controller, reconcile, context).await;
 }
 
 fn now() -> Time {
@@ -191,7 +190,7 @@ async fn reconcile(config: Arc<MachineOSConfig>, context: Arc<Context>) -> Resul
                 Ok(Some(status)) => build.status = Some(status),
                 Ok(None) => {}
                 // Objects of an earlier build of the same name are still going away.
-                Err(Error::Kube(KubeError::Request { source: kube::Error::Api(status), .. })) if status.code == 409 => {
+                Err(KubeError::Request { source: kube::Error::Api(status), .. }) if status.code == 409 => {
                     tracing::info!(machine_os_config = name, "waiting for the objects of the last {wanted} to go");
                     return Ok(Action::requeue(context.options.retry_delay));
                 }
@@ -306,10 +305,10 @@ async fn start_job(
                     // An earlier build's of the same name: it goes, and this build waits for it.
                     delete_ignoring_missing(&maps_api, &map_name, "ConfigMap").await?;
                     let error = kube::Error::Api(status);
-                    return Err(kube_error(format!("creating ConfigMap {namespace}/{map_name}"))(error).into());
+                    return Err(kube_error(format!("creating ConfigMap {namespace}/{map_name}"))(error));
                 }
             }
-            Err(e) => return Err(kube_error(format!("creating ConfigMap {namespace}/{map_name}"))(e).into()),
+            Err(e) => return Err(kube_error(format!("creating ConfigMap {namespace}/{map_name}"))(e)),
         }
     }
     let job = request.job(build, namespace, &context.options.image, context.options.host_network, &maps);
@@ -487,11 +486,10 @@ async fn set_build_degraded(context: &Context, pool: &str, message: &str) -> Res
                 return Ok(());
             }
             Err(kube::Error::Api(status)) if status.is_conflict() => continue,
-            Err(e) => return Err(kube_error(format!("updating the status of MachineConfigPool {pool}"))(e).into()),
+            Err(e) => return Err(kube_error(format!("updating the status of MachineConfigPool {pool}"))(e)),
         }
     }
-    Err(KubeError::Conflicts { what: format!("the status of MachineConfigPool {pool}"), tries: CONFLICT_RETRIES }
-        .into())
+    Err(KubeError::Conflicts { what: format!("the status of MachineConfigPool {pool}"), tries: CONFLICT_RETRIES })
 }
 
 /// Deletes a build's Job (and its pods) now, so that a build of the same name can start again
@@ -530,6 +528,6 @@ where
     match api.delete(name, &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
-        Err(e) => Err(kube_error(format!("deleting {kind} {name}"))(e).into()),
+        Err(e) => Err(kube_error(format!("deleting {kind} {name}"))(e)),
     }
 }

@@ -27,6 +27,7 @@ use mco_render::ControllerVersion;
 use serde_json::{Value, json};
 
 use crate::generated::{delete_machine_config, write_machine_config};
+use crate::reconciler::{self, ReconcileError, Reconciler, Retries};
 use crate::{KubeError, events, kube_error, list_all, patch_params};
 
 /// The config.openshift.io kinds whose `cluster` object the syncs read.
@@ -59,6 +60,17 @@ pub enum Error {
     /// What upstream's sync returns (and retries).
     #[error("{kind} {name}: {error}")]
     Sync { kind: &'static str, name: String, error: String },
+}
+
+impl ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kube",
+            Error::NoControllerConfig => "no_controller_config",
+            Error::Settings(_) => "settings",
+            Error::Sync { .. } => "sync",
+        }
+    }
 }
 
 /// What differs between the two kinds.
@@ -102,12 +114,25 @@ struct Context {
     client: Client,
     version: ControllerVersion,
     options: Options,
+    retries: Retries,
+}
+
+impl Reconciler<Error> for Context {
+    fn retries(&self) -> &Retries {
+        &self.retries
+    }
 }
 
 /// Runs both controllers until their watches end (they retry errors, so: forever).
 pub async fn run(client: Client, version: ControllerVersion, options: Options) {
-    let context = Arc::new(Context { client: client.clone(), version, options });
-    tokio::join!(run_kind::<KubeletConfig>(context.clone()), run_kind::<ContainerRuntimeConfig>(context));
+    let context = |controller| {
+        let retries = Retries::new(controller, options.retry_delay, options.metrics.clone());
+        Arc::new(Context { client: client.clone(), version: version.clone(), options: options.clone(), retries })
+    };
+    tokio::join!(
+        run_kind::<KubeletConfig>(context("kubeletconfig")),
+        run_kind::<ContainerRuntimeConfig>(context("containerruntimeconfig"))
+    );
 }
 
 async fn run_kind<K: ConfigKind>(context: Arc<Context>) {
@@ -123,15 +148,7 @@ async fn run_kind<K: ConfigKind>(context: Arc<Context>) {
     }
     let controller = Controller::new(Api::<K>::all(client.clone()), watcher::Config::default())
         .reconcile_all_on(futures::stream::select_all(triggers));
-    controller
-        .run(reconcile::<K>, error_policy::<K>, context)
-        .for_each(|result| async move {
-            match result {
-                Ok((config, _)) => tracing::debug!(kind = K::KIND, name = %config.name, "synced"),
-                Err(e) => tracing::debug!(kind = K::KIND, "{e}"),
-            }
-        })
-        .await;
+    reconciler::run(controller, reconcile::<K>, context).await;
 }
 
 fn cluster_setting(kind: &str) -> ApiResource {
@@ -139,11 +156,6 @@ fn cluster_setting(kind: &str) -> ApiResource {
         &GroupVersionKind::gvk("config.openshift.io", "v1", kind),
         &format!("{}s", kind.to_lowercase()),
     )
-}
-
-fn error_policy<K: ConfigKind>(config: Arc<K>, error: &Error, context: Arc<Context>) -> Action {
-    tracing::warn!(kind = K::KIND, name = %config.name_any(), "{error}");
-    Action::requeue(context.options.retry_delay)
 }
 
 async fn reconcile<K: ConfigKind>(config: Arc<K>, context: Arc<Context>) -> Result<Action, Error> {

@@ -22,6 +22,7 @@ pub mod networkpolicy;
 pub mod node;
 pub mod osimagestream;
 pub mod pinnedimageset;
+pub mod reconciler;
 pub mod registries;
 pub mod render;
 
@@ -52,6 +53,15 @@ pub enum KubeError {
     },
     #[error("{what}: still conflicting after {tries} tries")]
     Conflicts { what: String, tries: usize },
+}
+
+impl reconciler::ReconcileError for KubeError {
+    fn metric_label(&self) -> &'static str {
+        match self {
+            KubeError::Request { .. } => "kube",
+            KubeError::Conflicts { .. } => "conflicts",
+        }
+    }
 }
 
 pub(crate) fn kube_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> KubeError {
@@ -197,7 +207,11 @@ pub struct BuildSettings {
 
 impl BuildSettings {
     /// The build controller's options, or `None` (and why) when no image can be found for builds.
-    async fn options(&self, client: &Client) -> anyhow::Result<build::Options> {
+    async fn options(
+        &self,
+        client: &Client,
+        metrics: mco_metrics::controller::ControllerMetrics,
+    ) -> anyhow::Result<build::Options> {
         let image = match (&self.image, &self.own_pod) {
             (Some(image), _) => image.clone(),
             (None, Some((namespace, pod))) => build::own_image(client, namespace, pod).await?,
@@ -208,6 +222,7 @@ impl BuildSettings {
             image,
             host_network: self.host_network,
             retry_delay: self.retry_delay,
+            metrics,
         })
     }
 }
@@ -250,7 +265,7 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
     settings.render.metrics = metrics.clone();
     settings.node.metrics = metrics.clone();
     settings.kubelet_configs.metrics = metrics.clone();
-    settings.drain.metrics = metrics;
+    settings.drain.metrics = metrics.clone();
     let config = config(settings.kubeconfig.as_deref()).await?;
     let client = Client::try_from(config.clone())?;
     let registry = std::sync::Arc::new(registry);
@@ -273,7 +288,7 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
          image configuration, OSImageStream, PinnedImageSet, NetworkPolicy and boot image controllers"
     );
     let builds = async {
-        match settings.builds.options(&client).await {
+        match settings.builds.options(&client, metrics.clone()).await {
             Ok(options) => {
                 tracing::info!(image = %options.image, namespace = %options.namespace, "on-cluster builds run with mco's image");
                 build::run(client.clone(), options).await
@@ -295,17 +310,28 @@ pub async fn run(mut settings: Settings) -> anyhow::Result<()> {
         () = render::controller::run(client.clone(), settings.version.clone(), settings.render) => {
             anyhow::bail!("the render controller stopped")
         }
-        () = osimagestream::run(client.clone(), settings.version.clone(), osimagestream::Options::default()) => {
+        () = osimagestream::run(
+            client.clone(),
+            settings.version.clone(),
+            osimagestream::Options { metrics: metrics.clone(), ..Default::default() },
+        ) => {
             anyhow::bail!("the OSImageStream controller stopped")
         }
         // Upstream's container runtime config controller syncs the image configuration too.
-        () = registries::run(client.clone(), settings.version.clone(), settings.kubelet_configs.retry_delay) => {
+        () = registries::run(
+            client.clone(),
+            settings.version.clone(),
+            settings.kubelet_configs.retry_delay,
+            metrics.clone(),
+        ) => {
             anyhow::bail!("the image configuration controller stopped")
         }
         () = kubeletconfig::run(client.clone(), settings.version, settings.kubelet_configs) => {
             anyhow::bail!("the kubelet config controllers stopped")
         }
-        () = pinnedimageset::run(client.clone()) => anyhow::bail!("the PinnedImageSet controller stopped"),
+        () = pinnedimageset::run(client.clone(), metrics.clone()) => {
+            anyhow::bail!("the PinnedImageSet controller stopped")
+        }
         () = networkpolicy::run(client.clone()) => anyhow::bail!("the NetworkPolicy controller stopped"),
         () = node::controller::run(client.clone(), settings.node) => anyhow::bail!("the node controller stopped"),
         () = builds => anyhow::bail!("the build controller stopped"),

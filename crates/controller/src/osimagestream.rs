@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PostParams};
 use kube::runtime::controller::Action;
@@ -26,10 +25,12 @@ use mco_api::constants::{
 use mco_api::machineconfiguration::{image_repository, is_by_digest};
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool, OSImageStream};
 use mco_bootimage::skew::ClusterVersion;
+use mco_metrics::controller::ControllerMetrics;
 use mco_render::ControllerVersion;
 use mco_render::stream_sources;
 use serde_json::json;
 
+use crate::reconciler::{self, ReconcileError, Reconciler, Retries};
 use crate::render::controller::worker_pool_specs;
 use crate::render::os_image;
 use crate::{KubeError, kube_error, logging_errors, patch_params};
@@ -37,15 +38,21 @@ use crate::{KubeError, kube_error, logging_errors, patch_params};
 /// Timing of the controller.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Delay before a failed sync is tried again.
+    /// Delay before a failed sync is first tried again (doubled with each failure in a row).
     pub retry_delay: Duration,
     /// How often sources without streams are looked at again (images may be pushed later).
     pub rescan: Duration,
+    /// Failed syncs are counted here.
+    pub metrics: ControllerMetrics,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { retry_delay: Duration::from_secs(10), rescan: Duration::from_secs(300) }
+        Options {
+            retry_delay: Duration::from_secs(10),
+            rescan: Duration::from_secs(300),
+            metrics: ControllerMetrics::default(),
+        }
     }
 }
 
@@ -59,10 +66,27 @@ pub enum Error {
     Skopeo(String),
 }
 
+impl ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kube",
+            Error::Build(_) => "build",
+            Error::Skopeo(_) => "skopeo",
+        }
+    }
+}
+
 struct Context {
     client: Client,
     version: ControllerVersion,
     options: Options,
+    retries: Retries,
+}
+
+impl Reconciler<Error> for Context {
+    fn retries(&self) -> &Retries {
+        &self.retries
+    }
 }
 
 /// Runs the controller until its watches end (they retry errors, so: forever).
@@ -72,13 +96,14 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
     let streams = Api::<OSImageStream>::all(client.clone());
     let controller_configs = Api::<ControllerConfig>::all(client.clone());
     let by_name = watcher::Config::default().fields(&format!("metadata.name={CONTROLLER_CONFIG_NAME}"));
-    let context = Arc::new(Context { client: client.clone(), version, options });
+    let retries = Retries::new("osimagestream", options.retry_delay, options.metrics.clone());
+    let context = Arc::new(Context { client: client.clone(), version, options, retries });
     let source = |name: &str| {
         // One ConfigMap each: the grants name them.
         let by_name = watcher::Config::default().fields(&format!("metadata.name={name}"));
         logging_errors("ConfigMaps", watcher(config_maps.clone(), by_name).default_backoff().touched_objects())
     };
-    Controller::new(controller_configs, by_name)
+    let controller = Controller::new(controller_configs, by_name)
         .watches_stream(source(OS_IMAGE_URL_CONFIGMAP), move |_| Some(singleton()))
         .watches_stream(source(RELEASE_IMAGE_REFERENCES_CONFIGMAP), move |_| Some(singleton()))
         // The images are inspected with the worker pool's registries configuration and pull secret.
@@ -91,19 +116,8 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
                 watcher(streams, watcher::Config::default()).default_backoff().touched_objects(),
             ),
             move |_| Some(singleton()),
-        )
-        .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!("{e}");
-            }
-        })
-        .await;
-}
-
-fn error_policy(_: Arc<ControllerConfig>, error: &Error, context: Arc<Context>) -> Action {
-    tracing::warn!("syncing OSImageStream {OS_IMAGE_STREAM_NAME}: {error}");
-    Action::requeue(context.options.retry_delay)
+        );
+    reconciler::run(controller, reconcile, context).await;
 }
 
 /// The images of each source, in upstream's order; a source that cannot be read is left out

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch};
@@ -15,15 +14,28 @@ use kube::runtime::controller::{Action, Config};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use mco_api::machineconfiguration::NameReference;
 use mco_api::{MachineConfigPool, PinnedImageSet};
+use mco_metrics::controller::ControllerMetrics;
 use mco_render::select::{InvalidSelector, Selection};
 use serde_json::json;
 
 use crate::events;
+use crate::reconciler::{self, Reconciler, Retries};
 use crate::render::controller::every_pool;
 use crate::{KubeError, conditions, kube_error, patch_params};
 
-/// How long a failed sync waits before it is tried again.
+/// How long a failed sync first waits before it is tried again (doubled with each failure in a row).
 const RETRY: Duration = Duration::from_secs(10);
+
+struct Context {
+    client: Client,
+    retries: Retries,
+}
+
+impl Reconciler<KubeError> for Context {
+    fn retries(&self) -> &Retries {
+        &self.retries
+    }
+}
 
 /// The `spec.pinnedImageSets` of `pool`: the sets it selects, sorted by name, or no list when
 /// there are none (as upstream writes it). `None`: nothing to write, for a pool whose selector is
@@ -44,28 +56,19 @@ pub fn selected(
 }
 
 /// Runs the controller until its watches end (they retry errors, so: forever).
-pub async fn run(client: Client) {
+pub async fn run(client: Client, metrics: ControllerMetrics) {
     // Its selector is all of a pool it reads.
     let controller = crate::pool_controller(&client, kube::runtime::predicates::generation)
         .with_config(Config::default().debounce(Duration::from_millis(500)));
     let every = every_pool(controller.store());
-    controller
-        .watches_stream(events("PinnedImageSets", Api::<PinnedImageSet>::all(client.clone())), every)
-        .run(reconcile, error_policy, Arc::new(client))
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!("{e}");
-            }
-        })
-        .await;
+    let controller =
+        controller.watches_stream(events("PinnedImageSets", Api::<PinnedImageSet>::all(client.clone())), every);
+    let context = Arc::new(Context { client, retries: Retries::new("pinnedimageset", RETRY, metrics) });
+    reconciler::run(controller, reconcile, context).await;
 }
 
-fn error_policy(pool: Arc<MachineConfigPool>, error: &KubeError, _: Arc<Client>) -> Action {
-    tracing::warn!(pool = %pool.name_any(), "syncing its pinned image sets: {error}");
-    Action::requeue(RETRY)
-}
-
-async fn reconcile(pool: Arc<MachineConfigPool>, client: Arc<Client>) -> Result<Action, KubeError> {
+async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Result<Action, KubeError> {
+    let client = &context.client;
     let name = pool.name_any();
     let sets = Api::<PinnedImageSet>::all((*client).clone())
         .list(&ListParams::default())
@@ -94,7 +97,7 @@ async fn reconcile(pool: Arc<MachineConfigPool>, client: Arc<Client>) -> Result<
     if let Some(updated) =
         conditions::pinned_image_sets_degraded(&current, &name, failure.as_deref(), Time(Timestamp::now()))
     {
-        conditions::write(&client, &pool, updated).await?;
+        conditions::write(client, &pool, updated).await?;
     }
     Ok(Action::await_change())
 }

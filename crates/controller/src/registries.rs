@@ -27,10 +27,12 @@ use mco_api::image_config::{
     IMAGE_CONFIG_NAME, Image, ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet,
 };
 use mco_api::{ControllerConfig, MachineConfig, MachineConfigPool};
+use mco_metrics::controller::ControllerMetrics;
 use mco_registries::{BaseFiles, Cluster, ImageInputs, MirrorRules};
 use mco_render::ControllerVersion;
 
 use crate::generated::{delete_machine_config, write_machine_config};
+use crate::reconciler::{self, ReconcileError, Reconciler, Retries};
 use crate::{KubeError, events, kube_error, list_all, logging_errors};
 
 /// How often the controller looks again for the Image kind while the cluster does not serve it.
@@ -46,15 +48,31 @@ pub enum Error {
     Sync(#[from] mco_registries::SyncError),
 }
 
+impl ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kube",
+            Error::Sync(_) => "sync",
+        }
+    }
+}
+
 struct Context {
     client: Client,
     version: ControllerVersion,
     base: BaseFiles,
-    retry_delay: Duration,
+    retries: Retries,
 }
 
-/// Runs the controller until its watches end (they retry errors, so: forever).
-pub async fn run(client: Client, version: ControllerVersion, retry_delay: Duration) {
+impl Reconciler<Error> for Context {
+    fn retries(&self) -> &Retries {
+        &self.retries
+    }
+}
+
+/// Runs the controller until its watches end (they retry errors, so: forever); a failed sync is
+/// first tried again after `retry_delay` (doubled with each failure in a row), counted in `metrics`.
+pub async fn run(client: Client, version: ControllerVersion, retry_delay: Duration, metrics: ControllerMetrics) {
     let images = Api::<Image>::all(client.clone());
     let mut waited = false;
     while let Err(e) = images.list_metadata(&ListParams::default().limit(1)).await {
@@ -69,7 +87,8 @@ pub async fn run(client: Client, version: ControllerVersion, retry_delay: Durati
         }
         tokio::time::sleep(if not_served { SERVED_CHECK_PERIOD } else { retry_delay }).await;
     }
-    let context = Arc::new(Context { client: client.clone(), version, base: BaseFiles::from_templates(), retry_delay });
+    let retries = Retries::new("registries", retry_delay, metrics);
+    let context = Arc::new(Context { client: client.clone(), version, base: BaseFiles::from_templates(), retries });
     // A rolling pool's status changes with every node's step: only what the sync reads of a pool
     // (its spec, its labels) triggers it. MachineConfigs do: a pool's own registries.conf is the
     // base of its generated one.
@@ -89,25 +108,15 @@ pub async fn run(client: Client, version: ControllerVersion, retry_delay: Durati
         events("ImageTagMirrorSets", Api::<ImageTagMirrorSet>::all(client.clone())).map(|_| ()).boxed(),
         events("ImageContentSourcePolicies", Api::<ImageContentSourcePolicy>::all(client.clone())).map(|_| ()).boxed(),
     ];
-    Controller::new(images, watcher::Config::default().fields(&format!("metadata.name={IMAGE_CONFIG_NAME}")))
-        .reconcile_all_on(futures::stream::select_all(triggers))
-        .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!("image configuration: {e}");
-            }
-        })
-        .await;
+    let controller =
+        Controller::new(images, watcher::Config::default().fields(&format!("metadata.name={IMAGE_CONFIG_NAME}")))
+            .reconcile_all_on(futures::stream::select_all(triggers));
+    reconciler::run(controller, reconcile, context).await;
 }
 
 /// What the sync reads of a pool: its spec (the selector) and its labels (built-in or not).
 fn pool_inputs(pool: &MachineConfigPool) -> Option<u64> {
     crate::fingerprint(&(pool.metadata.generation, &pool.metadata.labels))
-}
-
-fn error_policy(_: Arc<Image>, error: &Error, context: Arc<Context>) -> Action {
-    tracing::warn!("{error}");
-    Action::requeue(context.retry_delay)
 }
 
 async fn reconcile(image: Arc<Image>, context: Arc<Context>) -> Result<Action, Error> {

@@ -10,10 +10,8 @@
 //! installer would), kube-proxy once the first node is there → mco installed from `deploy/` (its
 //! daemons as a DaemonSet's pods on every node, its controller as a Deployment's). Then it adds the
 //! nodes `mco lab add-node` asks for ([`crate::request`]), each provisioned in a task of its own,
-//! and plays the machines' part: a node whose daemon requested a reboot is rebooted (the machine
-//! powered off, which kills its kubelet and every container, the daemon's too, the default
-//! deployment booted, the machine powered on), a kubelet that exits is restarted, as systemd
-//! would.
+//! and plays the machines' firmware: a machine whose systemd rebooted it boots its bootloader's
+//! default deployment again; one that powered off or crashed stays down, with the reason.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -117,11 +115,64 @@ impl RunningNode {
     }
 }
 
-/// Runs the lab until SIGTERM/SIGINT; the state file says how far it got. `host_ports` are
-/// loopback ports of the host's network namespace ([`network::enter_lab_namespace`]), for the API
-/// server, the registry, the Machine Config Server's secure and insecure ports, Prometheus and the
-/// signature store.
-pub async fn supervise(options: Options, host_ports: [TcpListener; 6]) -> anyhow::Result<()> {
+/// The loopback ports of the host's network namespace through which the host reaches the lab's
+/// services, bound before the supervisor enters the lab's namespace.
+pub struct HostPorts {
+    apiserver: TcpListener,
+    registry: TcpListener,
+    /// The Machine Config Server's secure and insecure ports.
+    server: TcpListener,
+    insecure_server: TcpListener,
+    prometheus: TcpListener,
+    signatures: TcpListener,
+}
+
+impl HostPorts {
+    /// Binds them, then moves this process into the lab's network namespace
+    /// ([`network::enter_lab_namespace`]: before the process starts any other thread).
+    pub fn bind_and_enter_lab_namespace() -> anyhow::Result<Self> {
+        let [apiserver, registry, server, insecure_server, prometheus, signatures] = network::enter_lab_namespace()?;
+        Ok(HostPorts { apiserver, registry, server, insecure_server, prometheus, signatures })
+    }
+
+    /// Forwards each into the lab's namespace, to the same port there.
+    fn forward(self) -> anyhow::Result<Ports> {
+        let forward = |listener: TcpListener| -> anyhow::Result<u16> {
+            let port = listener.local_addr()?.port();
+            network::forward(listener)?;
+            Ok(port)
+        };
+        Ok(Ports {
+            apiserver: forward(self.apiserver)?,
+            registry: forward(self.registry)?,
+            server: forward(self.server)?,
+            insecure_server: forward(self.insecure_server)?,
+            prometheus: forward(self.prometheus)?,
+            signatures: forward(self.signatures)?,
+        })
+    }
+}
+
+/// The lab's services' loopback ports, the same on the host and in the lab's namespace.
+#[derive(Debug, Clone, Copy)]
+struct Ports {
+    apiserver: u16,
+    registry: u16,
+    server: u16,
+    insecure_server: u16,
+    prometheus: u16,
+    signatures: u16,
+}
+
+impl Ports {
+    /// What a machine reaches on its own loopback, as on the lab's: all but Prometheus.
+    fn machines_reach(&self) -> Vec<u16> {
+        vec![self.apiserver, self.registry, self.server, self.insecure_server, self.signatures]
+    }
+}
+
+/// Runs the lab until SIGTERM/SIGINT; the state file says how far it got.
+pub async fn supervise(options: Options, host_ports: HostPorts) -> anyhow::Result<()> {
     let layout = Layout::new(&options.dir);
     std::fs::create_dir_all(layout.logs()).with_context(|| format!("creating {}", layout.logs().display()))?;
     std::fs::write(layout.pid_file(), format!("{}\n", std::process::id()))?;
@@ -173,7 +224,7 @@ async fn run(
     options: &Options,
     layout: &Layout,
     report: &mut LabState,
-    host_ports: [TcpListener; 6],
+    host_ports: HostPorts,
     cgroup_parent: &str,
 ) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate())?;
@@ -182,16 +233,11 @@ async fn run(
 
     progress(layout, report, "setting up the lab's network")?;
     network::set_up(&layout.log("network")).await?;
-    let mut ports = [0; 6];
-    for (port, listener) in ports.iter_mut().zip(host_ports) {
-        *port = listener.local_addr()?.port();
-        network::forward(listener)?;
-    }
-    let [apiserver_port, registry_port, server_port, insecure_port, prometheus_port, signatures_port] = ports;
+    let ports = host_ports.forward()?;
 
     progress(layout, report, "starting etcd and kube-apiserver")?;
     let apiserver_network = mco_testenv::Network {
-        port: Some(apiserver_port),
+        port: Some(ports.apiserver),
         bind_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         advertise_address: IpAddr::V4(network::APISERVER_ADDRESS),
     };
@@ -205,10 +251,10 @@ async fn run(
     let mut control_plane = ControlPlane::start(&env, layout).await?;
 
     progress(layout, report, "starting the OCI registry and building the OS and container images")?;
-    let registry_service = images::start_registry(layout, registry_port).await?;
-    let signature_service = images::start_signature_store(layout, signatures_port).await?;
-    report.signatures = Some(format!("http://127.0.0.1:{signatures_port}"));
-    let registry = format!("127.0.0.1:{registry_port}");
+    let registry_service = images::start_registry(layout, ports.registry).await?;
+    let signature_service = images::start_signature_store(layout, ports.signatures).await?;
+    report.signatures = Some(format!("http://127.0.0.1:{}", ports.signatures));
+    let registry = format!("127.0.0.1:{}", ports.registry);
     report.registry = Some(registry.clone());
     let lab_images = images::build(mco, layout, &registry).await?;
     report.os_image = Some(lab_images.node.clone());
@@ -246,7 +292,7 @@ async fn run(
     wait_established(&client, &image_crds).await?;
     apply::apply(&client, &[image_config()]).await?;
     env.mark_controller_config_completed().await?;
-    let server_url = format!("https://127.0.0.1:{server_port}");
+    let server_url = format!("https://127.0.0.1:{}", ports.server);
     if options.platform.has_machinesets() {
         // The stub the installer would put in the user-data secret: the worker pool's config
         // from this lab's server (no boot image version: a MachineSet's image says nothing).
@@ -296,12 +342,12 @@ async fn run(
         .arg("--tls-key")
         .arg(certs.join("tls.key"))
         .arg("--listen")
-        .arg(format!("127.0.0.1:{server_port}"))
+        .arg(format!("127.0.0.1:{}", ports.server))
         .arg("--insecure-listen")
-        .arg(format!("127.0.0.1:{insecure_port}"))
+        .arg(format!("127.0.0.1:{}", ports.insecure_server))
         .env("MCO_LOG", "info");
     let mut server = Service::spawn("server", server_cmd, &layout.log("server"))?;
-    images::wait_for_port(&mut server, server_port).await?;
+    images::wait_for_port(&mut server, ports.server).await?;
     report.server = Some(server_url.clone());
 
     if let Err(e) = wait_serving(&server_url, &certs.join("ca.crt")).await {
@@ -322,8 +368,7 @@ async fn run(
         registry: registry.clone(),
         sandbox_image,
         cgroup_parent: cgroup_parent.to_string(),
-        // What a machine reaches on its loopback, as on the lab's.
-        ports: vec![apiserver_port, registry_port, server_port, insecure_port, signatures_port],
+        ports: ports.machines_reach(),
     };
     let provisioner = Provisioner {
         mco: mco.to_path_buf(),
@@ -376,7 +421,7 @@ async fn run(
     progress(layout, report, "installing mco from deploy/: applying the lab overlay")?;
     let overlay = Overlay {
         digest,
-        apiserver_url: format!("https://{}:{apiserver_port}", network::APISERVER_ADDRESS),
+        apiserver_url: format!("https://{}:{}", network::APISERVER_ADDRESS, ports.apiserver),
         machine_api: options.platform.has_machinesets(),
     };
     install::apply(&install::kubectl()?, &kubeconfig, &options.deploy, layout, &overlay).await?;
@@ -405,7 +450,7 @@ async fn run(
     server.stop().await;
     let backends =
         |port: u16| masters.iter().map(|&index| SocketAddr::from((network::node_address(index), port))).collect();
-    for (port, server_port) in [server_port, insecure_port].into_iter().zip(SERVER_PORTS) {
+    for (port, server_port) in [ports.server, ports.insecure_server].into_iter().zip(SERVER_PORTS) {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).with_context(|| format!("binding {port}"))?;
         listener.set_nonblocking(true)?;
         network::balance(listener, backends(server_port))?;
@@ -416,8 +461,9 @@ async fn run(
     let prometheus = if options.prometheus {
         progress(layout, report, "starting Prometheus with mco's rules")?;
         let service =
-            crate::monitoring::start(layout, &options.deploy, client.clone(), prometheus_port, &mut background).await?;
-        report.prometheus = Some(format!("http://127.0.0.1:{prometheus_port}"));
+            crate::monitoring::start(layout, &options.deploy, client.clone(), ports.prometheus, &mut background)
+                .await?;
+        report.prometheus = Some(format!("http://127.0.0.1:{}", ports.prometheus));
         Some(service)
     } else {
         None
@@ -425,12 +471,47 @@ async fn run(
 
     report.phase = Phase::Ready;
     progress(layout, report, format!("ready: {} nodes", nodes.len()))?;
+    let stop = async {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    };
+    serve(layout, report, &mut control_plane, &machines, &provisioner, &mut nodes, stop).await?;
+
+    progress(layout, report, "stopping")?;
+    for running in nodes {
+        if let Some(machine) = running.machine {
+            machine.power_off().await;
+        }
+    }
+    if let Some(prometheus) = prometheus {
+        prometheus.stop().await;
+    }
+    registry_service.stop().await;
+    signature_service.stop().await;
+    control_plane.stop().await;
+    drop(env);
+    Ok(())
+}
+
+/// Keeps the lab running until `stop`: provisions the nodes asked for and looks after the control
+/// plane and the machines (a rebooted machine booted again, one down said so in the state).
+async fn serve(
+    layout: &Layout,
+    report: &mut LabState,
+    control_plane: &mut ControlPlane,
+    machines: &Machines<'_>,
+    provisioner: &Provisioner,
+    nodes: &mut Vec<RunningNode>,
+    stop: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    tokio::pin!(stop);
     let mut joining: JoinSet<((LabNode, MachineSpec), anyhow::Result<Provisioned>)> = JoinSet::new();
     let mut tick = tokio::time::interval(TICK);
     loop {
         tokio::select! {
-            _ = terminate.recv() => break,
-            _ = interrupt.recv() => break,
+            () = &mut stop => break,
             Some(joined) = joining.join_next(), if !joining.is_empty() => {
                 let ((node, spec), outcome) = match joined {
                     Ok(joined) => joined,
@@ -471,7 +552,7 @@ async fn run(
                     });
                 }
                 let roots = report.roots.clone();
-                for running in &mut nodes {
+                for running in nodes.iter_mut() {
                     if let Err(e) = machines.look_after(running, report).await {
                         tracing::warn!(node = running.node.name, "{e:#}");
                     }
@@ -487,21 +568,7 @@ async fn run(
             }
         }
     }
-
     joining.shutdown().await;
-    progress(layout, report, "stopping")?;
-    for running in nodes {
-        if let Some(machine) = running.machine {
-            machine.power_off().await;
-        }
-    }
-    if let Some(prometheus) = prometheus {
-        prometheus.stop().await;
-    }
-    registry_service.stop().await;
-    signature_service.stop().await;
-    control_plane.stop().await;
-    drop(env);
     Ok(())
 }
 

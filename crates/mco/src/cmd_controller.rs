@@ -20,7 +20,8 @@ pub struct ControllerArgs {
     /// Seconds without changes to a pool's inputs before it is rendered (absorbs bursts).
     #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = seconds)]
     render_delay: Duration,
-    /// Seconds before a pool whose sync failed is tried again.
+    /// Seconds before an object whose sync failed is first tried again (doubled with each
+    /// failure in a row, up to five minutes).
     #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = seconds)]
     retry_delay: Duration,
     /// Seconds one drain attempt may take (cordon, evictions, evicted pods gone) before it fails

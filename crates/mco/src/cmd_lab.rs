@@ -205,7 +205,7 @@ pub fn run(cmd: LabCommand) -> anyhow::Result<ExitCode> {
         }
         LabCommand::Supervise { nodes, prometheus, platform, dir } => {
             // Before the runtime starts its threads: they are created in the lab's namespace.
-            let host_ports = mco_lab::network::enter_lab_namespace()?;
+            let host_ports = mco_lab::supervisor::HostPorts::bind_and_enter_lab_namespace()?;
             let options = mco_lab::supervisor::Options {
                 dir: dir.layout().dir,
                 workers: nodes,

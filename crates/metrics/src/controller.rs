@@ -2,7 +2,7 @@
 //! gauges, `mco_state`, `mcc_drain_err` that the `MCCDrainError` alert fires on, `mcc_pool_alert`,
 //! `os_image_url_override`, `mcc_sub_controller_state`, `mcc_boot_image_skew_enforcement_none`)
 //! with its names, types, HELP and `initialize` series, and, not in the original, how long a
-//! pool's render takes and how far each pool's rollout is.
+//! pool's render takes, how far each pool's rollout is and which syncs fail, why.
 //!
 //! Series labelled by a pool or a node go when the pool or the node does ([`forget_pool`],
 //! [`retain_nodes`]); the original keeps them until the process exits.
@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use mco_api::machineconfiguration::MachineConfigPoolStatus;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -55,6 +56,15 @@ pub struct PoolNodesLabels {
     pub pool: String,
     /// One of [`PoolNodes::STATES`].
     pub state: String,
+}
+
+/// `mco_controller_reconcile_errors_total`: a controller and the kind of its failed sync.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileErrorLabels {
+    /// The controller (`render`, `node`, `drain`...).
+    pub controller: String,
+    /// A few fixed values per controller (`kube`, `os_image`...).
+    pub error: String,
 }
 
 /// What a sub-controller last completed (`mcc_sub_controller_state`), with the original's
@@ -177,6 +187,8 @@ pub struct ControllerMetrics {
     pub render_seconds: Family<PoolLabel, Histogram, fn() -> Histogram>,
     /// Not in the original: a pool's nodes per rollout state ([`PoolNodes`]).
     pub pool_nodes: Family<PoolNodesLabels, Gauge>,
+    /// Not in the original: failed syncs per controller and kind of failure.
+    pub reconcile_errors: Family<ReconcileErrorLabels, Counter>,
     series: Arc<Mutex<Series>>,
 }
 
@@ -195,6 +207,7 @@ impl Default for ControllerMetrics {
             unavailable_machine_count: Family::default(),
             render_seconds: Family::new_with_constructor(render_histogram),
             pool_nodes: Family::default(),
+            reconcile_errors: Family::default(),
             series: Arc::default(),
         }
     }
@@ -260,6 +273,11 @@ impl ControllerMetrics {
             "mco_pool_nodes",
             "nodes of a pool per rollout state (updated, updating, degraded, waiting)",
             metrics.pool_nodes.clone(),
+        );
+        registry.register(
+            "mco_controller_reconcile_errors",
+            "failed syncs per controller and kind of failure",
+            metrics.reconcile_errors.clone(),
         );
         metrics.os_image_url_override.get_or_create(&pool_label(INITIALIZE)).set(0);
         metrics.drain_err.get_or_create(&node_label(INITIALIZE)).set(0);

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use fn_error_context::context;
-use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{EvictParams, ListParams, Patch};
 use kube::runtime::controller::{Action, Controller};
@@ -25,6 +24,7 @@ use mco_rollout::drain::{Request, RetryPolicy, Warning, eviction_waves, pending}
 use mco_rollout::node::annotation;
 use serde_json::json;
 
+use crate::reconciler::{self, Reconciler, Retries};
 use crate::{KubeError, kube_error, patch_params, publish};
 
 /// Timing of drains.
@@ -60,10 +60,12 @@ impl Default for Options {
 }
 
 /// Why a request could not be acknowledged; the node is retried with the controller's backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Kube(#[from] KubeError),
+pub type Error = KubeError;
+
+impl Reconciler<Error> for Context {
+    fn retries(&self) -> &Retries {
+        &self.retries
+    }
 }
 
 struct Context {
@@ -73,6 +75,7 @@ struct Context {
     progress: Recorder,
     /// Drains under way: node → (its `desiredDrain`, when the first attempt began).
     drains: Mutex<HashMap<String, (String, Instant)>>,
+    retries: Retries,
 }
 
 impl Context {
@@ -102,22 +105,11 @@ pub async fn run(mut config: kube::Config, options: Options) -> Result<(), kube:
     config.default_retry = false;
     let client = Client::try_from(config)?;
     let progress = Recorder::new(client.clone());
-    let context = Arc::new(Context { client: client.clone(), options, progress, drains: Mutex::default() });
-    Controller::new(Api::<Node>::all(client), watcher::Config::default())
-        .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            match result {
-                Ok((node, _)) => tracing::trace!(node = %node.name, "synced"),
-                Err(e) => tracing::debug!("{e}"),
-            }
-        })
-        .await;
+    let retries = Retries::new("drain", options.eviction_retry, options.metrics.clone());
+    let context = Arc::new(Context { client: client.clone(), options, progress, drains: Mutex::default(), retries });
+    let controller = Controller::new(Api::<Node>::all(client), watcher::Config::default());
+    reconciler::run(controller, reconcile, context).await;
     Ok(())
-}
-
-fn error_policy(node: Arc<Node>, error: &Error, context: Arc<Context>) -> Action {
-    tracing::warn!(node = %node.name_any(), "{error}");
-    Action::requeue(context.options.eviction_retry)
 }
 
 async fn reconcile(node: Arc<Node>, context: Arc<Context>) -> Result<Action, Error> {
@@ -148,7 +140,7 @@ async fn reconcile(node: Arc<Node>, context: Arc<Context>) -> Result<Action, Err
             tracing::info!(node = %name, "uncordoning");
             if let Err(e) = set_unschedulable(&context.client, &name, false).await {
                 record(Step::uncordon_failed(&e.to_string(), unschedulable)).await;
-                return Err(e.into());
+                return Err(e);
             }
             record(Step::uncordoned(unschedulable)).await;
             // A drain given up (the update was reverted) is no longer failing.

@@ -47,6 +47,7 @@ use mco_metrics::controller::{ControllerMetrics, SubControllerSync};
 use super::background::BackgroundWrites;
 use super::machineconfignodes::MachineConfigNodes;
 use super::{node_patch, set_desired_event};
+use crate::reconciler::{self, ReconcileError, Reconciler, Retries};
 use crate::{KubeError, kube_error, logging_errors, patch_params, publish};
 
 /// Label of the operator's pod: in the master pool its node updates last.
@@ -83,7 +84,8 @@ impl Default for Options {
     }
 }
 
-/// Why one sync of a pool failed; the pool is retried after [`Options::retry_delay`].
+/// Why one sync of a pool failed; the pool is retried after [`Options::retry_delay`], doubled
+/// with each failure in a row.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
@@ -94,6 +96,23 @@ pub enum Error {
     CacheLag { node: String, version: String, timeout: Duration },
     #[error("the control plane topology is {HA_ARBITER_TOPOLOGY} but there is no arbiter MachineConfigPool")]
     NoArbiterPool,
+}
+
+impl ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Plan(_) => "plan",
+            Error::Kube(_) => "kube",
+            Error::CacheLag { .. } => "cache_lag",
+            Error::NoArbiterPool => "no_arbiter_pool",
+        }
+    }
+}
+
+impl Reconciler<Error> for Context {
+    fn retries(&self) -> &Retries {
+        &self.retries
+    }
 }
 
 struct Context {
@@ -115,6 +134,7 @@ struct Context {
     /// Wakes the MachineConfigNode sync after each pool sync.
     machine_config_nodes: Arc<tokio::sync::Notify>,
     options: Options,
+    retries: Retries,
 }
 
 /// Runs the node controller until its watches end (they retry errors, so: forever).
@@ -240,6 +260,7 @@ pub async fn run(client: Client, options: Options) {
         schedulers,
         machine_config_node_store,
         caches_ready,
+        retries: Retries::new("node", options.retry_delay, options.metrics.clone()),
         options,
     });
     let controller = controller
@@ -254,14 +275,8 @@ pub async fn run(client: Client, options: Options) {
         // The topology is copied onto every node of every pool.
         .watches_stream(controller_config_events, crate::render::controller::every_pool(pools.clone()))
         // Each pool reports the stream it runs.
-        .watches_stream(os_image_stream_events, crate::render::controller::every_pool(pools))
-        .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            match result {
-                Ok((pool, _)) => tracing::trace!(pool = %pool.name, "synced"),
-                Err(e) => tracing::debug!("{e}"),
-            }
-        });
+        .watches_stream(os_image_stream_events, crate::render::controller::every_pool(pools));
+    let controller = reconciler::run(controller, reconcile, context);
     // The readiness future never ends: the controller's end ends the run.
     tokio::select! {
         () = controller => {}
@@ -355,11 +370,6 @@ impl PrimaryPools {
         names.extend(previous.filter(|p| !names.contains(p)));
         names.iter().map(|name| ObjectRef::new(name)).collect()
     }
-}
-
-fn error_policy(pool: Arc<MachineConfigPool>, error: &Error, context: Arc<Context>) -> Action {
-    tracing::warn!(pool = %pool.name_any(), "{error}");
-    Action::requeue(context.options.retry_delay)
 }
 
 async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Result<Action, Error> {

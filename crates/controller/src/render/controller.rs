@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::{Stream, StreamExt as _};
+use futures::Stream;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -32,6 +32,7 @@ use serde_json::json;
 
 use super::os_image::{self, Gate};
 use super::{ConfigObjects, NotReady, Plan, Target, plan, pools_for_machine_config};
+use crate::reconciler::{self, ReconcileError, Reconciler, Retries};
 use crate::{conditions, events, logging_errors};
 
 /// Upstream's name, used as field manager and event reporter.
@@ -63,7 +64,8 @@ impl Default for Options {
     }
 }
 
-/// Why one reconcile of a pool failed; the pool is retried after [`Options::retry_delay`].
+/// Why one reconcile of a pool failed; the pool is retried after [`Options::retry_delay`] (or
+/// [`Options::os_image_retry_delay`]), doubled with each failure in a row.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
@@ -96,10 +98,37 @@ fn kube_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
     move |source| Error::Kube { action, source }
 }
 
+impl ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
+        match self {
+            Error::NotReady(_) => "not_ready",
+            Error::Render { .. } => "render",
+            Error::Skopeo(_) => "skopeo",
+            Error::OsImage { .. } => "os_image",
+            Error::Kube { .. } | Error::Write(_) => "kube",
+        }
+    }
+}
+
 struct Context {
     client: Client,
     version: ControllerVersion,
     options: Options,
+    retries: Retries,
+}
+
+impl Reconciler<Error> for Context {
+    fn retries(&self) -> &Retries {
+        &self.retries
+    }
+
+    /// A registry is not asked again every few seconds; a new rendered config is checked at once.
+    fn first_retry(&self, error: &Error) -> Duration {
+        match error {
+            Error::OsImage { .. } => self.options.os_image_retry_delay,
+            _ => self.options.retry_delay,
+        }
+    }
 }
 
 /// Runs the render controller until its watches end (they retry errors, so: forever).
@@ -109,8 +138,9 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
     let pools = controller.store();
     let (for_controller_config, for_configuration) = (every_pool(pools.clone()), every_pool(pools.clone()));
     let (for_streams, for_worker) = (every_pool(pools.clone()), every_pool(pools.clone()));
-    let context = Arc::new(Context { client: client.clone(), version, options });
-    controller
+    let retries = Retries::new("render", options.retry_delay, options.metrics.clone());
+    let context = Arc::new(Context { client: client.clone(), version, options, retries });
+    let controller = controller
         .watches_stream(events("MachineConfigs", Api::<MachineConfig>::all(client.clone())), move |mc| {
             pools_for_machine_config(&pools.state(), &mc)
         })
@@ -126,15 +156,8 @@ pub async fn run(client: Client, version: ControllerVersion, options: Options) {
         // Every pool renders from its stream's images.
         .watches_stream(events("OSImageStreams", Api::<OSImageStream>::all(client.clone())), for_streams)
         // Custom pools inherit the worker pool's stream: its spec changes concern every pool.
-        .watches_stream(worker_pool_specs(Api::<MachineConfigPool>::all(client)), for_worker)
-        .run(reconcile, error_policy, context)
-        .for_each(|result| async move {
-            match result {
-                Ok((pool, _)) => tracing::debug!(pool = %pool.name, "synced"),
-                Err(e) => tracing::debug!("{e}"),
-            }
-        })
-        .await;
+        .watches_stream(worker_pool_specs(Api::<MachineConfigPool>::all(client)), for_worker);
+    reconciler::run(controller, reconcile, context).await;
 }
 
 /// What of a pool, besides the objects watched for it, its render reads: its spec (generation),
@@ -158,15 +181,6 @@ pub(crate) fn worker_pool_specs(
 /// A mapper sending an event of any object to every pool.
 pub(crate) fn every_pool<T>(pools: Store<MachineConfigPool>) -> impl Fn(T) -> Vec<ObjectRef<MachineConfigPool>> {
     move |_| pools.state().iter().map(|pool| ObjectRef::from_obj(&**pool)).collect()
-}
-
-fn error_policy(pool: Arc<MachineConfigPool>, error: &Error, context: Arc<Context>) -> Action {
-    tracing::warn!(pool = %pool.name_any(), "{error}");
-    match error {
-        // A registry is not asked again every few seconds; a new rendered config is checked at once.
-        Error::OsImage { .. } => Action::requeue(context.options.os_image_retry_delay),
-        _ => Action::requeue(context.options.retry_delay),
-    }
 }
 
 async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Result<Action, Error> {
@@ -258,29 +272,25 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
                 pool
             };
             let resolve_requested = pool.annotations().contains_key(RESOLVE_OS_IMAGE_ANNOTATION);
+            let rendered = existing.unwrap_or(&target.rendered);
             // A tag resolved again on request: (the config's pin, the digest found now).
             let mut resolved_again = None;
-            let checked = match os_image::gate(existing.unwrap_or(&target.rendered), current, base) {
+            let checked = match os_image::gate(rendered, current, base, resolve_requested) {
                 Gate::Check(image) => match check_os_image(&context, &pool, &target.rendered, &image).await? {
                     Ok(pinned) => Ok(Some((image, pinned))),
                     Err(why) => Err((image, why)),
                 },
-                Gate::Clear => {
-                    let rendered = existing.unwrap_or(&target.rendered);
-                    match check_new_policy(&context, &pool, rendered, current).await? {
-                        Ok(()) => Ok(None),
-                        Err(why) => Err((rendered.spec.os_image_url.clone(), why)),
-                    }
-                }
-                Gate::Pinned(pinned) if resolve_requested && !is_by_digest(&target.rendered.spec.os_image_url) => {
-                    let rendered = existing.unwrap_or(&target.rendered);
-                    let image = &rendered.spec.os_image_url;
-                    match check_os_image(&context, &pool, rendered, image).await? {
+                Gate::Clear => match check_new_policy(&context, &pool, rendered, current).await? {
+                    Ok(()) => Ok(None),
+                    Err(why) => Err((rendered.spec.os_image_url.clone(), why)),
+                },
+                Gate::ResolveAgain { pinned, image } => {
+                    match check_os_image(&context, &pool, rendered, &image).await? {
                         Ok(now) => {
                             resolved_again = Some((pinned, now));
                             Ok(None)
                         }
-                        Err(why) => Err((image.clone(), why)),
+                        Err(why) => Err((image, why)),
                     }
                 }
                 Gate::Pinned(_) => Ok(None),
@@ -309,14 +319,8 @@ async fn reconcile(pool: Arc<MachineConfigPool>, context: Arc<Context>) -> Resul
                 tracing::info!(pool = %name, "{note}");
                 publish(&context, &pool, EventType::Normal, "OSImageResolvedAgain", note).await;
             }
-            // A tag just checked for the config (new, or its pin redone) is the config's pin: a
-            // record of an earlier resolution goes.
-            let resolved = match (&resolved_again, &pin) {
-                (Some((pinned, now)), _) => Some((pinned.as_str(), now.as_str())),
-                (None, Some((_, pinned))) => Some((pinned.as_str(), pinned.as_str())),
-                (None, None) => None,
-            };
-            let rendered = existing.unwrap_or(&target.rendered);
+            let resolved =
+                os_image::resolution(resolved_again.as_ref(), pin.as_ref().map(|(_, pinned)| pinned.as_str()));
             let annotations = os_image::pool_annotations(&pool, rendered, resolved);
             let mut patch = json!({});
             if let Some(configuration) = &target.configuration {

@@ -28,11 +28,20 @@ pub enum Gate {
     Pinned(String),
     /// To check, and for a tag to resolve, before the pool targets the config.
     Check(String),
+    /// Pinned to `pinned`, but the admin asked for its tag `image` to be resolved again
+    /// ([`RESOLVE_OS_IMAGE_ANNOTATION`]): checked again, and the digest found now recorded.
+    ResolveAgain { pinned: String, image: String },
 }
 
 /// The gate of `rendered` for a pool that targets `current` now, in a cluster whose base OS image
-/// is `base`. A pin that does not fit the image (edited by hand) is checked again.
-pub fn gate(rendered: &MachineConfig, current: Option<&MachineConfig>, base: Option<&str>) -> Gate {
+/// is `base`; `resolve_requested`: the pool asks for its tag to be resolved again. A pin that does
+/// not fit the image (edited by hand) is checked again.
+pub fn gate(
+    rendered: &MachineConfig,
+    current: Option<&MachineConfig>,
+    base: Option<&str>,
+    resolve_requested: bool,
+) -> Gate {
     let image = rendered.spec.os_image_url.as_str();
     let pinned = rendered.metadata.annotations.as_ref().and_then(|a| a.get(PINNED_OS_IMAGE_ANNOTATION));
     // An OCI directory on the nodes is no registry's to check.
@@ -41,6 +50,9 @@ pub fn gate(rendered: &MachineConfig, current: Option<&MachineConfig>, base: Opt
     }
     if pinned.is_some() {
         return match rendered.deployed_os_image() {
+            Ok(pinned) if resolve_requested && !is_by_digest(image) => {
+                Gate::ResolveAgain { pinned: pinned.to_string(), image: image.to_string() }
+            }
             Ok(pinned) => Gate::Pinned(pinned.to_string()),
             Err(_) => Gate::Check(image.to_string()),
         };
@@ -79,6 +91,20 @@ pub fn pool_annotations(
         changes.insert(RESOLVED_OS_IMAGE_ANNOTATION.into(), record.map_or(Value::Null, Value::String));
     }
     changes
+}
+
+/// What the pool records of its config's tag (`(config's pin, digest now)`, for
+/// [`pool_annotations`]): the digest found again on request, or the one just pinned for a new
+/// check; nothing when the tag was not resolved by this sync.
+pub fn resolution<'a>(
+    resolved_again: Option<&'a (String, String)>,
+    pinned_now: Option<&'a str>,
+) -> Option<(&'a str, &'a str)> {
+    match (resolved_again, pinned_now) {
+        (Some((pinned, now)), _) => Some((pinned, now)),
+        (None, Some(pinned)) => Some((pinned, pinned)),
+        (None, None) => None,
+    }
 }
 
 /// The Event of a tag resolved again on request: `image` of `config` from `was` to `now`.
@@ -243,30 +269,57 @@ mod tests {
         let other = format!("reg/os@{D2}");
         let pinned = format!("reg/os@{D2}");
         let base = Some(by_digest.as_str());
-        for (rendered, current, base, want) in [
-            (config("", None), None, base, Gate::Clear),
+        for (rendered, current, base, resolve, want) in [
+            (config("", None), None, base, false, Gate::Clear),
             // The pool's image or the cluster's, by digest: nothing new reaches a node.
-            (config(&by_digest, None), Some(config(&by_digest, None)), None, Gate::Clear),
-            (config(&by_digest, None), None, base, Gate::Clear),
-            (config(&by_digest, None), Some(config(&other, None)), base, Gate::Clear),
+            (config(&by_digest, None), Some(config(&by_digest, None)), None, false, Gate::Clear),
+            (config(&by_digest, None), None, base, false, Gate::Clear),
+            (config(&by_digest, None), Some(config(&other, None)), base, false, Gate::Clear),
             // A new image by digest, and every tag (even the pool's own: the tag may have moved).
-            (config(&other, None), Some(config(&by_digest, None)), base, Gate::Check(other.clone())),
+            (config(&other, None), Some(config(&by_digest, None)), base, false, Gate::Check(other.clone())),
             (
                 config("reg/os:9", None),
                 Some(config("reg/os:9", None)),
                 Some("reg/os:9"),
+                false,
                 Gate::Check("reg/os:9".into()),
             ),
-            (config(&other, None), None, None, Gate::Check(other.clone())),
+            (config(&other, None), None, None, false, Gate::Check(other.clone())),
             // Checked before.
-            (config("reg/os:9", Some(&pinned)), None, base, Gate::Pinned(pinned.clone())),
-            (config(&other, Some(&other)), None, base, Gate::Pinned(other.clone())),
+            (config("reg/os:9", Some(&pinned)), None, base, false, Gate::Pinned(pinned.clone())),
+            (config(&other, Some(&other)), None, base, false, Gate::Pinned(other.clone())),
             // An OCI directory on the nodes: nothing to ask a registry.
-            (config("oci:/var/images/os:1", None), None, base, Gate::Clear),
+            (config("oci:/var/images/os:1", None), None, base, false, Gate::Clear),
+            // The admin asks for a pinned tag to be resolved again; a digest has nothing to resolve,
+            // and an image not checked before is checked anyway.
+            (
+                config("reg/os:9", Some(&pinned)),
+                None,
+                base,
+                true,
+                Gate::ResolveAgain { pinned: pinned.clone(), image: "reg/os:9".into() },
+            ),
+            (config(&other, Some(&other)), None, base, true, Gate::Pinned(other.clone())),
+            (config("reg/os:9", None), None, base, true, Gate::Check("reg/os:9".into())),
+            (config("", None), None, base, true, Gate::Clear),
             // A pin of another repository is not trusted: checked again.
-            (config("reg/os:9", Some(&format!("evil/os@{D2}"))), None, base, Gate::Check("reg/os:9".into())),
+            (config("reg/os:9", Some(&format!("evil/os@{D2}"))), None, base, false, Gate::Check("reg/os:9".into())),
         ] {
-            assert_eq!(gate(&rendered, current.as_ref(), base), want, "{rendered:?} from {current:?}");
+            assert_eq!(gate(&rendered, current.as_ref(), base, resolve), want, "{rendered:?} from {current:?}");
+        }
+    }
+
+    #[test]
+    fn the_pool_records_the_digest_found_again_or_just_pinned() {
+        let again = ("reg/os@old".to_string(), "reg/os@new".to_string());
+        let cases = [
+            ("resolved again on request", Some(&again), None, Some(("reg/os@old", "reg/os@new"))),
+            ("resolved again wins over a pin", Some(&again), Some("reg/os@x"), Some(("reg/os@old", "reg/os@new"))),
+            ("a new check pins", None, Some("reg/os@x"), Some(("reg/os@x", "reg/os@x"))),
+            ("nothing resolved", None, None, None),
+        ];
+        for (case, resolved_again, pinned_now, want) in cases {
+            assert_eq!(resolution(resolved_again, pinned_now), want, "{case}");
         }
     }
 

@@ -172,6 +172,7 @@ async fn machine_os_configs_are_built_rolled_forward_and_failures_reported() {
         image: "registry.example.com/mco@sha256:1111".into(),
         host_network: false,
         retry_delay: Duration::from_millis(500),
+        metrics: Default::default(),
     };
     tokio::spawn(run(client.clone(), options));
     let configs = Api::<MachineOSConfig>::all(client.clone());

@@ -91,7 +91,11 @@ async fn the_releases_labelled_images_become_the_clusters_os_image_streams() {
         ..Default::default()
     };
     let renders = tokio::spawn(render::controller::run(client.clone(), version(), render_options));
-    let options = osimagestream::Options { retry_delay: Duration::from_millis(500), rescan: Duration::from_secs(2) };
+    let options = osimagestream::Options {
+        retry_delay: Duration::from_millis(500),
+        rescan: Duration::from_secs(2),
+        ..Default::default()
+    };
     let streams_controller = tokio::spawn(osimagestream::run(client.clone(), version(), options));
     let streams: Api<OSImageStream> = Api::all(client.clone());
     let pools: Api<MachineConfigPool> = Api::all(client.clone());

@@ -46,7 +46,7 @@ async fn pools_list_the_pinned_image_sets_their_selector_selects() {
     for (name, r) in [("zeta", "worker"), ("alpha", "worker"), ("control", "master")] {
         sets.create(&PostParams::default(), &set(name, r)).await.unwrap();
     }
-    let controller = tokio::spawn(pinnedimageset::run(client.clone()));
+    let controller = tokio::spawn(pinnedimageset::run(client.clone(), Default::default()));
     let ok = Some(("False".to_string(), String::new()));
     let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
 

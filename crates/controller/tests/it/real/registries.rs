@@ -52,7 +52,8 @@ async fn mirror_policies_become_each_built_in_pools_registries_files() {
     }
     create(&client, &example::<ControllerConfig>("cluster/controllerconfig.yaml")).await;
     let version = ControllerVersion { raw: "v0.0.0-test".into(), hash: "test-version".into() };
-    let controller = tokio::spawn(run(client.clone(), version, std::time::Duration::from_millis(200)));
+    let controller =
+        tokio::spawn(run(client.clone(), version, std::time::Duration::from_millis(200), Default::default()));
 
     // Upstream's TestICSPConfigMirror policy, before the Image config exists.
     let policy: ImageContentSourcePolicy = serde_json::from_value(json!({

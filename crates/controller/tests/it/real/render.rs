@@ -144,6 +144,14 @@ async fn render_controller_against_a_real_apiserver() {
     }
     assert_eq!(target_of(&pools.get("worker").await.unwrap()).as_ref(), Some(&good_target));
     assert_eq!(render_degraded(&pools.get("master").await.unwrap()).unwrap().0, "False", "master does not select it");
+    // Each failed render is counted by its kind.
+    eventually("the render failures counted", || async {
+        let text = mco_metrics::render(&registry);
+        let counted = "mco_controller_reconcile_errors_total{controller=\"render\",error=\"render\"} ";
+        let line = text.lines().find(|l| l.starts_with(counted)).map(str::to_string);
+        satisfying(line, |line| line.as_ref().is_some_and(|l| !l.ends_with(" 0")))
+    })
+    .await;
 
     // Fixing it clears the condition and moves the target.
     let fix = json!({"spec": {"kernelType": "realtime"}});
