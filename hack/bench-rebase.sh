@@ -7,7 +7,7 @@
 # the numbers depend on it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo bench -p mco-daemon --bench rebase --no-run
+cargo bench -p mco-apply --bench rebase --no-run
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-cargo bench -p mco-daemon --bench rebase "$@"
+cargo bench -p mco-apply --bench rebase "$@"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -7,6 +7,11 @@
 //! and runs one full sync per batch of events, as upstream's single worker does. It also does
 //! the operator's share of the work (the effective `managedBootImagesStatus` and skew mode), since
 //! nothing else in this project writes them.
+//!
+//! A crate of its own rather than a module of `mco-controller`, which runs it: it is one full sync
+//! over every MachineSet per batch of events (not a kube-rs Controller over one kind, so not
+//! `mco_controller::reconciler`'s shape), it talks to clouds (EC2's image owners, [`ec2`]) that
+//! nothing else does, and its tests need a cloud's API (moto) but none of the other controllers.
 
 pub mod ec2;
 pub mod events;

@@ -33,8 +33,8 @@ use mco_api::constants::{
 use mco_api::machineconfiguration::pool_condition::{BUILD_FAILED, IMAGE_BUILD_DEGRADED};
 use mco_api::machineconfiguration::{ContainerfileArch, MachineOSBuildStatus, MachineOSConfigStatus, ObjectReference};
 use mco_api::{MachineConfig, MachineConfigPool, MachineOSBuild, MachineOSConfig};
-use mco_build::progress::{self, Outcome, Phase};
-use mco_build::{BuildRequest, RequestError};
+use mco_machine_os_build::progress::{self, Outcome, Phase};
+use mco_machine_os_build::{BuildRequest, RequestError};
 use mco_metrics::controller::ControllerMetrics;
 use mco_rollout::conditions;
 use serde_json::json;

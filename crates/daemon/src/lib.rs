@@ -1,31 +1,32 @@
-//! The node agent's apply engine (`mco daemon`): moves a node from one rendered MachineConfig to
-//! another the way the original machine-config-daemon does (`docs/concepts/node-update.md`), with
-//! every step idempotent and journaled so that a failure or a crash leaves the node on the old
-//! config.
+//! The node daemon (`mco daemon run --node NAME`, upstream's machine-config-daemon): the process
+//! on each node. It watches only its own Node, moves the node to the `desiredConfig` the node
+//! controller sets with `mco-apply` (what is applied to the node's filesystem and OS), and talks to the controller through the Node's annotations
+//! (`docs/behaviour.md#the-node-handshake`): `state`, `reason`, the drain/uncordon handshake,
+//! `currentConfig`.
 //!
-//! * [`plan`]: pure — the ordered steps of an update, every input problem found before writing.
-//! * [`files`], [`units`], [`ssh`]: the writers (atomic, with OS originals kept and restored).
-//! * [`os`]: the [`os::OsBackend`] trait; rpm-ostree and bootc command lines.
-//! * [`journal`], [`apply`]: snapshot → write → roll back on error or after a crash → record.
-//! * [`state`]: the on-disk state files; [`validate`]: on-disk drift checks.
-//! * [`bake`]: a MachineConfig written into a directory tree for an OS image build.
+//! * [`handshake`]: pure — what to do next from the annotations and the on-disk config.
+//! * [`annotations`]: pure — the merge patches of the keys the daemon owns.
+//! * [`aleph`]: the boot image the node was installed from, reported on the Node.
+//! * [`agent`]: the thin IO shell (kube-rs), failures reported and retried with [`backoff`].
+//! * [`events`]: Events on the Node, with upstream's reasons, rate-limited.
+//! * [`metered`]: the OS backend's and the reboot's failures counted, reboots timed across the boot.
+//! * [`os_release`]: the node's OS and version, reported as a metric.
+//! * [`pinned_images`]: pure — the images of the node's PinnedImageSets, the storage gate, their
+//!   MachineConfigNode status; [`pinning`] pulls and pins them in the node's containerd.
+//!
+//! The apply engine stays free of Kubernetes; this crate is the only daemon code that talks to
+//! the API server.
 
-pub mod actions;
-pub mod apply;
-pub mod bake;
-pub mod failpoint;
-pub mod files;
-pub mod firstboot;
-pub mod fsutil;
-pub mod journal;
-pub mod os;
-pub mod plan;
-pub mod runner;
-pub mod shadow;
-pub mod skew;
-pub mod ssh;
-pub mod state;
-pub mod units;
-pub mod validate;
+pub mod agent;
+pub mod aleph;
+pub mod annotations;
+pub mod backoff;
+pub mod events;
+pub mod handshake;
+pub mod kubelet_health;
+pub mod metered;
+pub mod os_release;
+pub mod pinned_images;
+pub mod pinning;
 
-pub use apply::{Applied, ApplyError, Disruption, Node, Recovered, apply};
+pub use agent::{Settings, Stopped, Timing, run};

@@ -131,7 +131,7 @@ impl LabNode {
 
         let mut first = Machine::power_on(mco, machine).await?;
         let deadline = Instant::now() + FIRST_BOOT_TIMEOUT;
-        let issue = first.root().join(mco_daemon::skew::ISSUE_FILE.trim_start_matches('/'));
+        let issue = first.root().join(mco_apply::skew::ISSUE_FILE.trim_start_matches('/'));
         loop {
             match first.halted()? {
                 Some(Halt::Reboot) => break,

@@ -1,4 +1,4 @@
-//! `mco daemon`: the node agent's apply engine, one shot (for debugging and tests).
+//! `mco daemon`: what the node daemon applies to a node (`mco-apply`), one shot (for debugging and tests).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -6,15 +6,15 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use mco_api::{MachineConfig, MachineConfiguration};
-use mco_daemon::apply::{self, Disruption, Node, Recovered, SystemdRunReboot};
-use mco_daemon::failpoint::Failpoints;
-use mco_daemon::files::Originals;
-use mco_daemon::firstboot::{self, Firstboot};
-use mco_daemon::os::sysroot::{OstreeSysroot, PullSource};
-use mco_daemon::os::{Bootc, OsBackend, RpmOstree};
-use mco_daemon::runner::HostRunner;
-use mco_daemon::units::HostSystemd;
-use mco_daemon::{plan, state, validate};
+use mco_apply::apply::{self, Disruption, Node, Recovered, SystemdRunReboot};
+use mco_apply::failpoint::Failpoints;
+use mco_apply::files::Originals;
+use mco_apply::firstboot::{self, Firstboot};
+use mco_apply::os::sysroot::{OstreeSysroot, PullSource};
+use mco_apply::os::{Bootc, OsBackend, RpmOstree};
+use mco_apply::runner::HostRunner;
+use mco_apply::units::HostSystemd;
+use mco_apply::{plan, state, validate};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum DaemonCommand {

@@ -1,12 +1,12 @@
-//! `mco daemon run --node NAME`: the node daemon in the cluster (crate `mco-agent`).
+//! `mco daemon run --node NAME`: the node daemon in the cluster (crate `mco-daemon`; what it applies: `mco-apply`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use mco_agent::kubelet_health::{self, HealthzUrl};
-use mco_agent::{Settings, Stopped, Timing};
+use mco_daemon::kubelet_health::{self, HealthzUrl};
+use mco_daemon::{Settings, Stopped, Timing};
 
 use crate::cmd_daemon::{NodeArgs, node};
 
@@ -54,7 +54,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut registry = mco_metrics::Registry::default();
     let metrics = mco_metrics::daemon::DaemonMetrics::register(&mut registry);
     let kubelet_state = metrics.kubelet_state.clone();
-    let mut pinning = mco_agent::pinning::Settings::new(args.node_name.clone(), node.root.clone());
+    let mut pinning = mco_daemon::pinning::Settings::new(args.node_name.clone(), node.root.clone());
     pinning.min_free_storage = args.pinned_images_min_free_storage;
     let settings =
         Settings { node_name: args.node_name, aleph: args.node.aleph()?, timing: Timing::default(), metrics };
@@ -82,8 +82,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Some(path) => node_credentials(path, args.node.mounted_host_root()).await?,
             None => client.clone(),
         };
-        tokio::spawn(mco_agent::pinning::run(client.clone(), node_client.clone(), pinning));
-        match mco_agent::run(client, node_client, node, settings).await {
+        tokio::spawn(mco_daemon::pinning::run(client.clone(), node_client.clone(), pinning));
+        match mco_daemon::run(client, node_client, node, settings).await {
             // Exiting would let systemd restart the daemon before the reboot, and it would then
             // report the update complete on a node that has not booted into it.
             Stopped::RebootRequested if host => std::future::pending().await,

@@ -333,7 +333,7 @@ fn build_machine_os_image(args: &BuildMachineOsArgs) -> anyhow::Result<String> {
     let work = tempfile::Builder::new().prefix("mco-build-machine-os-").tempdir_in(derive::scratch_dir())?;
     let context = work.path().join("context");
     tracing::info!(machineconfig = %name, context = %context.display(), "baking the MachineConfig");
-    mco_daemon::bake::bake_config(&context.join("machineconfig"), &mc)?;
+    mco_apply::bake::bake_config(&context.join("machineconfig"), &mc)?;
     let pull_authfile = existing_authfile(args.pull_authfile.as_deref())?;
     let push_authfile = existing_authfile(args.push_authfile.as_deref())?;
     let spec = derive::ContainerBuild { containerfile: args.containerfile.clone(), context, to, ..Default::default() };

@@ -79,9 +79,9 @@ pub async fn each_pool_rolls_out_on_its_os_stream(lab: &mut Lab) {
     assert_eq!(rendered_image(master_config).await, sets[1].os_image, "the master pool renders from rhel-9");
     assert_eq!(rendered_image(current.clone()).await, sets[0].os_image, "the worker pool renders from rhel-10");
     let master_root = node_root(lab, MASTER);
-    assert_eq!(read(&mco_daemon::fsutil::host_path(&master_root, stream_file).unwrap()), "master\n");
+    assert_eq!(read(&mco_apply::fsutil::host_path(&master_root, stream_file).unwrap()), "master\n");
     for root in worker_roots(lab) {
-        assert_eq!(read(&mco_daemon::fsutil::host_path(&root, stream_file).unwrap()), "worker\n");
+        assert_eq!(read(&mco_apply::fsutil::host_path(&root, stream_file).unwrap()), "worker\n");
     }
     workers_report_os(lab, |os| os == mco_lab::images::OTHER_STREAM_OS).await;
     set_pool(&client, json!({"osImageStream": null})).await;

@@ -643,7 +643,7 @@ pub async fn workers_pinned_image_sets(client: &Client) -> Vec<Vec<(String, Opti
 pub async fn workers_pinned(lab: &Lab, image: &str) -> Vec<Result<Option<bool>, String>> {
     let mut seen = Vec::new();
     for root in worker_roots(lab) {
-        let socket = mco_daemon::fsutil::host_path(&root, mco_cri::CONTAINERD_SOCKET).unwrap();
+        let socket = mco_apply::fsutil::host_path(&root, mco_cri::CONTAINERD_SOCKET).unwrap();
         let asked =
             async { anyhow::Ok(mco_cri::Runtime::connect(&socket).await?.image(image).await?.map(|i| i.pinned)) };
         seen.push(asked.await.map_err(|e| format!("{e:#}")));

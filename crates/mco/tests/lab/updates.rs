@@ -225,7 +225,7 @@ pub async fn upgrading_mco_rolls_its_pods_and_reboots_no_node(lab: &mut Lab) {
     // Upgrading mco itself: a new image digest applied with deploy/ rolls the controller's and the
     // daemons' pods, and no node is updated or rebooted for it.
     let boot_ids: Vec<String> =
-        worker_roots(lab).iter().map(|root| read(&mco_daemon::fsutil::host_path(root, BOOT_ID).unwrap())).collect();
+        worker_roots(lab).iter().map(|root| read(&mco_apply::fsutil::host_path(root, BOOT_ID).unwrap())).collect();
     let installed = lab.mco(&["lab", "install", "--image-version", "lab-upgrade"]);
     assert!(installed.get_output().status.success(), "lab install: {}", stderr(&installed));
     let digest = stdout(&installed).trim().to_string();
@@ -243,12 +243,7 @@ pub async fn upgrading_mco_rolls_its_pods_and_reboots_no_node(lab: &mut Lab) {
     })
     .await;
     for (root, before) in worker_roots(lab).iter().zip(&boot_ids) {
-        assert_eq!(
-            &read(&mco_daemon::fsutil::host_path(root, BOOT_ID).unwrap()),
-            before,
-            "{} rebooted",
-            root.display()
-        );
+        assert_eq!(&read(&mco_apply::fsutil::host_path(root, BOOT_ID).unwrap()), before, "{} rebooted", root.display());
     }
     for node in nodes.list(&workers()).await.unwrap() {
         assert!(done_on(&node, &current), "{}", summary(&node));

@@ -17,9 +17,9 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Propag
 use kube::{Api, Client, ResourceExt};
 use mco_api::constants::{CURRENT_MACHINE_OS_BUILD_ANNOTATION, MACHINE_OS_CONFIG_LABEL, REBUILD_ANNOTATION};
 use mco_api::{MachineConfig, MachineConfigPool, MachineOSBuild, MachineOSConfig};
-use mco_build::BuildRequest;
-use mco_build::progress::{self, Phase};
 use mco_controller::build::{Options, run};
+use mco_machine_os_build::BuildRequest;
+use mco_machine_os_build::progress::{self, Phase};
 use mco_testenv::{TestEnv, eventually, satisfying};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};

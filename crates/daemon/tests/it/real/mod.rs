@@ -1,3 +1,4 @@
 //! The tests that run real components: an API server, a registry, OSTree, buildah, root.
 
-mod ostree;
+mod daemon_run;
+mod pinning;

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use mco_daemon::fsutil::host_path_followed;
+use mco_apply::fsutil::host_path_followed;
 
 /// The original's `os` label when the OS cannot be read.
 pub const UNSUPPORTED: &str = "unsupported";

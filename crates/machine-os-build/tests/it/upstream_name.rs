@@ -3,7 +3,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mco_api::{MachineConfig, MachineConfigPool, MachineOSConfig};
-use mco_build::BuildRequest;
+use mco_machine_os_build::BuildRequest;
 use serde_json::Value;
 
 fn fixture() -> Value {

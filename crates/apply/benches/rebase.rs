@@ -1,6 +1,6 @@
 //! OS rebase of an image with 50,000 files on a directory sysroot (tmpfs), with the real
 //! libostree, ostree-ext, skopeo and a registry on loopback, against the ostree CLI doing the
-//! same: `cargo bench -p mco-daemon --bench rebase` (or `hack/bench-rebase.sh`). Prints the
+//! same: `cargo bench -p mco-apply --bench rebase` (or `hack/bench-rebase.sh`). Prints the
 //! median of several runs of:
 //!
 //! * rebase: the daemon's OS step, pull + import from the registry + deploy (`OsBackend::apply`);
@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use mco_daemon::os::OsBackend;
-use mco_daemon::os::sysroot::{OstreeSysroot, PullSource};
-use mco_daemon::plan::OsChanges;
+use mco_apply::os::OsBackend;
+use mco_apply::os::sysroot::{OstreeSysroot, PullSource};
+use mco_apply::plan::OsChanges;
 use mco_os::image::{self, PullConfig};
 use mco_os::registry::LocalRegistry;
 use mco_os::sysroot;

@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex};
 
 use base64::Engine;
 use mco_api::MachineConfig;
-use mco_daemon::apply::{self, ApplyError, Disruption, Node, REBOOT_REQUEST};
-use mco_daemon::failpoint::{Action, Failpoints};
-use mco_daemon::firstboot::{self, ENCAPSULATED, ENCAPSULATED_BAK, Firstboot};
-use mco_daemon::os::sysroot::{OstreeSysroot, PullSource};
-use mco_daemon::state;
+use mco_apply::apply::{self, ApplyError, Disruption, Node, REBOOT_REQUEST};
+use mco_apply::failpoint::{Action, Failpoints};
+use mco_apply::firstboot::{self, ENCAPSULATED, ENCAPSULATED_BAK, Firstboot};
+use mco_apply::os::sysroot::{OstreeSysroot, PullSource};
+use mco_apply::state;
 use mco_os::image::PullConfig;
 use mco_os::registry::LocalRegistry;
 use mco_os::signing::{SignatureStore, SigningKey};
@@ -53,7 +53,7 @@ impl Lab {
     /// holds them.
     fn start(credentials: Option<(&'static str, &'static str)>) -> Lab {
         // tmpfs: fast.
-        let tmp = tempfile::Builder::new().prefix("mco-daemon-ostree-").tempdir_in("/dev/shm").unwrap();
+        let tmp = tempfile::Builder::new().prefix("mco-apply-ostree-").tempdir_in("/dev/shm").unwrap();
         let dir = tmp.path().join("registry");
         let registry = match credentials {
             None => LocalRegistry::start(&dir),

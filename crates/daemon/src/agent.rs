@@ -19,11 +19,11 @@ use mco_api::constants::{
     STATE_REBOOTING, STATE_WORKING,
 };
 use mco_api::{ControllerConfig, MachineConfig, MachineConfiguration};
-use mco_daemon::apply::{self, Applied, ApplyError, Disruption, Node, Recovered};
-use mco_daemon::failpoint::Failpoints;
-use mco_daemon::fsutil::{host_path, host_path_followed};
-use mco_daemon::plan::{self, Side};
-use mco_daemon::{state, validate};
+use mco_apply::apply::{self, Applied, ApplyError, Disruption, Node, Recovered};
+use mco_apply::failpoint::Failpoints;
+use mco_apply::fsutil::{host_path, host_path_followed};
+use mco_apply::plan::{self, Side};
+use mco_apply::{state, validate};
 use mco_disruption::ConfigDiff;
 use mco_mcn::{Recorder, Step};
 use mco_metrics::daemon::{DaemonMetrics, UpdatePhase};

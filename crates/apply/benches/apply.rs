@@ -1,12 +1,12 @@
 //! File-only update of 100 files on a directory root: time from the start of `apply` to done
 //! (validation of the current state, journal of the 100 originals, 100 atomic writes, record).
-//! `cargo bench -p mco-daemon --bench apply`; the target is under 100 ms.
+//! `cargo bench -p mco-apply --bench apply`; the target is under 100 ms.
 
 use std::time::{Duration, Instant};
 
 use mco_api::{MachineConfig, MachineConfigSpec};
-use mco_daemon::apply::{Disruption, Node, apply};
-use mco_daemon::failpoint::Failpoints;
+use mco_apply::apply::{Disruption, Node, apply};
+use mco_apply::failpoint::Failpoints;
 use mco_disruption::default_cluster_policies;
 use serde_json::json;
 

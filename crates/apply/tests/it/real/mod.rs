@@ -1,4 +1,3 @@
 //! The tests that run real components: an API server, a registry, OSTree, buildah, root.
 
-mod daemon_run;
-mod pinning;
+mod ostree;

@@ -17,8 +17,8 @@ use mco_api::machineconfiguration::machine_config_node_condition::{
     PINNED_IMAGE_SETS_DEGRADED, PINNED_IMAGE_SETS_PROGRESSING,
 };
 use mco_api::{MachineConfigNode, MachineConfigPool, PinnedImageSet};
+use mco_apply::fsutil::host_path_followed;
 use mco_cri::{CONTAINERD_SOCKET, Runtime, auth};
-use mco_daemon::fsutil::host_path_followed;
 use mco_mcn::{Recorder, Step};
 use tokio::time::Instant;
 

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mco_agent::{Settings, Stopped, Timing};
 use mco_api::constants::{
     BOOT_IMAGE_ANNOTATION, CURRENT_CONFIG_ANNOTATION, CURRENT_IMAGE_ANNOTATION, DESIRED_CONFIG_ANNOTATION,
     DESIRED_DRAIN_ANNOTATION, DESIRED_IMAGE_ANNOTATION, LAST_APPLIED_DRAIN_ANNOTATION, PINNED_OS_IMAGE_ANNOTATION,
@@ -15,12 +14,13 @@ use mco_api::constants::{
     REASON_ANNOTATION, STATE_ANNOTATION,
 };
 use mco_api::{ControllerConfig, MachineConfig, MachineConfiguration};
-use mco_daemon::Node;
-use mco_daemon::apply::REBOOT_REQUEST;
-use mco_daemon::journal::DIRECTORY_ROOT_BOOT_ID;
-use mco_daemon::os::{OsBackend, OsStatus};
-use mco_daemon::plan::OsChanges;
-use mco_daemon::units::ACTIONS_LOG;
+use mco_apply::Node;
+use mco_apply::apply::REBOOT_REQUEST;
+use mco_apply::journal::DIRECTORY_ROOT_BOOT_ID;
+use mco_apply::os::{OsBackend, OsStatus};
+use mco_apply::plan::OsChanges;
+use mco_apply::units::ACTIONS_LOG;
+use mco_daemon::{Settings, Stopped, Timing};
 use mco_metrics::Registry;
 use mco_metrics::daemon::DaemonMetrics;
 use mco_testenv::TestEnv;
@@ -280,7 +280,7 @@ impl Cluster {
         let node_kubeconfig = self.node_kubeconfig(name);
         tokio::spawn(async move {
             let node_client = mco_testenv::client_from_kubeconfig(&node_kubeconfig).await.unwrap();
-            mco_agent::run(client, node_client, node, settings).await
+            mco_daemon::run(client, node_client, node, settings).await
         })
     }
 
@@ -565,7 +565,7 @@ async fn the_first_update_after_a_first_boot_diffs_against_the_clusters_config()
     let r = root.path();
     write(r, kept.0, kept.1);
     let first_boots_record = config(&first, &[], json!({}));
-    write(r, mco_daemon::state::CURRENT_CONFIG, &serde_json::to_string(&first_boots_record).unwrap());
+    write(r, mco_apply::state::CURRENT_CONFIG, &serde_json::to_string(&first_boots_record).unwrap());
     let answered = cluster.drain_controller(node, r);
     let agent = cluster.agent(node, r);
     cluster.wait_for_state(node, "Done", &first).await;
@@ -619,8 +619,8 @@ async fn a_file_update_on_a_layered_node_keeps_the_image_it_runs() {
     let root = node_root("v1\n", true);
     let r = root.path();
     let mut record = config(rendered_a, &[(APP_CONF, "v1\n")], json!({}));
-    mco_daemon::state::with_layered_image(&mut record, &built);
-    write(r, mco_daemon::state::CURRENT_CONFIG, &serde_json::to_string(&record).unwrap());
+    mco_apply::state::with_layered_image(&mut record, &built);
+    write(r, mco_apply::state::CURRENT_CONFIG, &serde_json::to_string(&record).unwrap());
     cluster.drain_controller(node, r);
     let os = Box::new(BootedOn(built.clone()));
     let agent = cluster.agent_with(node, r, TIMEOUT, DaemonMetrics::default(), Some(os));
@@ -882,7 +882,7 @@ async fn annotated(cluster: &Cluster, key: &str, value: &str) -> BTreeMap<String
 }
 
 /// A stand-in OS (the daemon's part is tested here; the real sysroot's pulls and removals are in
-/// mco-daemon's ostree tests) that records the images pulled ahead and not yet removed; images
+/// mco-apply's ostree tests) that records the images pulled ahead and not yet removed; images
 /// of `missing.example` cannot be pulled.
 struct RecordingPulls(Arc<Mutex<Vec<String>>>);
 

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use mco_daemon::apply::{Node, Reboot};
-use mco_daemon::journal;
-use mco_daemon::os::{OsBackend, OsStatus};
-use mco_daemon::plan::OsChanges;
-use mco_daemon::state::{self, RebootRequest};
+use mco_apply::apply::{Node, Reboot};
+use mco_apply::journal;
+use mco_apply::os::{OsBackend, OsStatus};
+use mco_apply::plan::OsChanges;
+use mco_apply::state::{self, RebootRequest};
 use mco_metrics::daemon::{DaemonMetrics, UpdatePhase};
 
 /// `node` with its OS backend and reboot metered into `metrics`, its reboot preceded by what
@@ -166,7 +166,7 @@ mod tests {
         }
     }
 
-    use mco_daemon::apply::REBOOT_REQUEST;
+    use mco_apply::apply::REBOOT_REQUEST;
 
     /// What was carried: the root and the paths of each call.
     type Carried = Arc<Mutex<Vec<(PathBuf, Vec<String>)>>>;
@@ -179,7 +179,7 @@ mod tests {
         fn status(&self) -> anyhow::Result<OsStatus> {
             Ok(OsStatus::default())
         }
-        fn apply(&self, _: &mco_daemon::plan::OsChanges) -> anyhow::Result<()> {
+        fn apply(&self, _: &mco_apply::plan::OsChanges) -> anyhow::Result<()> {
             Ok(())
         }
         fn discard_staged(&self) -> anyhow::Result<()> {
@@ -211,7 +211,7 @@ mod tests {
 
     /// The directory root's boot id, as the booter of a directory root (the lab) records it.
     fn boot(root: &Path, id: &str) {
-        let path = mco_daemon::fsutil::host_path(root, journal::DIRECTORY_ROOT_BOOT_ID).unwrap();
+        let path = mco_apply::fsutil::host_path(root, journal::DIRECTORY_ROOT_BOOT_ID).unwrap();
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, format!("{id}\n")).unwrap();
     }
@@ -244,7 +244,7 @@ mod tests {
         let before = BeforeReboot::default();
         let node = metered(Node::directory_root(root.into(), None), &metrics, before.clone());
         let requested_before: Arc<Mutex<Vec<bool>>> = Arc::default();
-        let (seen, request) = (requested_before.clone(), mco_daemon::fsutil::host_path(root, REBOOT_REQUEST).unwrap());
+        let (seen, request) = (requested_before.clone(), mco_apply::fsutil::host_path(root, REBOOT_REQUEST).unwrap());
         before.set(move || seen.lock().unwrap().push(request.exists()));
         node.reboot.reboot("Node will reboot into config b").unwrap();
         assert_eq!(*requested_before.lock().unwrap(), [false], "run once, before the request");

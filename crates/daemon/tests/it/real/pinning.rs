@@ -9,12 +9,12 @@
 
 use std::time::Duration;
 
-use mco_agent::pinning::{self, Settings};
 use mco_api::machineconfiguration::machine_config_node_condition::{
     PINNED_IMAGE_SETS_DEGRADED, PINNED_IMAGE_SETS_PROGRESSING,
 };
 use mco_api::{MachineConfigNode, MachineConfigNodeStatusPinnedImageSet, MachineConfigPool, PinnedImageSet};
 use mco_cri::{CONTAINERD_SOCKET, Runtime};
+use mco_daemon::pinning::{self, Settings};
 use mco_mcn::Recorder;
 use mco_os::registry::LocalRegistry;
 use mco_testenv::containerd::{Containerd, push_buildah_image};
