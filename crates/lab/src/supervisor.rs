@@ -241,7 +241,7 @@ async fn run(
         bind_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         advertise_address: IpAddr::V4(network::APISERVER_ADDRESS),
     };
-    let env =
+    let mut env =
         mco_testenv::TestEnv::start_in(&layout.dir, &apiserver_network).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
     std::fs::copy(env.kubeconfig(), layout.kubeconfig()).context("copying the kubeconfig")?;
     let client = env.client();
@@ -262,58 +262,8 @@ async fn run(
 
     progress(layout, report, "creating the cluster's pools, base configs and ControllerConfig")?;
     let certs = layout.certs();
-    run_tool(
-        mco,
-        [
-            "certs".as_ref(),
-            "create".as_ref(),
-            "--dir".as_ref(),
-            certs.as_os_str(),
-            "--san".as_ref(),
-            "127.0.0.1,localhost".as_ref(),
-        ],
-        &[],
-        &layout.log("certs"),
-    )
-    .await?;
-    apply::apply(&client, &config_crds()).await?;
-    wait_established(&client, &config_crds()).await?;
-    let objects = cluster_objects(&ClusterInputs {
-        os_image: &lab_images.node,
-        extensions_image: &lab_images.extensions,
-        other_stream: (&lab_images.other_stream.0, &lab_images.other_stream.1),
-        registry: &registry,
-        controller_version_raw: &options.controller_version_raw,
-        platform: options.platform,
-    });
-    apply::apply(&client, &objects).await?;
-    let image_crds = image_config_crds(&options.deploy)?;
-    apply::apply(&client, &image_crds).await?;
-    wait_established(&client, &image_crds).await?;
-    apply::apply(&client, &[image_config()]).await?;
-    env.mark_controller_config_completed().await?;
     let server_url = format!("https://127.0.0.1:{}", ports.server);
-    if options.platform.has_machinesets() {
-        // The stub the installer would put in the user-data secret: the worker pool's config
-        // from this lab's server (no boot image version: a MachineSet's image says nothing).
-        let stub = run_tool(
-            mco,
-            [
-                "ignition".as_ref(),
-                "stub".as_ref(),
-                "--pool".as_ref(),
-                WORKER_POOL.as_ref(),
-                "--url".as_ref(),
-                server_url.as_ref(),
-                "--ca".as_ref(),
-                certs.join("ca.crt").as_os_str(),
-            ],
-            &[],
-            &layout.log("cloud"),
-        )
-        .await?;
-        apply::apply(&client, &cloud_objects(stub.trim_end())).await?;
-    }
+    create_cluster(options, layout, &env, &lab_images, &registry, &server_url).await?;
 
     // As an installer's bootstrap node does: a controller outside the cluster renders the pools and
     // a server outside it serves the first machines, until mco runs on those machines as pods.
@@ -329,25 +279,7 @@ async fn run(
     wait_rendered(&client, WORKER_POOL).await?;
 
     progress(layout, report, "starting the Machine Config Server")?;
-    let token_dir = bootstrap_token(&client, env.dir(), layout).await?;
-    let mut server_cmd = Command::new(mco);
-    server_cmd
-        .arg("server")
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--bootstrap-token-dir")
-        .arg(&token_dir)
-        .arg("--tls-cert")
-        .arg(certs.join("tls.crt"))
-        .arg("--tls-key")
-        .arg(certs.join("tls.key"))
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{}", ports.server))
-        .arg("--insecure-listen")
-        .arg(format!("127.0.0.1:{}", ports.insecure_server))
-        .env("MCO_LOG", "info");
-    let mut server = Service::spawn("server", server_cmd, &layout.log("server"))?;
-    images::wait_for_port(&mut server, ports.server).await?;
+    let server = start_bootstrap_server(mco, layout, &env, &ports).await?;
     report.server = Some(server_url.clone());
 
     if let Err(e) = wait_serving(&server_url, &certs.join("ca.crt")).await {
@@ -491,7 +423,109 @@ async fn run(
     registry_service.stop().await;
     signature_service.stop().await;
     control_plane.stop().await;
-    drop(env);
+    if let Err(e) = env.shut_down().await {
+        tracing::warn!("stopping etcd: {e:#}");
+    }
+    Ok(())
+}
+
+/// The Machine Config Server of the installer's bootstrap node, outside the cluster, with the
+/// node-bootstrapper's token and the lab's certificate, listening on the lab's server ports.
+async fn start_bootstrap_server(
+    mco: &Path,
+    layout: &Layout,
+    env: &mco_testenv::TestEnv,
+    ports: &Ports,
+) -> anyhow::Result<Service> {
+    let certs = layout.certs();
+    let token_dir = bootstrap_token(&env.client(), env.dir(), layout).await?;
+    let mut server_cmd = Command::new(mco);
+    server_cmd
+        .arg("server")
+        .arg("--kubeconfig")
+        .arg(layout.kubeconfig())
+        .arg("--bootstrap-token-dir")
+        .arg(&token_dir)
+        .arg("--tls-cert")
+        .arg(certs.join("tls.crt"))
+        .arg("--tls-key")
+        .arg(certs.join("tls.key"))
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{}", ports.server))
+        .arg("--insecure-listen")
+        .arg(format!("127.0.0.1:{}", ports.insecure_server))
+        .env("MCO_LOG", "info");
+    let mut server = Service::spawn("server", server_cmd, &layout.log("server"))?;
+    images::wait_for_port(&mut server, ports.server).await?;
+    Ok(server)
+}
+
+/// What an installer creates before any machine boots: the certificates, the CRDs of the
+/// kinds mco reads, the pools, base configs and ControllerConfig, the cluster's image
+/// configuration and, on a platform with MachineSets, the cloud's objects with the stub of
+/// `server_url`.
+async fn create_cluster(
+    options: &Options,
+    layout: &Layout,
+    env: &mco_testenv::TestEnv,
+    lab_images: &images::LabImages,
+    registry: &str,
+    server_url: &str,
+) -> anyhow::Result<()> {
+    let mco = options.mco.as_path();
+    let client = &env.client();
+    let certs = layout.certs();
+    run_tool(
+        mco,
+        [
+            "certs".as_ref(),
+            "create".as_ref(),
+            "--dir".as_ref(),
+            certs.as_os_str(),
+            "--san".as_ref(),
+            "127.0.0.1,localhost".as_ref(),
+        ],
+        &[],
+        &layout.log("certs"),
+    )
+    .await?;
+    apply::apply(client, &config_crds()).await?;
+    wait_established(client, &config_crds()).await?;
+    let objects = cluster_objects(&ClusterInputs {
+        os_image: &lab_images.node,
+        extensions_image: &lab_images.extensions,
+        other_stream: (&lab_images.other_stream.0, &lab_images.other_stream.1),
+        registry,
+        controller_version_raw: &options.controller_version_raw,
+        platform: options.platform,
+    });
+    apply::apply(client, &objects).await?;
+    let image_crds = image_config_crds(&options.deploy)?;
+    apply::apply(client, &image_crds).await?;
+    wait_established(client, &image_crds).await?;
+    apply::apply(client, &[image_config()]).await?;
+    env.mark_controller_config_completed().await?;
+    if options.platform.has_machinesets() {
+        // The stub the installer would put in the user-data secret: the worker pool's config
+        // from this lab's server (no boot image version: a MachineSet's image says nothing).
+        let stub = run_tool(
+            mco,
+            [
+                "ignition".as_ref(),
+                "stub".as_ref(),
+                "--pool".as_ref(),
+                WORKER_POOL.as_ref(),
+                "--url".as_ref(),
+                server_url.as_ref(),
+                "--ca".as_ref(),
+                certs.join("ca.crt").as_os_str(),
+            ],
+            &[],
+            &layout.log("cloud"),
+        )
+        .await?;
+        apply::apply(client, &cloud_objects(stub.trim_end())).await?;
+    }
     Ok(())
 }
 

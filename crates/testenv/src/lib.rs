@@ -1,5 +1,9 @@
 //! A real Kubernetes API server for integration tests: etcd and kube-apiserver on loopback ports,
-//! in a temporary directory, with mco's CustomResourceDefinitions installed.
+//! in a temporary directory, with mco's CustomResourceDefinitions installed. The lab runs its
+//! cluster's API server with the same code ([`TestEnv::start_in`]); what only tests use (the
+//! shared server, the prepared etcd directory, unique names, `eventually`, containerd for
+//! tests) is behind the feature `fixtures`, which only test builds enable, so none of it is in
+//! the `mco` binary.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), mco_testenv::Error> {
@@ -21,15 +25,19 @@
 //! test binary exits, and every process this crate starts is killed if the test binary dies.
 
 mod binaries;
+#[cfg(feature = "fixtures")]
 pub mod containerd;
 mod pki;
 mod process;
+#[cfg(feature = "fixtures")]
 mod shared;
+#[cfg(feature = "fixtures")]
 mod template;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+#[cfg(feature = "fixtures")]
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -37,6 +45,7 @@ use anyhow::Context as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use fn_error_context::context;
+#[cfg(feature = "fixtures")]
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
@@ -115,6 +124,19 @@ const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 pub const SERVICE_CLUSTER_IP_RANGE: &str = "10.0.0.0/24";
 pub const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 
+/// The etcd data directory's name in an environment's directory.
+const ETCD_DIR: &str = "etcd";
+
+/// Where a new server's CRDs are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CrdsIn {
+    /// Already established in its etcd data (a copy of the prepared directory).
+    #[cfg(feature = "fixtures")]
+    EtcdData,
+    /// To create, and to wait for.
+    ToCreate,
+}
+
 /// A running etcd + kube-apiserver pair with the CRDs installed: a test's own
 /// ([`TestEnv::start`]) or the one its test binary shares ([`TestEnv::shared`]).
 pub struct TestEnv {
@@ -150,22 +172,26 @@ impl TestEnv {
     /// Starts etcd and the API server of this test alone, with [`mco_api::crds`] established
     /// (from a prepared etcd data directory, see [`template`]). For tests that restart the
     /// server, read its audit log, or act on cluster-wide singletons or every object of a kind.
+    #[cfg(feature = "fixtures")]
     pub async fn start() -> Result<TestEnv, Error> {
         let dir = tempfile::Builder::new().prefix("mco-testenv-").tempdir().context("creating the temp dir")?;
         let etcd_data = template::etcd_data().await?;
-        Self::start_with(dir, &Network::default(), Some(&etcd_data)).await
+        template::copy_dir(&etcd_data, &dir.path().join(ETCD_DIR))?;
+        Self::start_with(dir, &Network::default(), CrdsIn::EtcdData).await
     }
 
     /// [`TestEnv::start`] on an empty etcd, creating the CRDs and waiting until they are served:
     /// what the prepared data directory saves (`cargo bench -p mco-testenv` compares both).
+    #[cfg(feature = "fixtures")]
     pub async fn start_fresh() -> Result<TestEnv, Error> {
         let dir = tempfile::Builder::new().prefix("mco-testenv-").tempdir().context("creating the temp dir")?;
-        Self::start_with(dir, &Network::default(), None).await
+        Self::start_with(dir, &Network::default(), CrdsIn::ToCreate).await
     }
 
     /// The API server every test of this test binary shares, started by the first to ask: for
     /// tests that only touch objects of their own (named with [`TestEnv::unique_name`] or in
     /// [`TestEnv::namespace`]). It cannot be stopped; it dies with the test binary.
+    #[cfg(feature = "fixtures")]
     pub async fn shared() -> Result<TestEnv, Error> {
         let cluster = shared::cluster().await?;
         let client = client_from_kubeconfig(&cluster.kubeconfig).await?;
@@ -182,22 +208,18 @@ impl TestEnv {
             .tempdir_in(parent)
             .with_context(|| format!("creating a directory in {}", parent.display()))?;
         dir.disable_cleanup(true);
-        Self::start_with(dir, network, None).await
+        Self::start_with(dir, network, CrdsIn::ToCreate).await
     }
 
-    /// Starts etcd on a copy of `etcd_data` if given (its CRDs already established), else on
-    /// an empty directory, installing the CRDs.
-    async fn start_with(dir: TempDir, network: &Network, etcd_data: Option<&Path>) -> Result<TestEnv, Error> {
+    /// Starts etcd on the data in `dir` (where `crds` says the CRDs are) and the API server.
+    async fn start_with(dir: TempDir, network: &Network, crds: CrdsIn) -> Result<TestEnv, Error> {
         let [kube_apiserver, etcd_binary] = find_binaries(["kube-apiserver", "etcd"])?;
         let pki = Pki::generate(network.advertise_address).context("generating certificates")?;
         let files = write_pki(dir.path(), &pki)?;
         let [etcd_port, etcd_peer_port, free_apiserver_port] = process::free_ports()?;
         let apiserver_port = network.port.unwrap_or(free_apiserver_port);
 
-        let etcd_dir = dir.path().join("etcd");
-        if let Some(etcd_data) = etcd_data {
-            template::copy_dir(etcd_data, &etcd_dir)?;
-        }
+        let etcd_dir = dir.path().join(ETCD_DIR);
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let mut etcd = Process::spawn(
             "etcd",
@@ -222,7 +244,7 @@ impl TestEnv {
         let processes = Processes { apiserver: None, etcd, apiserver_binary: kube_apiserver, apiserver_args, dir };
         let mut env = TestEnv { processes: Some(processes), cluster, client };
         env.start_apiserver().await?;
-        if etcd_data.is_none() {
+        if crds == CrdsIn::ToCreate {
             env.install_crds().await?;
         }
         Ok(env)
@@ -240,12 +262,14 @@ impl TestEnv {
 
     /// `prefix` made unique in this test binary's run (`prefix-N`): a name for a cluster-scoped
     /// object of a test on the [shared](TestEnv::shared) server.
+    #[cfg(feature = "fixtures")]
     pub fn unique_name(&self, prefix: &str) -> String {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         format!("{prefix}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Creates a namespace of the test's own (named after `prefix`) and returns its name.
+    #[cfg(feature = "fixtures")]
     #[context("Creating a namespace for {prefix}")]
     pub async fn namespace(&self, prefix: &str) -> anyhow::Result<String> {
         let name = self.unique_name(prefix);
@@ -326,9 +350,10 @@ impl TestEnv {
         self.start_apiserver().await
     }
 
-    /// Stops both processes as an administrator would (SIGTERM, so etcd closes its files); the
-    /// directory stays until the environment is dropped.
-    async fn shut_down(&mut self) -> anyhow::Result<()> {
+    /// Stops both processes (the API server killed, etcd with SIGTERM, so that it closes its
+    /// files); the directory stays until the environment is dropped. The lab stops its cluster's
+    /// so, since it keeps the data.
+    pub async fn shut_down(&mut self) -> anyhow::Result<()> {
         let processes = self.processes();
         processes.apiserver = None;
         processes.etcd.terminate().await
@@ -587,11 +612,13 @@ pub async fn client_from_kubeconfig(path: &Path) -> anyhow::Result<Client> {
 
 /// How long [`eventually`] waits: generous, because tests run many API servers at once on small
 /// machines; a test asserts what happens, never how fast.
+#[cfg(feature = "fixtures")]
 pub const EVENTUALLY_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Polls `probe` until it returns `Ok` and returns that value. A probe that is not satisfied
 /// returns `Err` with what it saw instead; after [`EVENTUALLY_TIMEOUT`] this panics naming both
 /// `what` was awaited and the last thing seen, so a failure on a slow machine says how far it got.
+#[cfg(feature = "fixtures")]
 pub async fn eventually<T, Seen, F, Fut>(what: &str, probe: F) -> T
 where
     Seen: std::fmt::Debug,
@@ -603,11 +630,13 @@ where
 
 /// An [`eventually`] probe's answer: `seen` when it satisfies `wanted`, else `seen` as what was
 /// seen instead.
+#[cfg(feature = "fixtures")]
 pub fn satisfying<S>(seen: S, wanted: impl FnOnce(&S) -> bool) -> Result<S, S> {
     if wanted(&seen) { Ok(seen) } else { Err(seen) }
 }
 
 /// `text` as an Ignition `data:` URL (every byte but ASCII letters and digits escaped).
+#[cfg(feature = "fixtures")]
 pub fn data_url(text: &str) -> String {
     let escaped: String = text
         .bytes()
@@ -617,8 +646,10 @@ pub fn data_url(text: &str) -> String {
 }
 
 /// Text an [`eventually`] failure shows as it is, so a log keeps its lines.
+#[cfg(feature = "fixtures")]
 pub struct Verbatim(pub String);
 
+#[cfg(feature = "fixtures")]
 impl std::fmt::Debug for Verbatim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -626,9 +657,11 @@ impl std::fmt::Debug for Verbatim {
 }
 
 /// A wait at least this long is logged with what it waited for.
+#[cfg(feature = "fixtures")]
 const SLOW_WAIT: Duration = Duration::from_secs(15);
 
 /// [`eventually`] with a chosen bound.
+#[cfg(feature = "fixtures")]
 pub async fn eventually_within<T, Seen, F, Fut>(timeout: Duration, what: &str, mut probe: F) -> T
 where
     Seen: std::fmt::Debug,
@@ -656,7 +689,7 @@ where
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "fixtures"))]
 mod tests {
     use super::*;
 

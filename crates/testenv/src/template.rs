@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use fn_error_context::context;
 use rustix::fs::{FlockOperation, flock};
 
-use crate::{Error, Network, TestEnv, find_binaries};
+use crate::{CrdsIn, ETCD_DIR, Error, Network, TestEnv, find_binaries};
 
 /// The data directory of an etcd whose API server has served every CRD of [`mco_api::crds`].
 pub(crate) async fn etcd_data() -> Result<PathBuf, Error> {
@@ -53,9 +53,9 @@ async fn lock(path: &Path) -> anyhow::Result<std::fs::File> {
 async fn make(path: &Path) -> Result<(), Error> {
     let parent = path.parent().context("the template has a parent directory")?;
     let dir = tempfile::Builder::new().prefix("mco-testenv-template-").tempdir_in(parent).context("a temp dir")?;
-    let mut env = TestEnv::start_with(dir, &Network::default(), None).await?;
+    let mut env = TestEnv::start_with(dir, &Network::default(), CrdsIn::ToCreate).await?;
     env.shut_down().await?;
-    let data = env.dir().join("etcd");
+    let data = env.dir().join(ETCD_DIR);
     std::fs::rename(&data, path).with_context(|| format!("renaming {} to {}", data.display(), path.display()))?;
     Ok(())
 }
