@@ -543,8 +543,15 @@ impl Booted {
     }
 }
 
+/// The CPU weight (cgroup v1 `cpu.shares`) of one machine: a hypervisor gives each VM's vCPU the
+/// weight of one process of the host. The machines' common parent gets it once per machine in it:
+/// at the default weight, every machine of the lab together would weigh as much as one process of
+/// the host, and a loaded host (the other test tiers beside the lab) starved them all.
+pub const MACHINE_CPU_SHARES: u64 = 1024;
+
 /// Makes `cgroup` in every hierarchy of the host (a cpuset's with its parent's CPUs and memory
-/// nodes, which a new cpuset lacks); returns the paths of their `cgroup.procs`.
+/// nodes, which a new cpuset lacks), gives its parent [`MACHINE_CPU_SHARES`] per machine in it;
+/// returns the paths of their `cgroup.procs`.
 fn make_cgroups(cgroup: &str) -> anyhow::Result<Vec<std::ffi::CString>> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
     let mut procs = Vec::new();
@@ -565,6 +572,15 @@ fn make_cgroups(cgroup: &str) -> anyhow::Result<Vec<std::ffi::CString>> {
                         .with_context(|| format!("writing {file} of {}", dir.display()))?;
                 }
             }
+        }
+        if hierarchy.fstype == "cgroup"
+            && hierarchy.options.split(',').any(|o| o == "cpu")
+            && let Some(parent) = dir.parent()
+        {
+            let machines = std::fs::read_dir(parent)?.filter(|e| e.as_ref().is_ok_and(|e| e.path().is_dir())).count();
+            let shares = MACHINE_CPU_SHARES * u64::try_from(machines)?;
+            std::fs::write(parent.join("cpu.shares"), shares.to_string())
+                .with_context(|| format!("writing cpu.shares of {}", parent.display()))?;
         }
         procs.push(std::ffi::CString::new(dir.join("cgroup.procs").into_os_string().into_encoded_bytes())?);
     }

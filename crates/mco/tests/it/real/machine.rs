@@ -234,10 +234,22 @@ async fn boots_on_the_lab_network_and_reboots(userland: PathBuf) {
     install(tmp.path(), &sysroot, &userland, |_| {});
     let host_boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
 
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let cpu = mco_lab::boot::hierarchies(&mountinfo)
+        .into_iter()
+        .find(|h| h.fstype == "cgroup" && h.options.split(',').any(|o| o == "cpu"))
+        .expect("the host has a cgroup v1 cpu hierarchy (the lab's kubelets need one)");
+    let cpu_parent = Path::new(mco_lab::boot::CGROUP_ROOT).join(&cpu.name).join(&spec.cgroup_parent);
+    std::fs::create_dir_all(cpu_parent.join("machine-0")).unwrap();
+
     let powered_on = Instant::now();
     let (mut machine, pid, forwarding) = power_on(&spec, &[port], &network_log).await;
     assert_eq!(running(&mut machine).await, pid);
     assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/comm", pid = pid.as_raw_nonzero())).unwrap(), "systemd\n");
+    // The machines' parent weighs one host process per machine (two: the other is a machine
+    // powered on before, as far as its CPU weight goes), as VMs would.
+    let shares = std::fs::read_to_string(cpu_parent.join("cpu.shares")).unwrap();
+    assert_eq!(shares.trim(), (2 * mco_lab::boot::MACHINE_CPU_SHARES).to_string(), "{}", cpu_parent.display());
     assert_eq!(read(pid, "/proc/1/comm").await, "systemd", "PID 1 inside the machine");
     // The root is the booted deployment: libostree (its `ostree` command, inside) finds it booted.
     let deployments = in_machine(pid, &["ostree", "admin", "status"]).await.unwrap();
