@@ -114,16 +114,6 @@ pub async fn build(mco: &Path, layout: &Layout, registry: &str) -> anyhow::Resul
     let log = layout.log("images");
     let conf = layout.registries_conf();
     let env = [("CONTAINERS_REGISTRIES_CONF", conf.as_os_str())];
-    let boot = build_os_image(mco, layout, registry, BOOT_VERSION, "boot").await?;
-    let base = build_os_image(mco, layout, registry, BASE_VERSION, "base").await?;
-
-    // The node image: base + the node's own binaries, as a `FROM base` build would add them.
-    let layer = dir.join("node-layer");
-    std::fs::create_dir_all(&layer)?;
-    let [kubelet] = mco_testenv::find_binaries(["kubelet"])?;
-    std::fs::copy(&kubelet, layer.join("kubelet")).with_context(|| format!("copying {}", kubelet.display()))?;
-    let from = format!("docker://{base}");
-    let add = format!("{}:/usr/bin", layer.display());
     let build = async |from: &str, add: &str, labels: &[String], tag: &str| -> anyhow::Result<String> {
         let mut args = vec!["image", "build", "--from", from, "--add", add];
         for label in labels {
@@ -136,24 +126,44 @@ pub async fn build(mco: &Path, layout: &Layout, registry: &str) -> anyhow::Resul
     };
     // (Bootable: ostree-ext labels the base `containers.bootc=1`, which derived images keep.)
     let stream_labels = |stream: &str| vec![format!("{STREAM_CLASS_LABEL}={stream}")];
-    let mut labels = stream_labels(DEFAULT_STREAM);
-    labels.push("io.mco.lab.role=node".to_string());
-    let node = build(&from, &add, &labels, "latest").await?;
+    // The OS images one after the other but for the two independent trees; the extensions
+    // images (buildah) beside them.
+    let os_images = async {
+        let (boot, base) = tokio::try_join!(
+            build_os_image(mco, layout, registry, BOOT_VERSION, "boot"),
+            build_os_image(mco, layout, registry, BASE_VERSION, "base"),
+        )?;
 
-    // The other stream's node image: the node image with another os-release.
-    let os_release = dir.join("rhel-10-layer");
-    std::fs::create_dir_all(&os_release)?;
-    let text = format!("NAME=\"MCO Test OS\"\nID=mco-test\nVERSION_ID=10.1\nPRETTY_NAME=\"{OTHER_STREAM_OS}\"\n");
-    std::fs::write(os_release.join("os-release"), text)?;
-    let add = format!("{}:/usr/lib", os_release.display());
-    let other_node = build(&format!("docker://{node}"), &add, &stream_labels(OTHER_STREAM), OTHER_STREAM).await?;
+        // The node image: base + the node's own binaries, as a `FROM base` build would add them.
+        let layer = dir.join("node-layer");
+        std::fs::create_dir_all(&layer)?;
+        let [kubelet] = mco_testenv::find_binaries(["kubelet"])?;
+        std::fs::copy(&kubelet, layer.join("kubelet")).with_context(|| format!("copying {}", kubelet.display()))?;
+        let from = format!("docker://{base}");
+        let add = format!("{}:/usr/bin", layer.display());
+        let mut labels = stream_labels(DEFAULT_STREAM);
+        labels.push("io.mco.lab.role=node".to_string());
+        let node = build(&from, &add, &labels, "latest").await?;
+
+        // The other stream's node image: the node image with another os-release.
+        let os_release = dir.join("rhel-10-layer");
+        std::fs::create_dir_all(&os_release)?;
+        let text = format!("NAME=\"MCO Test OS\"\nID=mco-test\nVERSION_ID=10.1\nPRETTY_NAME=\"{OTHER_STREAM_OS}\"\n");
+        std::fs::write(os_release.join("os-release"), text)?;
+        let add = format!("{}:/usr/lib", os_release.display());
+        let other_node = build(&format!("docker://{node}"), &add, &stream_labels(OTHER_STREAM), OTHER_STREAM).await?;
+        anyhow::Ok((boot, base, node, other_node))
+    };
     let extensions_image = async |stream: &str| -> anyhow::Result<String> {
         let labels = [format!("{STREAM_CLASS_LABEL}={stream}"), "io.openshift.os.extensions=true".to_string()];
         let digest = build_scratch_image(layout, registry, &format!("mco/extensions:{stream}"), &labels, None).await?;
         Ok(format!("{registry}/mco/extensions@{digest}"))
     };
-    let extensions = extensions_image(DEFAULT_STREAM).await?;
-    let other_stream = (other_node, extensions_image(OTHER_STREAM).await?);
+    let extensions_images =
+        async { anyhow::Ok((extensions_image(DEFAULT_STREAM).await?, extensions_image(OTHER_STREAM).await?)) };
+    let ((boot, base, node, other_node), (extensions, other_extensions)) =
+        tokio::try_join!(os_images, extensions_images)?;
+    let other_stream = (other_node, other_extensions);
     Ok(LabImages { boot, base, node, extensions, other_stream })
 }
 
@@ -236,7 +246,8 @@ async fn build_os_image(
     tag: &str,
 ) -> anyhow::Result<String> {
     let dir = layout.images();
-    let repo = dir.join("repo");
+    // A repository per image: two are built at once.
+    let repo = dir.join(format!("repo-{tag}"));
     let log = layout.log("images");
     let conf = layout.registries_conf();
     let env = [("CONTAINERS_REGISTRIES_CONF", conf.as_os_str())];

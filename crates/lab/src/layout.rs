@@ -99,6 +99,17 @@ impl Layout {
         self.dir.join("requests")
     }
 
+    /// The boot images' installed disks ([`crate::disk`]).
+    pub fn disks(&self) -> PathBuf {
+        self.dir.join("disks")
+    }
+
+    /// The installed disk of the boot image `image` (`HOST/NAME@sha256:HEX`), named by its digest.
+    pub fn disk(&self, image: &str) -> PathBuf {
+        let name = image.rsplit_once('@').map_or(image, |(_, digest)| digest);
+        self.disks().join(name.replace(['/', ':'], "-"))
+    }
+
     /// One directory per node, named after it.
     pub fn nodes(&self) -> PathBuf {
         self.dir.join("nodes")

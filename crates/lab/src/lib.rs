@@ -1,12 +1,13 @@
 //! The local lab: a whole cluster on one machine, in a network namespace of its own. A real etcd,
 //! kube-apiserver, kube-controller-manager, kube-scheduler and kube-proxy, a real OCI registry
-//! holding OSTree-in-OCI images and container images, `mco controller`, `mco server`, and nodes
-//! that are OSTree sysroots booted with the real Ignition client, each with a real kubelet and
-//! containerd, run by `mco daemon run` processes.
+//! holding OSTree-in-OCI images and container images, and nodes that are machines booting their
+//! OSTree deployment with systemd as PID 1 (the real Ignition on their first boot, their kubelet
+//! and containerd started by their systemd), with mco installed on them as pods from `deploy/`.
 //!
 //! [`supervisor`] runs it ([`supervisor::supervise`], started detached by `mco lab up`);
-//! [`control_plane`] is kube-controller-manager, kube-scheduler and kube-proxy; [`machine`] is a
-//! node's kubelet and containerd; [`network`] the lab's network namespace;
+//! [`control_plane`] is kube-controller-manager, kube-scheduler and kube-proxy; [`machine`] and
+//! [`boot`] are a machine's power and boot; [`disk`] the boot images' disks; [`node_os`] what the
+//! lab's OS images and machines' disks hold; [`network`] the lab's network namespace;
 //! [`manifests`] are the objects a new cluster starts with (pure); [`node`] is one node's life;
 //! [`state`] is what the supervisor reports; [`layout`] is where everything lives; [`request`]
 //! adds nodes to a running lab.
@@ -14,6 +15,7 @@
 pub mod apply;
 pub mod boot;
 pub mod control_plane;
+pub mod disk;
 pub mod images;
 pub mod install;
 pub mod layout;

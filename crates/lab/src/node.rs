@@ -1,4 +1,4 @@
-//! A lab node: an OSTree sysroot installed from the boot image (its disk), the machine's own
+//! A lab node: an OSTree sysroot copied from its boot image's installed disk ([`crate::disk`]), the machine's own
 //! settings and the stub Ignition config written on it as an installer and a cloud would
 //! ([`crate::node_os::install_machine`]), then its machine's first boot ([`crate::machine`]): the
 //! real Ignition in the firmware's initramfs fetches the pool's config from the server, the pool's
@@ -11,7 +11,7 @@
 //! server's answer, the console's issue file).
 
 use std::ffi::{CStr, OsStr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -43,6 +43,8 @@ const FIRST_BOOT_TIMEOUT: Duration = Duration::from_secs(300);
 pub struct Boot {
     /// The boot image, `HOST/NAME@sha256:…`.
     pub image: String,
+    /// Its installed disk ([`crate::disk::Disks`]), copied to the node's.
+    pub disk: PathBuf,
     /// Whether the stub tells the server the boot image's version (its aleph `build`).
     pub version_header: bool,
 }
@@ -75,7 +77,7 @@ impl LabNode {
         }
     }
 
-    /// Installs the node's disk, boots it the first time (Ignition against `server`, firstboot's
+    /// Writes the node's disk (its boot image's), boots it the first time (Ignition against `server`, firstboot's
     /// pivot and reboot) and powers it on again. A node that was provisioned before starts from
     /// scratch.
     #[context("Provisioning node {}", self.name)]
@@ -93,20 +95,7 @@ impl LabNode {
         let env: Vec<(&str, &OsStr)> = env.iter().map(|(k, v)| (*k, v.as_os_str())).collect();
         self.remove_dirs()?;
         mount_boot(&self.dirs.sysroot)?;
-        run_tool(
-            mco,
-            [
-                OsStr::new("image"),
-                "install".as_ref(),
-                "--sysroot".as_ref(),
-                self.dirs.sysroot.as_os_str(),
-                "--image".as_ref(),
-                boot.image.as_ref(),
-            ],
-            &env,
-            &log,
-        )
-        .await?;
+        crate::disk::copy(&boot.disk, &self.dirs.sysroot).await?;
         let version = if boot.version_header { Some(self.boot_image_version()?) } else { None };
         let ca = layout.certs().join("ca.crt");
         let mut args = vec![

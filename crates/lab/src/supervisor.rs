@@ -36,6 +36,7 @@ use tokio::task::JoinSet;
 
 use crate::boot::{BootSpec, Halt};
 use crate::control_plane::ControlPlane;
+use crate::disk::Disks;
 use crate::install::{self, Overlay};
 use crate::layout::Layout;
 use crate::machine::{Machine, MachineSpec};
@@ -256,9 +257,9 @@ async fn run(
     report.signatures = Some(format!("http://127.0.0.1:{}", ports.signatures));
     let registry = format!("127.0.0.1:{}", ports.registry);
     report.registry = Some(registry.clone());
-    let lab_images = images::build(mco, layout, &registry).await?;
+    let (lab_images, sandbox_image) =
+        tokio::try_join!(images::build(mco, layout, &registry), images::build_container_images(layout, &registry))?;
     report.os_image = Some(lab_images.node.clone());
-    let sandbox_image = images::build_container_images(layout, &registry).await?;
 
     progress(layout, report, "creating the cluster's pools, base configs and ControllerConfig")?;
     let certs = layout.certs();
@@ -273,7 +274,9 @@ async fn run(
         .arg("controller")
         .arg("--kubeconfig")
         .arg(&kubeconfig)
-        .args(["--identity", "bootstrap", "--retry-period", "2"])
+        // Every input of the first render exists before it starts: it renders after 1 s (as the
+        // lab overlay's controller does) rather than the default 5 s.
+        .args(["--identity", "bootstrap", "--retry-period", "2", "--render-delay", "1"])
         .env("MCO_LOG", "info");
     let controller = Service::spawn("controller", controller_cmd, &layout.log("controller"))?;
     wait_rendered(&client, WORKER_POOL).await?;
@@ -309,6 +312,7 @@ async fn run(
         server: server_url,
         boot: lab_images.boot.clone(),
         old_boot: Arc::default(),
+        disks: Arc::new(Disks::new(mco, layout)),
     };
     let mut nodes = Vec::new();
     let planned: Vec<LabNode> = (0..MASTERS)
@@ -617,6 +621,7 @@ struct Provisioner {
     boot: String,
     /// The too-old boot image, built for the first node that asks.
     old_boot: Arc<OnceCell<String>>,
+    disks: Arc<Disks>,
 }
 
 impl Provisioner {
@@ -635,7 +640,8 @@ impl Provisioner {
                 .await?
                 .clone(),
         };
-        let boot = Boot { image, version_header: request.version_header };
+        let disk = self.disks.of(&image).await?;
+        let boot = Boot { image, disk, version_header: request.version_header };
         node.provision(&self.mco, &self.layout, &boot, &self.server, machine, settings).await
     }
 }

@@ -485,13 +485,18 @@ fn down(layout: &Layout, kept: Kept) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Removes the state directory but `keep`; each node's OSTree sysroot first (libostree marks
+/// Removes the state directory but `keep`; each node's and each disk's OSTree sysroot first (libostree marks
 /// deployment directories immutable, which stops even root from deleting them).
 fn remove_state(layout: &Layout, keep: Option<&Path>) -> anyhow::Result<()> {
     if let Ok(nodes) = std::fs::read_dir(layout.nodes()) {
         for node in nodes {
             let name = node?.file_name();
             mco_lab::node::remove_sysroot(&layout.node(&name.to_string_lossy()).sysroot)?;
+        }
+    }
+    if let Ok(disks) = std::fs::read_dir(layout.disks()) {
+        for disk in disks {
+            mco_lab::node::remove_sysroot(&disk?.path())?;
         }
     }
     let Some(keep) = keep else {

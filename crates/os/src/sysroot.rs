@@ -504,6 +504,16 @@ pub fn undeploy_pending(path: &Path, cmdline: &Path) -> Result<usize> {
 /// deployment directory (which stops even root from deleting it), then deletes the tree.
 #[context("Removing the sysroot {}", path.display())]
 pub fn remove(path: &Path) -> Result<()> {
+    set_immutable(&deployment_dirs(path)?, false)?;
+    match fs::remove_dir_all(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// The deployment directories of the sysroot at `path`, of every stateroot (none if it has no
+/// `ostree/deploy`).
+pub fn deployment_dirs(path: &Path) -> Result<Vec<PathBuf>> {
     let mut deployments = Vec::new();
     if let Ok(stateroots) = fs::read_dir(path.join("ostree/deploy")) {
         for stateroot in stateroots {
@@ -517,17 +527,20 @@ pub fn remove(path: &Path) -> Result<()> {
             }
         }
     }
-    if !deployments.is_empty() {
-        let out =
-            std::process::Command::new("chattr").arg("-i").args(&deployments).output().context("Running chattr")?;
-        if !out.status.success() {
-            anyhow::bail!("chattr -i: {}", String::from_utf8_lossy(&out.stderr).trim());
-        }
+    Ok(deployments)
+}
+
+/// Sets or clears the immutable flag libostree puts on deployment directories (`chattr`).
+pub fn set_immutable(dirs: &[PathBuf], immutable: bool) -> Result<()> {
+    if dirs.is_empty() {
+        return Ok(());
     }
-    match fs::remove_dir_all(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
-        _ => Ok(()),
+    let flag = if immutable { "+i" } else { "-i" };
+    let out = std::process::Command::new("chattr").arg(flag).args(dirs).output().context("Running chattr")?;
+    if !out.status.success() {
+        anyhow::bail!("chattr {flag}: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
+    Ok(())
 }
 
 #[cfg(test)]
