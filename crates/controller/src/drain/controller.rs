@@ -73,27 +73,52 @@ struct Context {
     options: Options,
     /// Writes the cordon, drain and uncordon conditions of the nodes' MachineConfigNodes.
     progress: Recorder,
-    /// Drains under way: node → (its `desiredDrain`, when the first attempt began).
-    drains: Mutex<HashMap<String, (String, Instant)>>,
+    drains: Drains,
     retries: Retries,
 }
 
-impl Context {
-    /// When the drain `request` of `node` began: now, unless it is already under way.
-    fn drain_started(&self, node: &str, request: &str) -> Instant {
-        let mut drains = self.drains.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+/// Drains under way, by node.
+#[derive(Default)]
+struct Drains(Mutex<HashMap<String, DrainUnderWay>>);
+
+struct DrainUnderWay {
+    /// The node's `desiredDrain`.
+    request: String,
+    /// When its first attempt began.
+    started: Instant,
+    /// When the attempt after a failed one may begin.
+    retry_at: Option<Instant>,
+}
+
+impl Drains {
+    /// Before an attempt at `node`'s drain `request`, at `now`: when the drain began (now, unless
+    /// it is under way), and how long the attempt has to wait. A failed attempt is retried after
+    /// the retry policy's delay, whatever changes of the node come in between (the kubelet's
+    /// status updates would otherwise start the next attempt at once).
+    fn before_attempt(&self, node: &str, request: &str, now: Instant) -> (Instant, Option<Duration>) {
+        let mut drains = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         match drains.get(node) {
-            Some((under_way, started)) if under_way == request => *started,
+            Some(drain) if drain.request == request => {
+                let wait = drain.retry_at.and_then(|at| at.checked_duration_since(now)).filter(|d| !d.is_zero());
+                (drain.started, wait)
+            }
             _ => {
-                let now = Instant::now();
-                drains.insert(node.to_string(), (request.to_string(), now));
-                now
+                let drain = DrainUnderWay { request: request.to_string(), started: now, retry_at: None };
+                drains.insert(node.to_string(), drain);
+                (now, None)
             }
         }
     }
 
+    /// An attempt at `node`'s drain failed at `now`; the next may begin `after` that.
+    fn failed(&self, node: &str, now: Instant, after: Duration) {
+        if let Some(drain) = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get_mut(node) {
+            drain.retry_at = Some(now + after);
+        }
+    }
+
     fn forget(&self, node: &str) {
-        self.drains.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(node);
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(node);
     }
 }
 
@@ -106,7 +131,7 @@ pub async fn run(mut config: kube::Config, options: Options) -> Result<(), kube:
     let client = Client::try_from(config)?;
     let progress = Recorder::new(client.clone());
     let retries = Retries::new("drain", options.eviction_retry, options.metrics.clone());
-    let context = Arc::new(Context { client: client.clone(), options, progress, drains: Mutex::default(), retries });
+    let context = Arc::new(Context { client: client.clone(), options, progress, drains: Drains::default(), retries });
     let controller = Controller::new(Api::<Node>::all(client), watcher::Config::default());
     reconciler::run(controller, reconcile, context).await;
     Ok(())
@@ -118,7 +143,7 @@ async fn reconcile(node: Arc<Node>, context: Arc<Context>) -> Result<Action, Err
     let request = match pending(&node) {
         Ok(Some(request)) => request,
         Ok(None) => {
-            context.forget(&name);
+            context.drains.forget(&name);
             return Ok(Action::await_change());
         }
         Err(unknown) => {
@@ -148,7 +173,11 @@ async fn reconcile(node: Arc<Node>, context: Arc<Context>) -> Result<Action, Err
         }
         Request::Drain => {
             let policy = context.options.retry;
-            let draining_for = context.drain_started(&name, &desired).elapsed();
+            let (started, wait) = context.drains.before_attempt(&name, &desired, Instant::now());
+            if let Some(wait) = wait {
+                return Ok(Action::requeue(wait));
+            }
+            let draining_for = started.elapsed();
             if let Some(warning) = policy.before_attempt(&name, draining_for) {
                 // Upstream's `mcc_drain_err`: only past the drain timeout.
                 context.options.metrics.set_drain_failed(&name);
@@ -176,6 +205,7 @@ async fn reconcile(node: Arc<Node>, context: Arc<Context>) -> Result<Action, Err
             };
             if let Err(e) = result {
                 let (after, warning) = policy.after_failure(draining_for, &format!("{e:#}"));
+                context.drains.failed(&name, Instant::now(), after);
                 tracing::warn!(node = %name, "drain failed, retrying in {after:?}: {e:#}");
                 if let Some(warning) = warning {
                     warn(&context, &reference, &warning).await;
@@ -192,7 +222,7 @@ async fn reconcile(node: Arc<Node>, context: Arc<Context>) -> Result<Action, Err
         .patch(&name, &patch_params(), &Patch::Merge(&patch))
         .await
         .map_err(kube_error(format!("writing {LAST_APPLIED_DRAIN_ANNOTATION} on node {name}")))?;
-    context.forget(&name);
+    context.drains.forget(&name);
     let sync = match request {
         Request::Drain => SubControllerSync::Drain,
         Request::Uncordon => SubControllerSync::Uncordon,
@@ -289,5 +319,31 @@ async fn wait_until_gone(context: &Context, evicted: &[&Pod], deadline: Instant)
         }
         remaining = still_there;
         tokio::time::sleep(context.options.deletion_poll).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_attempt_waits_its_delay_whatever_comes_in_between() {
+        let drains = Drains::default();
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(drains.before_attempt("n", "drain-a", t0), (t0, None), "a new drain starts at once");
+        assert_eq!(drains.before_attempt("n", "drain-a", t0 + s(10)), (t0, None), "under way: its start is kept");
+        drains.failed("n", t0 + s(30), s(5));
+        assert_eq!(
+            drains.before_attempt("n", "drain-a", t0 + s(31)),
+            (t0, Some(s(4))),
+            "a node change before the delay"
+        );
+        assert_eq!(drains.before_attempt("n", "drain-a", t0 + s(35)), (t0, None), "the delay is over");
+        assert_eq!(drains.before_attempt("other", "drain-a", t0 + s(31)), (t0 + s(31), None), "another node's drain");
+        assert_eq!(drains.before_attempt("n", "drain-b", t0 + s(32)), (t0 + s(32), None), "a new request starts over");
+        drains.failed("n", t0 + s(40), s(60));
+        drains.forget("n");
+        assert_eq!(drains.before_attempt("n", "drain-b", t0 + s(41)), (t0 + s(41), None), "forgotten once done");
     }
 }
