@@ -74,7 +74,38 @@ struct Context {
     /// Writes the cordon, drain and uncordon conditions of the nodes' MachineConfigNodes.
     progress: Recorder,
     drains: Drains,
+    evictions: EvictionGate,
     retries: Retries,
+}
+
+/// Orders this controller's eviction requests around the eviction of its own pod, which ends the
+/// process. The API server records an eviction in the pod's disruption budget before it deletes
+/// the pod; a request cut between the two (the process ending while another node's drain has an
+/// eviction in flight) leaves the budget counting a disruption that never happened, which holds
+/// every drain behind it for two minutes, until the disruption controller drops it. So the own
+/// pod's eviction waits for every other request in flight, and none starts once it was granted.
+#[derive(Default)]
+struct EvictionGate {
+    lock: Arc<tokio::sync::RwLock<()>>,
+    /// Held from the own pod's eviction until the process ends.
+    closed: Mutex<Option<tokio::sync::OwnedRwLockWriteGuard<()>>>,
+}
+
+impl EvictionGate {
+    /// For the eviction of another pod: shared with the others, after the own pod's is not granted.
+    async fn other(&self) -> tokio::sync::RwLockReadGuard<'_, ()> {
+        self.lock.read().await
+    }
+
+    /// For the eviction of the own pod: alone.
+    async fn own(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+        self.lock.clone().write_owned().await
+    }
+
+    /// The own pod's eviction was granted: no other starts from now on.
+    fn close(&self, alone: tokio::sync::OwnedRwLockWriteGuard<()>) {
+        *self.closed.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(alone);
+    }
 }
 
 /// Drains under way, by node.
@@ -131,7 +162,14 @@ pub async fn run(mut config: kube::Config, options: Options) -> Result<(), kube:
     let client = Client::try_from(config)?;
     let progress = Recorder::new(client.clone());
     let retries = Retries::new("drain", options.eviction_retry, options.metrics.clone());
-    let context = Arc::new(Context { client: client.clone(), options, progress, drains: Drains::default(), retries });
+    let context = Arc::new(Context {
+        client: client.clone(),
+        options,
+        progress,
+        drains: Drains::default(),
+        evictions: EvictionGate::default(),
+        retries,
+    });
     let controller = Controller::new(Api::<Node>::all(client), watcher::Config::default());
     reconciler::run(controller, reconcile, context).await;
     Ok(())
@@ -260,8 +298,9 @@ async fn drain(context: &Context, node: &str) -> anyhow::Result<()> {
         .items;
     let own = context.options.own_pod.as_ref().map(|(namespace, name)| (namespace.as_str(), name.as_str()));
     // The controller's own pod last: evicting it ends this attempt, which the next leader takes up.
-    for wave in eviction_waves(&pods, own) {
-        futures::future::try_join_all(wave.iter().map(|pod| evict(context, pod, deadline))).await?;
+    let [others, own] = eviction_waves(&pods, own);
+    for (wave, own) in [(others, false), (own, true)] {
+        futures::future::try_join_all(wave.iter().map(|pod| evict(context, pod, own, deadline))).await?;
         wait_until_gone(context, &wave, deadline).await?;
     }
     // Uncordoned meanwhile (by an administrator): new pods may have been scheduled.
@@ -272,12 +311,24 @@ async fn drain(context: &Context, node: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Evicts one pod, asking again while a disruption budget refuses (HTTP 429).
-async fn evict(context: &Context, pod: &Pod, deadline: Instant) -> anyhow::Result<()> {
+/// Evicts one pod (`own`: the controller's own), asking again while a disruption budget refuses
+/// (HTTP 429).
+async fn evict(context: &Context, pod: &Pod, own: bool, deadline: Instant) -> anyhow::Result<()> {
     let (namespace, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
     let api = Api::<Pod>::namespaced(context.client.clone(), &namespace);
     loop {
-        match api.evict(&name, &EvictParams::default()).await {
+        let evicted = if own {
+            let alone = context.evictions.own().await;
+            let evicted = api.evict(&name, &EvictParams::default()).await;
+            if evicted.is_ok() {
+                context.evictions.close(alone);
+            }
+            evicted
+        } else {
+            let _shared = context.evictions.other().await;
+            api.evict(&name, &EvictParams::default()).await
+        };
+        match evicted {
             Ok(_) => {
                 tracing::info!("evicted pod {namespace}/{name}");
                 return Ok(());
@@ -325,6 +376,31 @@ async fn wait_until_gone(context: &Context, evicted: &[&Pod], deadline: Instant)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether `f` completes within a moment (a lock granted).
+    async fn granted<F: std::future::Future>(f: F) -> Option<F::Output> {
+        tokio::time::timeout(Duration::from_millis(100), f).await.ok()
+    }
+
+    #[tokio::test]
+    async fn the_own_pods_eviction_waits_for_the_others_in_flight_and_closes_the_gate() {
+        let gate = EvictionGate::default();
+        let in_flight = gate.other().await;
+        let second = gate.other().await;
+        assert!(granted(gate.own()).await.is_none(), "the own pod's eviction waits for those in flight");
+        drop((in_flight, second));
+        let alone = granted(gate.own()).await.expect("alone once they are done");
+        assert!(granted(gate.other()).await.is_none(), "no other eviction during the own pod's");
+        gate.close(alone);
+        assert!(granted(gate.other()).await.is_none(), "nor after it was granted");
+    }
+
+    #[tokio::test]
+    async fn a_refused_own_eviction_lets_the_others_go_on() {
+        let gate = EvictionGate::default();
+        drop(gate.own().await);
+        assert!(granted(gate.other()).await.is_some());
+    }
 
     #[test]
     fn a_failed_attempt_waits_its_delay_whatever_comes_in_between() {
