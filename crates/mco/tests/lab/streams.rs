@@ -17,9 +17,9 @@ pub async fn each_pool_rolls_out_on_its_os_stream(lab: &mut Lab) {
     let lab_status = lab.status();
     // Two OS streams (upstream's OSImageStream): mco's controller found the release's streams by
     // its images' labels, and every pool renders from the default one. The worker pool names the
-    // other stream: its nodes reboot into that stream's image while the master pool stays on the
-    // default, and each pool reports the stream it runs; then both pools roll out a change side by
-    // side, each on its stream. Naming none brings the workers back.
+    // other stream while both pools roll out a change side by side: the workers reboot into that
+    // stream's image while the master pool stays on the default, each pool rendered from and
+    // reporting its own stream. Naming none brings the workers back.
     let streams: Api<OSImageStream> = Api::all(client.clone());
     let stream = eventually("the OSImageStream with the lab's two streams", || async {
         let stream = streams.get_opt("cluster").await.unwrap();
@@ -41,18 +41,41 @@ pub async fn each_pool_rolls_out_on_its_os_stream(lab: &mut Lab) {
         satisfying(pool_streams().await, |s| *s == (Some("rhel-9".into()), Some("rhel-9".into())))
     })
     .await;
+    let configs = Api::<mco_api::MachineConfig>::all(client.clone());
+    let master_config = target(&Api::<MachineConfigPool>::all(client.clone()).get(MASTER_POOL).await.unwrap());
+    let stream_file = "/etc/lab/stream";
+    lab.apply("99-master-stream", &role_files_mc("master", "99-master-stream", &[(stream_file, "master\n")]));
+    lab.apply("99-worker-stream", &files_mc("99-worker-stream", &[(stream_file, "worker\n")]));
     set_pool(&client, json!({"osImageStream": {"name": "rhel-10"}})).await;
-    current = rolled_out(lab, &current).await;
-    let rendered = Api::<mco_api::MachineConfig>::all(client.clone()).get(&current).await.unwrap();
-    assert_eq!(rendered.spec.os_image_url, sets[0].os_image);
+    // The file and the stream may be rendered together or one after the other: the rollout that
+    // counts is the one to the config with the stream's image.
+    loop {
+        current = rolled_out(lab, &current).await;
+        if configs.get(&current).await.unwrap().spec.os_image_url == sets[0].os_image {
+            break;
+        }
+    }
+    let master_config = master_rolled_out(&client, &master_config).await;
+    let rendered = configs.get(&current).await.unwrap();
     assert_eq!(rendered.spec.base_os_extensions_container_image, sets[0].os_extensions_image);
+    assert_eq!(
+        configs.get(&master_config).await.unwrap().spec.os_image_url,
+        sets[1].os_image,
+        "the master pool renders from rhel-9"
+    );
     workers_report_os(lab, |os| os == mco_lab::images::OTHER_STREAM_OS).await;
     eventually("the worker pool on rhel-10, the master pool on rhel-9", || async {
         satisfying(pool_streams().await, |s| *s == (Some("rhel-9".into()), Some("rhel-10".into())))
     })
     .await;
+    let master_root = node_root(lab, MASTER);
+    assert_eq!(read(&mco_apply::fsutil::host_path(&master_root, stream_file).unwrap()), "master\n");
+    for root in worker_roots(lab) {
+        assert_eq!(read(&mco_apply::fsutil::host_path(&root, stream_file).unwrap()), "worker\n");
+    }
     // A new machine of the pool booted from the lab's (RHEL 9) boot image cannot pivot to RHEL 10:
-    // the server refuses its config, saying why.
+    // the server refuses its config, saying why (after the master pool's rollout: the server on
+    // master-0 is down while master-0 reboots).
     let add = lab.mco(&["lab", "add-node", "--name", "worker-9"]);
     let said = stdout(&add);
     assert_eq!(add.get_output().status.code(), Some(1), "{said}\n{}", stderr(&add));
@@ -64,26 +87,6 @@ pub async fn each_pool_rolls_out_on_its_os_stream(lab: &mut Lab) {
     );
     assert!(said.contains(&why), "{said}");
     assert!(nodes.get_opt("worker-9").await.unwrap().is_none());
-    // Both pools roll out a change side by side, each rendered from its own stream (after the
-    // new machine's refusal: the server on master-0 is down while master-0 reboots).
-    let master_config = target(&Api::<MachineConfigPool>::all(client.clone()).get(MASTER_POOL).await.unwrap());
-    let stream_file = "/etc/lab/stream";
-    lab.apply("99-master-stream", &role_files_mc("master", "99-master-stream", &[(stream_file, "master\n")]));
-    lab.apply("99-worker-stream", &files_mc("99-worker-stream", &[(stream_file, "worker\n")]));
-    current = rolled_out(lab, &current).await;
-    let master_config = master_rolled_out(&client, &master_config).await;
-    let rendered_image = |name: String| {
-        let configs = Api::<mco_api::MachineConfig>::all(client.clone());
-        async move { configs.get(&name).await.unwrap().spec.os_image_url }
-    };
-    assert_eq!(rendered_image(master_config).await, sets[1].os_image, "the master pool renders from rhel-9");
-    assert_eq!(rendered_image(current.clone()).await, sets[0].os_image, "the worker pool renders from rhel-10");
-    let master_root = node_root(lab, MASTER);
-    assert_eq!(read(&mco_apply::fsutil::host_path(&master_root, stream_file).unwrap()), "master\n");
-    for root in worker_roots(lab) {
-        assert_eq!(read(&mco_apply::fsutil::host_path(&root, stream_file).unwrap()), "worker\n");
-    }
-    workers_report_os(lab, |os| os == mco_lab::images::OTHER_STREAM_OS).await;
     set_pool(&client, json!({"osImageStream": null})).await;
     rolled_out(lab, &current).await;
     workers_report_os(lab, |os| os != mco_lab::images::OTHER_STREAM_OS).await;
