@@ -107,51 +107,40 @@ pub async fn wait_for_port(service: &mut Service, port: u16) -> anyhow::Result<(
     anyhow::bail!("{} is not listening on port {port} after 60 s:\n{}", service.name, service.tail())
 }
 
-/// Builds the three images into the registry at `registry` (`127.0.0.1:<port>`).
+/// Builds the OS images into the registry at `registry` (`127.0.0.1:<port>`).
 #[context("Building the OS images")]
 pub async fn build(mco: &Path, layout: &Layout, registry: &str) -> anyhow::Result<LabImages> {
     let dir = layout.images();
-    let log = layout.log("images");
-    let conf = layout.registries_conf();
-    let env = [("CONTAINERS_REGISTRIES_CONF", conf.as_os_str())];
-    let build = async |from: &str, add: &str, labels: &[String], tag: &str| -> anyhow::Result<String> {
-        let mut args = vec!["image", "build", "--from", from, "--add", add];
-        for label in labels {
-            args.extend(["--label", label]);
-        }
-        let to = format!("docker://{registry}/mco/node:{tag}");
-        args.extend(["--compression-fast", "--to", &to]);
-        let digest = run_tool(mco, args, &env, &log).await?;
-        Ok(format!("{registry}/mco/node@{}", digest.trim()))
-    };
     // (Bootable: ostree-ext labels the base `containers.bootc=1`, which derived images keep.)
     let stream_labels = |stream: &str| vec![format!("{STREAM_CLASS_LABEL}={stream}")];
-    // The OS images one after the other but for the two independent trees; the extensions
-    // images (buildah) beside them.
+    // The base first; the images derived from it side by side; the extensions images (buildah)
+    // beside them all.
     let os_images = async {
-        let (boot, base) = tokio::try_join!(
-            build_os_image(mco, layout, registry, BOOT_VERSION, "boot"),
-            build_os_image(mco, layout, registry, BASE_VERSION, "base"),
-        )?;
+        let base = build_os_image(mco, layout, registry, BASE_VERSION, "base").await?;
+        let node_images = async {
+            // The node image: base + the node's own binaries, as a `FROM base` build would add them.
+            let layer = dir.join("node-layer");
+            std::fs::create_dir_all(&layer)?;
+            let [kubelet] = mco_testenv::find_binaries(["kubelet"])?;
+            std::fs::copy(&kubelet, layer.join("kubelet")).with_context(|| format!("copying {}", kubelet.display()))?;
+            let mut labels = stream_labels(DEFAULT_STREAM);
+            labels.push("io.mco.lab.role=node".to_string());
+            let node =
+                build_derived(mco, layout, registry, &base, (&layer, "/usr/bin"), &labels, "mco/node:latest").await?;
 
-        // The node image: base + the node's own binaries, as a `FROM base` build would add them.
-        let layer = dir.join("node-layer");
-        std::fs::create_dir_all(&layer)?;
-        let [kubelet] = mco_testenv::find_binaries(["kubelet"])?;
-        std::fs::copy(&kubelet, layer.join("kubelet")).with_context(|| format!("copying {}", kubelet.display()))?;
-        let from = format!("docker://{base}");
-        let add = format!("{}:/usr/bin", layer.display());
-        let mut labels = stream_labels(DEFAULT_STREAM);
-        labels.push("io.mco.lab.role=node".to_string());
-        let node = build(&from, &add, &labels, "latest").await?;
-
-        // The other stream's node image: the node image with another os-release.
-        let os_release = dir.join("rhel-10-layer");
-        std::fs::create_dir_all(&os_release)?;
-        let text = format!("NAME=\"MCO Test OS\"\nID=mco-test\nVERSION_ID=10.1\nPRETTY_NAME=\"{OTHER_STREAM_OS}\"\n");
-        std::fs::write(os_release.join("os-release"), text)?;
-        let add = format!("{}:/usr/lib", os_release.display());
-        let other_node = build(&format!("docker://{node}"), &add, &stream_labels(OTHER_STREAM), OTHER_STREAM).await?;
+            // The other stream's node image: the node image with another os-release.
+            let os_release = dir.join("rhel-10-layer");
+            std::fs::create_dir_all(&os_release)?;
+            let text =
+                format!("NAME=\"MCO Test OS\"\nID=mco-test\nVERSION_ID=10.1\nPRETTY_NAME=\"{OTHER_STREAM_OS}\"\n");
+            std::fs::write(os_release.join("os-release"), text)?;
+            let to = format!("mco/node:{OTHER_STREAM}");
+            let labels = stream_labels(OTHER_STREAM);
+            let other = build_derived(mco, layout, registry, &node, (&os_release, "/usr/lib"), &labels, &to).await?;
+            anyhow::Ok((node, other))
+        };
+        let (boot, (node, other_node)) =
+            tokio::try_join!(build_boot_image(mco, layout, registry, &base, BOOT_VERSION, "boot"), node_images)?;
         anyhow::Ok((boot, base, node, other_node))
     };
     let extensions_image = async |stream: &str| -> anyhow::Result<String> {
@@ -165,6 +154,52 @@ pub async fn build(mco: &Path, layout: &Layout, registry: &str) -> anyhow::Resul
         tokio::try_join!(os_images, extensions_images)?;
     let other_stream = (other_node, other_extensions);
     Ok(LabImages { boot, base, node, extensions, other_stream })
+}
+
+/// `from` (pinned) plus the directory `add.0` at `add.1`, with `labels`, built with `mco image
+/// build` and pushed as `name_tag`; its pinned name.
+async fn build_derived(
+    mco: &Path,
+    layout: &Layout,
+    registry: &str,
+    from: &str,
+    add: (&Path, &str),
+    labels: &[String],
+    name_tag: &str,
+) -> anyhow::Result<String> {
+    let conf = layout.registries_conf();
+    let from = format!("docker://{from}");
+    let add = format!("{}:{}", add.0.display(), add.1);
+    let to = format!("docker://{registry}/{name_tag}");
+    let mut args = vec!["image", "build", "--from", &from, "--add", &add];
+    for label in labels {
+        args.extend(["--label", label]);
+    }
+    args.extend(["--compression-fast", "--to", &to]);
+    let digest =
+        run_tool(mco, args, &[("CONTAINERS_REGISTRIES_CONF", conf.as_os_str())], &layout.log("images")).await?;
+    let name = name_tag.rsplit_once(':').map_or(name_tag, |(name, _)| name);
+    Ok(format!("{registry}/{name}@{}", digest.trim()))
+}
+
+/// A boot image of `version`: the `base` image with that version's os-release and version
+/// label, pushed as `mco/os:<tag>`. It shares the base's layer with the node image, as a
+/// release's RHCOS boot image shares most of its (chunked) layers with the release's OS image:
+/// a machine's pivot pulls only the layers it lacks (the kubelet's), not the whole OS again.
+async fn build_boot_image(
+    mco: &Path,
+    layout: &Layout,
+    registry: &str,
+    base: &str,
+    version: &str,
+    tag: &str,
+) -> anyhow::Result<String> {
+    let layer = layout.images().join(format!("{tag}-layer"));
+    std::fs::create_dir_all(&layer)?;
+    std::fs::write(layer.join("os-release"), mco_os::tree::os_release(version))?;
+    // ostree-ext reads an image's version from this label first (the aleph file's `build`).
+    let labels = [format!("org.opencontainers.image.version={version}")];
+    build_derived(mco, layout, registry, base, (&layer, "/usr/lib"), &labels, &format!("mco/os:{tag}")).await
 }
 
 /// Builds the sandbox image and the workload image into the registry at `registry`; returns the
@@ -229,10 +264,11 @@ fn path_str(path: &Path) -> anyhow::Result<&str> {
     path.to_str().with_context(|| format!("{} is not UTF-8", path.display()))
 }
 
-/// The too-old boot image, `HOST/mco/os@sha256:…` (built when a node first asks for it).
+/// The too-old boot image, `HOST/mco/os@sha256:…`, from the lab's `base` image (built when a node
+/// first asks for it).
 #[context("Building the old boot image")]
-pub async fn build_old_boot(mco: &Path, layout: &Layout, registry: &str) -> anyhow::Result<String> {
-    build_os_image(mco, layout, registry, OLD_BOOT_VERSION, "boot-old").await
+pub async fn build_old_boot(mco: &Path, layout: &Layout, registry: &str, base: &str) -> anyhow::Result<String> {
+    build_boot_image(mco, layout, registry, base, OLD_BOOT_VERSION, "boot-old").await
 }
 
 /// A test OS tree of `version` on the lab nodes' userland (Debian's systemd, a shell, coreutils,
@@ -246,8 +282,7 @@ async fn build_os_image(
     tag: &str,
 ) -> anyhow::Result<String> {
     let dir = layout.images();
-    // A repository per image: two are built at once.
-    let repo = dir.join(format!("repo-{tag}"));
+    let repo = dir.join("repo");
     let log = layout.log("images");
     let conf = layout.registries_conf();
     let env = [("CONTAINERS_REGISTRIES_CONF", conf.as_os_str())];

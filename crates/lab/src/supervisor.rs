@@ -311,6 +311,7 @@ async fn run(
         registry,
         server: server_url,
         boot: lab_images.boot.clone(),
+        base: lab_images.base.clone(),
         old_boot: Arc::default(),
         disks: Arc::new(Disks::new(mco, layout)),
     };
@@ -619,6 +620,8 @@ struct Provisioner {
     server: String,
     /// The current boot image.
     boot: String,
+    /// The base OS image, which boot images are built from.
+    base: String,
     /// The too-old boot image, built for the first node that asks.
     old_boot: Arc<OnceCell<String>>,
     disks: Arc<Disks>,
@@ -636,7 +639,7 @@ impl Provisioner {
             BootImage::Current => self.boot.clone(),
             BootImage::Old => self
                 .old_boot
-                .get_or_try_init(|| images::build_old_boot(&self.mco, &self.layout, &self.registry))
+                .get_or_try_init(|| images::build_old_boot(&self.mco, &self.layout, &self.registry, &self.base))
                 .await?
                 .clone(),
         };

@@ -95,9 +95,7 @@ pub fn tree_entries(spec: &TreeSpec) -> Result<Vec<(String, Content)>, TreeError
         return Err(TreeError::VersionId(vid.clone()));
     }
     let file = |data: String, mode: u32| Content::File { data: data.into_bytes(), mode };
-    let os_release = format!(
-        "NAME=\"MCO Test OS\"\nID=mco-test\nVERSION_ID={vid}\nVERSION=\"{vid}\"\nPRETTY_NAME=\"MCO Test OS {vid}\"\n"
-    );
+    let os_release = os_release(vid);
     let layout = MOUNT_POINTS
         .iter()
         .map(|dir| (dir.to_string(), Content::Dir))
@@ -272,6 +270,13 @@ pub fn write_filler(dir: &Path, count: usize) -> Result<()> {
         fs::write(sub.join(format!("file-{i:06}")), format!("filler file {i}\n"))?;
     }
     Ok(())
+}
+
+/// The os-release(5) of a test tree of `version_id`.
+pub fn os_release(version_id: &str) -> String {
+    format!(
+        "NAME=\"MCO Test OS\"\nID=mco-test\nVERSION_ID={version_id}\nVERSION=\"{version_id}\"\nPRETTY_NAME=\"MCO Test OS {version_id}\"\n"
+    )
 }
 
 /// Commit metadata keys owned by libostree and ostree-ext, never user labels.
