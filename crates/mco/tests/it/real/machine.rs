@@ -193,6 +193,51 @@ async fn network_seen(pid: rustix::process::Pid, port: u16) -> (String, String) 
     (address, said)
 }
 
+/// A boot image's installed disk copied to a machine's (`mco_lab::disk`): every file with its
+/// mode and its hard links (a deployment's files are links into the repository), `/boot`'s
+/// contents into the machine's own `/boot`, and the deployments immutable again, as libostree
+/// leaves them.
+#[test]
+fn a_boot_images_disk_is_copied_with_its_hard_links_and_immutable_deployments() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let tmp = tempfile::tempdir().unwrap();
+    let (disk, sysroot) = (tmp.path().join("disk"), tmp.path().join("machine"));
+    let deployment = "ostree/deploy/mco/deploy/0123abcd.0";
+    let (object, tool) = ("ostree/repo/objects/ab/cdef.file", format!("{deployment}/usr/bin/tool"));
+    for dir in [format!("{deployment}/usr/bin"), "ostree/repo/objects/ab".into(), "boot/loader".into()] {
+        std::fs::create_dir_all(disk.join(dir)).unwrap();
+    }
+    std::fs::write(disk.join(object), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(disk.join(object), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::hard_link(disk.join(object), disk.join(&tool)).unwrap();
+    std::fs::write(disk.join("boot/loader/entries.conf"), "options ostree=/ostree/boot.1\n").unwrap();
+    mco_os::sysroot::set_immutable(&[disk.join(deployment)], true).unwrap();
+    std::fs::create_dir_all(sysroot.join("boot")).unwrap();
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(mco_lab::disk::copy(&disk, &sysroot)).unwrap();
+
+    let meta = |path: &Path| std::fs::metadata(path).unwrap();
+    let (copied_object, copied_tool) = (meta(&sysroot.join(object)), meta(&sysroot.join(&tool)));
+    assert_eq!(std::fs::read_to_string(sysroot.join(&tool)).unwrap(), "#!/bin/sh\n");
+    assert_eq!(copied_tool.mode() & 0o777, 0o755);
+    assert_eq!(copied_object.ino(), copied_tool.ino(), "the deployment's file is still a link to the object");
+    assert_ne!(copied_object.ino(), meta(&disk.join(object)).ino(), "a copy, not the disk's own file");
+    assert_eq!(
+        std::fs::read_to_string(sysroot.join("boot/loader/entries.conf")).unwrap(),
+        "options ostree=/ostree/boot.1\n"
+    );
+    let written = std::fs::write(sysroot.join(deployment).join("new"), "");
+    assert_eq!(
+        written.map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::PermissionDenied),
+        "the copied deployment is immutable"
+    );
+    for dir in [&sysroot, &disk] {
+        mco_os::sysroot::remove(dir).unwrap();
+    }
+}
+
 /// A machine's reboot plugs it in again while the kernel may still be tearing down the cable of
 /// its previous boot: a cable that is there is removed, one already gone (or going) is no error.
 #[test]
