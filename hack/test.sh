@@ -18,6 +18,9 @@ if [[ ${1:-} != --no-setup ]]; then
     bash hack/kube-binaries.sh >/dev/null
 fi
 export MCO_MOTO_SERVER="${MCO_MOTO_SERVER:-$(bash hack/moto.sh)}" # local EC2 endpoint for the AMI owner lookups
+# A whole build, not an edit's rebuild: incremental compilation's bookkeeping only costs here
+# (the lab's harness built in 3 min 21 s instead of 3 min 41 s).
+export CARGO_INCREMENTAL=0
 
 report=target/test-report
 rm -rf "$report"

@@ -28,7 +28,7 @@ pub const NODES: usize = 3;
 pub const MASTER: &str = "master-0";
 pub const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// What the control plane believes it runs on: each platform has a lab of its own.
+/// What the control plane believes it runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Platform {
     /// No cloud: the lab's nodes, Prometheus.
