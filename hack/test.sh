@@ -54,18 +54,17 @@ run() {
 timed=(-Z unstable-options --report-time)
 
 failed=()
-lab_pids=()
 # The lab is the longest tier: its harness and mco are built first (the same features as the
-# whole build, so nothing of it is built twice), and the lab comes up and runs its scenarios
-# while the rest of the tests compile and run. The GCP lab (one scenario) waits for the build.
+# whole build, so nothing of it is built twice), and its labs come up and run their scenarios
+# while the rest of the tests compile and run.
 echo "== build: the lab's harness and mco (cargo test --no-run --test lab)"
 build_start=$(now)
 build lab --test lab
 lab_built=$(now)
 IFS=$'\t' read -r _ lab_executable lab_dir < <(awk -F'\t' '$1 == "lab"' "$report/binaries.tsv") ||
     { echo "error: no lab test binary was built" >&2; exit 1; }
-echo "== lab scenarios (in the background: $report/lab-*.log)"
-run lab-none "$lab_executable" "$lab_dir" --skip gcp:: & lab_pids+=($!)
+echo "== lab scenarios (in the background: $report/lab.log)"
+run lab "$lab_executable" "$lab_dir" & lab_pid=$!
 # What only burns CPU beside the lab (the rest of the build, the fuzz targets' instrumented build
 # and runs, the doc tests) yields to it: the lab is the critical path, mostly waiting on its
 # nodes, and its in-cluster build and reboots stalled behind the fuzz build (a scenario of 170 s
@@ -79,7 +78,6 @@ if ! build rest; then
     exit 1
 fi
 build_end=$(now)
-run lab-gcp "$lab_executable" "$lab_dir" gcp:: & lab_pids+=($!)
 # Every fuzz target briefly (hack/fuzz.sh runs them longer), beside the other tiers, built
 # unoptimized: the instrumented release build took 12 min beside the lab and ended after it.
 echo "== fuzz targets, ${MCO_FUZZ_SECONDS:=10} s each, in the background ($report/fuzz.log)"
@@ -92,9 +90,7 @@ done < "$report/binaries.tsv"
 echo "== doc tests"
 nice -n "$niceness" cargo test --workspace --locked --all-features --doc > "$report/doc.log" 2>&1 || failed+=("doc tests")
 wait "$fuzz_pid" || failed+=("fuzz (the crash and its input: $report/fuzz.log)")
-for pid in "${lab_pids[@]}"; do
-    wait "$pid" || failed+=("lab")
-done
+wait "$lab_pid" || failed+=("lab")
 tests_end=$(now)
 
 bash hack/test-report.sh "$report" "$build_start" "$lab_built" "$build_end" "$tests_end" | tee "$report/report.md"

@@ -45,15 +45,19 @@ pub struct Lab {
 }
 
 impl Lab {
-    /// `mco lab up` for `platform`: on `None`, [`NODES`] workers and Prometheus; on GCP, one worker.
-    pub async fn up(platform: Platform) -> Result<Lab, String> {
+    /// `mco lab up` on `platform` with [`NODES`] workers, and Prometheus with mco's rules if
+    /// asked for.
+    pub async fn up(platform: Platform, prometheus: bool) -> Result<Lab, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let state_dir = dir.path().join("lab");
         let nodes = NODES.to_string();
-        let args: &[&str] = match platform {
-            Platform::None => &["lab", "up", "--nodes", &nodes, "--timeout", "1200", "--prometheus"],
-            Platform::Gcp => &["lab", "up", "--platform", "gcp", "--nodes", "1", "--timeout", "1200"],
-        };
+        let mut args = vec!["lab", "up", "--nodes", &nodes, "--timeout", "1200"];
+        if platform == Platform::Gcp {
+            args.extend(["--platform", "gcp"]);
+        }
+        if prometheus {
+            args.push("--prometheus");
+        }
         let up = mco().args(args).arg("--state-dir").arg(&state_dir).assert();
         // A lab that did not come up may have started some of its parts: take it down either way.
         let down = || {
