@@ -28,15 +28,6 @@ pub const NODES: usize = 3;
 pub const MASTER: &str = "master-0";
 pub const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// What the control plane believes it runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Platform {
-    /// No cloud: the lab's nodes, Prometheus.
-    None,
-    /// GCP: the boot image controller manages MachineSets.
-    Gcp,
-}
-
 /// A running lab (`mco lab up`), taken down (`mco lab down`) when dropped.
 pub struct Lab {
     pub dir: tempfile::TempDir,
@@ -45,19 +36,13 @@ pub struct Lab {
 }
 
 impl Lab {
-    /// `mco lab up` on `platform` with [`NODES`] workers, and Prometheus with mco's rules if
-    /// asked for.
-    pub async fn up(platform: Platform, prometheus: bool) -> Result<Lab, String> {
+    /// `mco lab up` on GCP (whose MachineSets the boot image controller manages) with [`NODES`]
+    /// workers and Prometheus with mco's rules.
+    pub async fn up() -> Result<Lab, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let state_dir = dir.path().join("lab");
         let nodes = NODES.to_string();
-        let mut args = vec!["lab", "up", "--nodes", &nodes, "--timeout", "1200"];
-        if platform == Platform::Gcp {
-            args.extend(["--platform", "gcp"]);
-        }
-        if prometheus {
-            args.push("--prometheus");
-        }
+        let args = ["lab", "up", "--platform", "gcp", "--nodes", &nodes, "--prometheus", "--timeout", "1200"];
         let up = mco().args(args).arg("--state-dir").arg(&state_dir).assert();
         // A lab that did not come up may have started some of its parts: take it down either way.
         let down = || {
