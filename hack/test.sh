@@ -43,11 +43,11 @@ build() {
 }
 
 # run LOG EXECUTABLE DIR [ARGS...]: the binary as `cargo test` runs it (from its package's
-# directory), into $report/LOG.log, at niceness $run_niceness (see below).
+# directory), into $report/LOG.log.
 run() {
     local log="$report/$1.log" executable=$2 dir=$3
     shift 3
-    (cd "$dir" && CARGO_MANIFEST_DIR="$dir" RUSTC_BOOTSTRAP=1 nice -n "${run_niceness:-0}" "$executable" "$@") > "$log" 2>&1
+    (cd "$dir" && CARGO_MANIFEST_DIR="$dir" RUSTC_BOOTSTRAP=1 "$executable" "$@") > "$log" 2>&1
 }
 # libtest's own report of each test's time (unstable: RUSTC_BOOTSTRAP for the run only; the lab's
 # harness reports its scenarios' times itself).
@@ -82,9 +82,6 @@ build_end=$(now)
 # unoptimized: the instrumented release build took 12 min beside the lab and ended after it.
 echo "== fuzz targets, ${MCO_FUZZ_SECONDS:=10} s each, in the background ($report/fuzz.log)"
 MCO_FUZZ_BUILD=dev nice -n "$niceness" bash hack/fuzz.sh "$MCO_FUZZ_SECONDS" > "$report/fuzz.log" 2>&1 & fuzz_pid=$!
-# The other test binaries slightly below the lab, the critical path, in the scheduler's eyes: not
-# starved as the builds are (their tests have timeouts); nice 5 weighs a third of the lab.
-run_niceness=5
 while IFS=$'\t' read -r name executable dir; do
     [[ $name == lab ]] && continue
     echo "== $name ($(basename "$executable"))"
