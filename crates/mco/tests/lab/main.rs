@@ -153,9 +153,11 @@ fn run(scenario: &Scenario, labs: &Mutex<Labs>, runtime: &tokio::runtime::Runtim
             labs.kept_a_state = true;
             let kept = runtime.block_on(async { lab.down_keeping(only_logs) });
             eprintln!(
-                "scenario {} failed: its lab's {} kept in {}; the next scenario gets a fresh lab",
+                "scenario {} failed: its lab's {} kept in {} (`mco lab down --state-dir {}` removes it); the next \
+                 scenario gets a fresh lab",
                 scenario.name,
                 if only_logs { "logs are" } else { "state is" },
+                kept.display(),
                 kept.display(),
             );
         }
