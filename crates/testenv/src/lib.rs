@@ -660,13 +660,6 @@ impl std::fmt::Debug for Verbatim {
 #[cfg(feature = "fixtures")]
 const SLOW_WAIT: Duration = Duration::from_secs(15);
 
-#[cfg(feature = "fixtures")]
-tokio::task_local! {
-    /// Who is waiting, which the log line of a slow [`eventually_within`] names first: the lab's
-    /// harness runs the scenarios of its labs side by side, their lines interleaved.
-    pub static WAITER: &'static str;
-}
-
 /// [`eventually`] with a chosen bound.
 #[cfg(feature = "fixtures")]
 pub async fn eventually_within<T, Seen, F, Fut>(timeout: Duration, what: &str, mut probe: F) -> T
@@ -682,8 +675,7 @@ where
             Ok(value) => {
                 // Where a slow run spent its time (the lab's scenarios vary two to three times).
                 if started.elapsed() >= SLOW_WAIT {
-                    let waiter = WAITER.try_with(|waiter| format!("{waiter}: ")).unwrap_or_default();
-                    eprintln!("{waiter}waited {:.1} s for {what}", started.elapsed().as_secs_f64());
+                    eprintln!("waited {:.1} s for {what}", started.elapsed().as_secs_f64());
                 }
                 return value;
             }
