@@ -143,7 +143,7 @@ pub async fn a_budget_holds_the_drain_and_mcc_drain_error_fires(lab: &mut Lab) {
         serving_after.iter().filter(|(_, node)| **node == cordoned).map(|(uid, _)| uid.clone()).collect();
     assert!(!held.is_empty(), "no workload pod on {cordoned}: {serving_after:?}");
     // The drain controller reports the refused eviction when its attempt times out (the lab's
-    // --drain-timeout, 30 s), with the API's own words; the pod is still there then.
+    // --drain-timeout, 15 s), with the API's own words; the pod is still there then.
     eventually_within(Duration::from_secs(240), "the drain controller's report of the refused eviction", || async {
         let text = controller_log(&client).await;
         let reported = text

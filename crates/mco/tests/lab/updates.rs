@@ -3,11 +3,10 @@
 //! mid-update, and an upgrade of mco itself.
 
 use std::path::Path;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{Api, ResourceExt as _};
-use mco_api::constants::{MCO_NAMESPACE, STATE_ANNOTATION};
+use mco_api::constants::{DESIRED_CONFIG_ANNOTATION, MCO_NAMESPACE, STATE_ANNOTATION};
 use mco_testenv::{eventually, satisfying};
 use serde_json::json;
 
@@ -134,12 +133,27 @@ pub async fn a_paused_pool_moves_no_node(lab: &mut Lab) {
     // A paused pool gets a new target but no node moves; unpausing resumes.
     set_pool(&client, json!({ "paused": true })).await;
     lab.apply("99-worker-paused", &file_mc("99-worker-paused", "/etc/lab/paused", "paused\n"));
-    eventually("the paused pool to target a new rendered config", || async {
-        let target = target(&pool(&client).await);
-        if target == current { Err(target) } else { Ok(()) }
+    // The node controller's status carries the generation it planned for: once it is the one
+    // with the new target, the controller has seen the target and moved no node for it.
+    let paused_target = eventually("the node controller's status of the paused pool's new target", || async {
+        let pool = pool(&client).await;
+        let observed = pool.status.as_ref().and_then(|s| s.observed_generation);
+        satisfying((target(&pool), pool.metadata.generation, observed), |(target, generation, observed)| {
+            *target != current && generation == observed
+        })
     })
-    .await;
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    .await
+    .0;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let targeted: Vec<String> = nodes
+        .list(&workers())
+        .await
+        .unwrap()
+        .iter()
+        .filter(|n| mco_rollout::node::annotation(n, DESIRED_CONFIG_ANNOTATION) == Some(&paused_target))
+        .map(summary)
+        .collect();
+    assert!(targeted.is_empty(), "nodes of the paused pool targeted: {targeted:?}");
     for root in worker_roots(lab) {
         assert!(!root.join("etc/lab/paused").exists(), "a node of the paused pool updated: {}", root.display());
     }
