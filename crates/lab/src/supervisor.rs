@@ -367,6 +367,20 @@ async fn run(
     // What an administrator creates beside deploy/: the server's certificate (the lab's, which
     // the stubs' CA signed for the address machines ask).
     apply::apply(&client, &[install::server_tls_secret(&certs.join("tls.crt"), &certs.join("tls.key"))?]).await?;
+    // Tasks that live as long as the lab. Prometheus from here on: it finds mco's pods as they
+    // start, and has scraped them by the time the lab is up.
+    let mut background = JoinSet::new();
+    let prometheus = if options.prometheus {
+        progress(layout, report, "starting Prometheus with mco's rules")?;
+        let service =
+            crate::monitoring::start(layout, &options.deploy, client.clone(), ports.prometheus, &mut background)
+                .await?;
+        report.prometheus = Some(format!("http://127.0.0.1:{}", ports.prometheus));
+        Some(service)
+    } else {
+        None
+    };
+
     progress(layout, report, "waiting for the controller's pods; the bootstrap controller hands over")?;
     // The control-plane nodes' network indices (their addresses).
     let masters: Vec<usize> = nodes.iter().filter(|r| r.node.pool == MASTER_POOL).map(|r| r.spec.index).collect();
@@ -394,19 +408,6 @@ async fn run(
         listener.set_nonblocking(true)?;
         network::balance(listener, backends(server_port))?;
     }
-
-    // Tasks that live as long as the lab.
-    let mut background = JoinSet::new();
-    let prometheus = if options.prometheus {
-        progress(layout, report, "starting Prometheus with mco's rules")?;
-        let service =
-            crate::monitoring::start(layout, &options.deploy, client.clone(), ports.prometheus, &mut background)
-                .await?;
-        report.prometheus = Some(format!("http://127.0.0.1:{}", ports.prometheus));
-        Some(service)
-    } else {
-        None
-    };
 
     report.phase = Phase::Ready;
     progress(layout, report, format!("ready: {} nodes", nodes.len()))?;
