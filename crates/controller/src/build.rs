@@ -34,7 +34,7 @@ use mco_api::machineconfiguration::pool_condition::{BUILD_FAILED, IMAGE_BUILD_DE
 use mco_api::machineconfiguration::{ContainerfileArch, MachineOSBuildStatus, MachineOSConfigStatus, ObjectReference};
 use mco_api::{MachineConfig, MachineConfigPool, MachineOSBuild, MachineOSConfig};
 use mco_machine_os_build::progress::{self, Outcome, Phase};
-use mco_machine_os_build::{BuildRequest, RequestError};
+use mco_machine_os_build::{BuildPod, BuildRequest, RequestError};
 use mco_metrics::controller::ControllerMetrics;
 use mco_rollout::conditions;
 use serde_json::json;
@@ -52,8 +52,8 @@ pub struct Options {
     pub namespace: String,
     /// Image of the build pods (mco's own: it holds buildah).
     pub image: String,
-    /// Build pods use their node's network (a registry only on the nodes' loopback, as the lab's).
-    pub host_network: bool,
+    /// Where build pods run.
+    pub pod: BuildPod,
     /// Delay before a failed sync is first tried again (doubled with each failure in a row), and
     /// between looks at a running build.
     pub retry_delay: Duration,
@@ -311,7 +311,7 @@ async fn start_job(
             Err(e) => return Err(kube_error(format!("creating ConfigMap {namespace}/{map_name}"))(e)),
         }
     }
-    let job = request.job(build, namespace, &context.options.image, context.options.host_network, &maps);
+    let job = request.job(build, namespace, &context.options.image, context.options.pod, &maps);
     let job_name = job.name_any();
     Api::<Job>::namespaced(client.clone(), namespace)
         .create(&post_params(), &job)

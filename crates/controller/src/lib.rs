@@ -39,6 +39,8 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use mco_render::ControllerVersion;
 
+pub use mco_machine_os_build::BuildPod;
+
 /// Upstream's name, used as field manager and event reporter.
 pub(crate) const CONTROLLER_NAME: &str = "machine-config-controller";
 
@@ -201,7 +203,7 @@ pub struct BuildSettings {
     pub image: Option<String>,
     /// This controller's pod (`namespace`, `name`), when it runs in one.
     pub own_pod: Option<(String, String)>,
-    pub host_network: bool,
+    pub pod: BuildPod,
     pub retry_delay: std::time::Duration,
 }
 
@@ -220,7 +222,7 @@ impl BuildSettings {
         Ok(build::Options {
             namespace: self.namespace.clone(),
             image,
-            host_network: self.host_network,
+            pod: self.pod,
             retry_delay: self.retry_delay,
             metrics,
         })

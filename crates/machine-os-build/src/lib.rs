@@ -11,4 +11,4 @@ pub mod progress;
 pub mod request;
 
 pub use progress::{Outcome, Phase};
-pub use request::{BuildRequest, RequestError};
+pub use request::{BuildPod, BuildRequest, RequestError};

@@ -50,6 +50,18 @@ pub enum RequestError {
     Config { name: String, error: String },
 }
 
+/// Where a build pod runs, beyond what upstream's pod says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BuildPod {
+    /// The pod uses its node's network (a registry only on the nodes' loopback, as the lab's).
+    pub host_network: bool,
+    /// buildah's storage on a memory-backed emptyDir: vfs writes a full copy of the OS tree at
+    /// each step (the base image pulled, each stage's container and commit), which a disk makes
+    /// seconds slower and which contends with everything else on the node; it costs that much
+    /// memory (about 2 GB for a 500-MB OS) while the build runs.
+    pub scratch_in_memory: bool,
+}
+
 /// A MachineOSConfig with its pool and the pool's rendered config: one build's inputs.
 #[derive(Debug, Clone, Copy)]
 pub struct BuildRequest<'a> {
@@ -339,7 +351,7 @@ impl<'a> BuildRequest<'a> {
 
     /// The Job that builds `build` (upstream `build-<MachineOSBuild>`): one privileged pod
     /// running `image` (mco's own) as `mco image build-machine-os`, buildah with chroot isolation
-    /// and vfs storage on an emptyDir; it writes the pushed image's digested pull spec, or why
+    /// and vfs storage on an emptyDir (placed as `pod` says); it writes the pushed image's digested pull spec, or why
     /// the build failed, as its termination message. `config_maps` are [`Self::config_maps`].
     /// No retries: a build that fails says why at once; a new build is asked for with the
     /// rebuild annotation or any change of its inputs.
@@ -348,7 +360,7 @@ impl<'a> BuildRequest<'a> {
         build: &MachineOSBuild,
         namespace: &str,
         image: &str,
-        host_network: bool,
+        pod: BuildPod,
         config_maps: &[ConfigMap],
     ) -> Job {
         let name = format!("build-{}", name_of(&build.metadata));
@@ -424,7 +436,10 @@ impl<'a> BuildRequest<'a> {
         mounts.push(VolumeMount { name: "scratch".into(), mount_path: "/var/tmp".into(), ..Default::default() });
         volumes.push(Volume {
             name: "scratch".into(),
-            empty_dir: Some(EmptyDirVolumeSource::default()),
+            empty_dir: Some(EmptyDirVolumeSource {
+                medium: pod.scratch_in_memory.then(|| "Memory".to_string()),
+                ..Default::default()
+            }),
             ..Default::default()
         });
         let meta = self.object_meta(build, namespace, &name);
@@ -443,7 +458,7 @@ impl<'a> BuildRequest<'a> {
                         restart_policy: Some("Never".into()),
                         service_account_name: Some(BUILDER_SERVICE_ACCOUNT.into()),
                         automount_service_account_token: Some(false),
-                        host_network: host_network.then_some(true),
+                        host_network: pod.host_network.then_some(true),
                         termination_grace_period_seconds: Some(10),
                         containers: vec![Container {
                             name: BUILD_CONTAINER.into(),

@@ -268,7 +268,8 @@ fn the_job_runs_the_builder_with_every_input_mounted() {
     build.metadata.uid = Some("b-1".into());
     let name = build.metadata.name.clone().unwrap();
     let maps = request.config_maps(&build, "mco-ns", ContainerfileArch::Amd64).unwrap();
-    let job = request.job(&build, "mco-ns", "registry.example.com/mco@sha256:cccc", true, &maps);
+    let on_host = BuildPod { host_network: true, scratch_in_memory: false };
+    let job = request.job(&build, "mco-ns", "registry.example.com/mco@sha256:cccc", on_host, &maps);
     assert_eq!(job.metadata.name.as_deref(), Some(format!("build-{name}").as_str()));
     let spec = job.spec.unwrap();
     assert_eq!(spec.backoff_limit, Some(0));
@@ -311,12 +312,19 @@ fn the_job_runs_the_builder_with_every_input_mounted() {
     assert_eq!((secret("base-pull-creds").as_str(), secret("push-creds").as_str()), ("pull-secret", "push-secret"));
     let map = |v: &str| volumes.iter().find(|x| x.name == v).unwrap().config_map.clone().unwrap().name;
     assert_eq!(map("etc-registries"), format!("etc-registries-{name}"));
+    let scratch_medium = |volumes: &[Volume]| {
+        let scratch = volumes.iter().find(|x| x.name == "scratch").unwrap();
+        scratch.empty_dir.clone().unwrap().medium
+    };
+    assert_eq!(scratch_medium(&volumes), None, "buildah's storage on the node's disk, as upstream's");
 
     let without_pull_secret = config(json!({}));
     let request = BuildRequest::new(&without_pull_secret, &p, &r).unwrap();
-    let job = request.job(&build, "mco-ns", "mco", false, &maps);
+    let in_memory = BuildPod { host_network: false, scratch_in_memory: true };
+    let job = request.job(&build, "mco-ns", "mco", in_memory, &maps);
     let pod = job.spec.unwrap().template.spec.unwrap();
     assert_eq!(pod.host_network, None);
+    assert_eq!(scratch_medium(pod.volumes.as_deref().unwrap()).as_deref(), Some("Memory"));
     let args = pod.containers[0].args.clone().unwrap().join(" ");
     assert!(!args.contains("base-pull-creds") && !args.contains("--pull-authfile"), "{args}");
     assert!(args.contains("--push-authfile /etc/mco-build/push-creds/config.json"), "{args}");

@@ -170,7 +170,7 @@ async fn machine_os_configs_are_built_rolled_forward_and_failures_reported() {
     let options = Options {
         namespace: NS.into(),
         image: "registry.example.com/mco@sha256:1111".into(),
-        host_network: false,
+        pod: Default::default(),
         retry_delay: Duration::from_millis(500),
         metrics: Default::default(),
     };
