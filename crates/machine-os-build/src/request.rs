@@ -351,8 +351,9 @@ impl<'a> BuildRequest<'a> {
 
     /// The Job that builds `build` (upstream `build-<MachineOSBuild>`): one privileged pod
     /// running `image` (mco's own) as `mco image build-machine-os`, buildah with chroot isolation
-    /// and vfs storage on an emptyDir (placed as `pod` says); it writes the pushed image's digested pull spec, or why
-    /// the build failed, as its termination message. `config_maps` are [`Self::config_maps`].
+    /// and vfs storage on an emptyDir (placed as `pod` says); it writes the pushed image's
+    /// digested pull spec, or why the build failed, as its termination message. `config_maps`
+    /// are [`Self::config_maps`].
     /// No retries: a build that fails says why at once; a new build is asked for with the
     /// rebuild annotation or any change of its inputs.
     pub fn job(

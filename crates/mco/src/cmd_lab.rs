@@ -500,7 +500,7 @@ fn remove_state(layout: &Layout, keep: Option<&Path>) -> anyhow::Result<()> {
             sysroots.push(disk?.path());
         }
     }
-    in_parallel(&sysroots, mco_lab::node::remove_sysroot)?;
+    remove_in_parallel(&sysroots, mco_lab::node::remove_sysroot)?;
     let mut rest = Vec::new();
     for entry in std::fs::read_dir(&layout.dir).with_context(|| format!("reading {}", layout.dir.display()))? {
         let path = entry?.path();
@@ -508,7 +508,7 @@ fn remove_state(layout: &Layout, keep: Option<&Path>) -> anyhow::Result<()> {
             rest.push(path);
         }
     }
-    in_parallel(&rest, |path| {
+    remove_in_parallel(&rest, |path| {
         let removed = if path.is_dir() && !path.is_symlink() {
             std::fs::remove_dir_all(path)
         } else {
@@ -523,7 +523,7 @@ fn remove_state(layout: &Layout, keep: Option<&Path>) -> anyhow::Result<()> {
 }
 
 /// `remove` on every path, each on a thread of its own; the first error.
-fn in_parallel(paths: &[PathBuf], remove: impl Fn(&Path) -> anyhow::Result<()> + Sync) -> anyhow::Result<()> {
+fn remove_in_parallel(paths: &[PathBuf], remove: impl Fn(&Path) -> anyhow::Result<()> + Sync) -> anyhow::Result<()> {
     std::thread::scope(|scope| {
         let removals: Vec<_> = paths.iter().map(|path| scope.spawn(|| remove(path))).collect();
         removals
