@@ -35,6 +35,16 @@ const CONTAINER: &str = "mco-lab";
 const FIRMWARE_DIR: &str = "run/mco-lab";
 /// systemd, in a merged-/usr OS image.
 const SYSTEMD: &str = "/usr/lib/systemd/systemd";
+/// The kernel settings (under `/proc/sys`) the kubelet sets unless `protectKernelDefaults` (its
+/// container manager's `setupKernelTunables`); none is per network namespace.
+const KUBELET_KERNEL_SETTINGS: [&str; 6] = [
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+];
 /// The host's devices a machine's `/dev` has (bound: a machine cannot make device nodes).
 const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 /// Where the installer leaves a machine's Ignition config and its first-boot stamp, relative to
@@ -156,6 +166,11 @@ pub enum Step {
         path: PathBuf,
         contents: String,
     },
+    /// A file with what `source` holds now (a kernel setting's value).
+    Copy {
+        source: PathBuf,
+        target: PathBuf,
+    },
     /// Read-only from now on.
     ReadOnly(PathBuf),
     /// Read-only from now on if it exists.
@@ -200,11 +215,20 @@ pub fn plan(sysroot: &Path, target: &BootTarget, cgroups: &[Hierarchy], boot_id:
         bind(at("proc/sys/net"), at("proc/sys/net"), false),
         Step::ReadOnly(at("proc/sys")),
         bind(firmware("boot_id"), at("proc/sys/kernel/random/boot_id"), true),
+    ];
+    // The kernel settings the kubelet sets, which are the whole host's: the machine gets its own
+    // copies (as a virtual machine has its own kernel), the host's left as they are.
+    for setting in KUBELET_KERNEL_SETTINGS {
+        let copy = firmware(&format!("sysctl/{setting}"));
+        steps.push(Step::Copy { source: Path::new("/proc/sys").join(setting), target: copy.clone() });
+        steps.push(bind(copy, at(&format!("proc/sys/{setting}")), false));
+    }
+    steps.extend([
         // Where the kernel has it: a write there would act on the host.
         Step::Protect(at("proc/sysrq-trigger")),
         mount("sysfs", "sysfs", "sys", "", hardened | MountFlags::RDONLY),
         mount("tmpfs", "cgroup", CGROUP_ROOT.trim_start_matches('/'), "mode=0755", hardened),
-    ];
+    ]);
     for hierarchy in cgroups {
         let path = format!("{}/{}", CGROUP_ROOT.trim_start_matches('/'), hierarchy.name);
         steps.push(Step::Dir(at(&path)));
@@ -261,6 +285,11 @@ fn perform(step: &Step) -> anyhow::Result<()> {
         Step::Write { path, contents } => {
             std::fs::create_dir_all(path.parent().context("a file has a directory")?)?;
             std::fs::write(path, contents).with_context(|| format!("writing {}", path.display()))?;
+        }
+        Step::Copy { source, target } => {
+            let contents = std::fs::read(source).with_context(|| format!("reading {}", source.display()))?;
+            std::fs::create_dir_all(target.parent().context("a file has a directory")?)?;
+            std::fs::write(target, contents).with_context(|| format!("writing {}", target.display()))?;
         }
         Step::Protect(path) if !path.exists() => {}
         Step::Protect(path) => perform(&Step::Bind { source: path.clone(), target: path.clone(), read_only: true })?,
@@ -680,6 +709,17 @@ mod tests {
         assert_eq!(bound("proc/cmdline"), Some((root.join("run/mco-lab/cmdline"), true)));
         assert_eq!(bound("proc/sys/kernel/random/boot_id"), Some((root.join("run/mco-lab/boot_id"), true)));
         assert_eq!(bound("proc/sys/net"), Some((root.join("proc/sys/net"), false)));
+        // The kubelet's host-wide kernel settings: the machine's own writable copies of the host's,
+        // taken before they are bound over the read-only /proc/sys.
+        for setting in ["vm/overcommit_memory", "kernel/panic_on_oops", "kernel/keys/root_maxbytes"] {
+            let copy = root.join("run/mco-lab/sysctl").join(setting);
+            assert_eq!(bound(&format!("proc/sys/{setting}")), Some((copy.clone(), false)));
+            let copied = position(&Step::Copy { source: Path::new("/proc/sys").join(setting), target: copy.clone() });
+            let read_only = position(&Step::ReadOnly(root.join("proc/sys")));
+            let bound_at =
+                position(&Step::Bind { source: copy, target: root.join("proc/sys").join(setting), read_only: false });
+            assert!(read_only < copied && copied < bound_at, "{read_only} {copied} {bound_at}");
+        }
         // /proc/sys read-only after /proc/sys/net is bound writable (from the still writable one).
         let net = position(&Step::Bind {
             source: root.join("proc/sys/net"),
@@ -714,7 +754,7 @@ mod tests {
                 Step::Bind { target, .. } | Step::Mount { target, .. } => target,
                 Step::File(path) | Step::Dir(path) | Step::ReadOnly(path) | Step::Protect(path) => path,
                 Step::Symlink { link, .. } => link,
-                Step::Write { path, .. } => path,
+                Step::Write { path, .. } | Step::Copy { target: path, .. } => path,
             };
             assert!(target.starts_with(root), "{step:?}");
         }

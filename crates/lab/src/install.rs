@@ -78,14 +78,16 @@ pub fn relative_path(from: &Path, to: &Path) -> PathBuf {
     path
 }
 
-/// Builds the userland of the lab's OS images (`hack/image.sh --node-userland`, cached: mco's
-/// image's with systemd and what a node runs beside it), before the lab's network namespace, from
-/// which Debian's mirror cannot be reached ([`Layout::userland`]).
-#[context("Preparing the userland of the lab's OS images")]
+/// Builds the userlands of mco's image (`hack/image.sh --userland-only`) and of the lab's OS images
+/// (`--node-userland`: mco's image's with systemd and what a node runs beside it), both cached,
+/// before the lab's network namespace, from which Debian's mirror cannot be reached
+/// ([`Layout::userland`]).
+#[context("Preparing the userland of mco's image and of the lab's OS images")]
 pub async fn prepare_userland(deploy: &Path, layout: &Layout) -> anyhow::Result<()> {
     let script = deploy.join("../hack/image.sh");
     let log = layout.log("images");
-    let out = run_tool(Path::new("bash"), [script.as_os_str(), "--node-userland".as_ref()], &[], &log).await?;
+    let build = |which: &'static str| run_tool(Path::new("bash"), [script.as_os_str(), which.as_ref()], &[], &log);
+    let (_, out) = tokio::try_join!(build("--userland-only"), build("--node-userland"))?;
     let cached = Path::new(out.lines().last().context("hack/image.sh printed no path")?.trim());
     let userland = layout.userland();
     std::fs::create_dir_all(layout.images())?;
