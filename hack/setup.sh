@@ -12,4 +12,4 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends 
   build-essential pkg-config ca-certificates git \
   ostree libostree-dev libzstd-dev libssl-dev protobuf-compiler \
   skopeo docker-registry ignition umoci buildah busybox-static gpg gpg-agent wrk e2fsprogs python3-venv curl \
-  runc containernetworking-plugins iptables conntrack mmdebstrap prometheus jq
+  runc containernetworking-plugins iptables conntrack mmdebstrap prometheus jq zstd

@@ -86,7 +86,7 @@ pub struct Options {
     pub mco: PathBuf,
     /// `generated-by-version` the controller was built with.
     pub controller_version_raw: String,
-    /// The repository's `deploy/` (mco's manifests, its image's Containerfile beside `hack/image.sh`).
+    /// The repository's `deploy/` (mco's manifests; `hack/image.sh`, which builds its image, beside it).
     pub deploy: PathBuf,
     /// Run Prometheus with mco's rules, scraping mco's pods ([`crate::monitoring`]).
     pub prometheus: bool,
