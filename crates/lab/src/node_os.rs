@@ -151,9 +151,10 @@ pub fn add_node_software(tree: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The kubelet's settings every lab machine needs, booted or not: on machines with cgroups v1
+/// The kubelet's settings every lab machine needs: on machines with cgroups v1
 /// and without CAP_SYS_RESOURCE, no failing on cgroups v1, no node allocatable enforcement, no
-/// open-files limit above the hard one, the kernel's settings left as they are; beside other
+/// open-files limit above the hard one, the kernel's settings set (in the machine's own copies of
+/// those that are the whole host's: `boot::KUBELET_KERNEL_SETTINGS`); beside other
 /// machines on one disk, no eviction (but at the last MiB of memory: every signal, so that none
 /// keeps a threshold of the pool's configuration) and no image garbage collection; no serving
 /// certificate to wait for.

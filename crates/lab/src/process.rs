@@ -24,9 +24,17 @@ pub struct Service {
 }
 
 impl Service {
-    /// Starts `command` with stdout and stderr appended to `log`.
+    /// Starts `command` with stdout and stderr appended to `log`. It dies with the supervisor, even
+    /// one killed halfway through the lab's bring-up (where nothing drops it).
     pub fn spawn(name: &str, mut command: Command, log: &Path) -> anyhow::Result<Service> {
         let out = append(log)?;
+        // SAFETY: the closure runs between fork and exec and only makes a system call.
+        unsafe {
+            command.pre_exec(|| {
+                rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+                Ok(())
+            });
+        }
         let child = command
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
