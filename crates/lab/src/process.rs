@@ -129,3 +129,42 @@ pub fn free_ports<const N: usize>() -> anyhow::Result<[u16; N]> {
     }
     Ok(ports)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A service outlives nothing that started it: the parent-death signal fires when the
+    /// spawning thread ends (as the supervisor's would, killed), even with no drop to kill it.
+    #[test]
+    fn a_service_dies_with_what_started_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("sleep.log");
+        let pid = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let _guard = runtime.enter();
+            let mut command = Command::new("sleep");
+            command.arg("600");
+            let service = Service::spawn("sleep", command, &log).unwrap();
+            let pid = service.pid().unwrap();
+            // No drop, so no kill_on_drop: only the parent-death signal can end it.
+            std::mem::forget(service);
+            pid
+        })
+        .join()
+        .unwrap();
+        let pid = Pid::from_raw(pid as i32).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG).unwrap() {
+                Some((_, status)) => break status,
+                None if std::time::Instant::now() > deadline => {
+                    let _ = kill_process(pid, Signal::KILL);
+                    panic!("the service still ran 30 s after the thread that started it ended");
+                }
+                None => std::thread::sleep(Duration::from_millis(50)),
+            }
+        };
+        assert_eq!(status.terminating_signal(), Some(Signal::KILL.as_raw()), "{status:?}");
+    }
+}
