@@ -11,8 +11,9 @@ use crate::machineconfiguration::{
     CONTAINER_RUNTIME_CONFIG_SCHEMA, KUBELET_CONFIG_SCHEMA, MACHINE_CONFIG_NODE_SCHEMA, OS_IMAGE_STREAM_SCHEMA,
 };
 use crate::{
-    ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigNode, MachineConfigPool,
-    MachineConfiguration, MachineOSBuild, MachineOSConfig, MachineSet, OSImageStream, PinnedImageSet,
+    ContainerRuntimeConfig, ControlPlaneMachineSet, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigNode,
+    MachineConfigPool, MachineConfiguration, MachineOSBuild, MachineOSConfig, MachineSet, OSImageStream,
+    PinnedImageSet,
 };
 
 /// The CRDs of every type of this crate, in a stable order.
@@ -27,6 +28,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         MachineOSBuild::crd(),
         MachineConfiguration::crd(),
         spec_optional(MachineSet::crd()),
+        ControlPlaneMachineSet::crd(),
         KUBELET_CONFIG_SCHEMA.apply(KubeletConfig::crd()),
         CONTAINER_RUNTIME_CONFIG_SCHEMA.apply(ContainerRuntimeConfig::crd()),
         UpstreamSchema::default().apply(PinnedImageSet::crd()),

@@ -8,8 +8,9 @@
 //! * [`config`]: `config.openshift.io/v1` types those kinds embed (the TLS security profile).
 //! * [`image_config`]: the cluster's image configuration — [`Image`], [`ImageDigestMirrorSet`],
 //!   [`ImageTagMirrorSet`], [`ImageContentSourcePolicy`].
-//! * [`machine`]: `machine.openshift.io/v1beta1` — [`MachineSet`] and in-place accessors for the
-//!   boot-image fields of its provider spec ([`machine::provider`]).
+//! * [`machine`]: `machine.openshift.io/v1beta1` — [`MachineSet`], `machine.openshift.io/v1` —
+//!   [`ControlPlaneMachineSet`], and in-place accessors for the boot-image fields of their provider
+//!   specs ([`machine::provider`]).
 //! * [`containers_policy`]: the files a containers-policy.json names, and the policy seen from
 //!   another root.
 //! * [`constants`]: well-known namespaces, names, annotation and label keys, limits, default pools.
@@ -44,7 +45,7 @@ pub mod validate;
 
 pub use crd::{crds, crds_yaml};
 pub use image_config::{Image, ImageContentSourcePolicy, ImageDigestMirrorSet, ImageTagMirrorSet};
-pub use machine::MachineSet;
+pub use machine::{ControlPlaneMachineSet, MachineSet};
 pub use machineconfiguration::{
     ContainerRuntimeConfig, ControllerConfig, KubeletConfig, MachineConfig, MachineConfigNode, MachineConfigNodeSpec,
     MachineConfigNodeSpecMachineConfigVersion, MachineConfigNodeStatus, MachineConfigNodeStatusMachineConfigVersion,

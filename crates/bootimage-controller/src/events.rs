@@ -12,6 +12,8 @@ use serde_json::Value;
 pub enum Watched {
     /// MAPI MachineSets: fingerprint = provider spec, labels, annotations, owner references.
     MachineSet,
+    /// ControlPlaneMachineSets: the same fingerprint.
+    ControlPlaneMachineSet,
     /// `coreos-bootimages`: fingerprint = resourceVersion.
     BootImagesConfigMap,
     /// MachineConfiguration `cluster`: fingerprint = the spec fields and status fields the
@@ -25,6 +27,9 @@ impl Watched {
     fn names(self) -> (&'static str, &'static str, &'static str) {
         match self {
             Watched::MachineSet => ("MAPIMachineSetAdded", "MAPIMachineSetUpdated", "MAPIMachineSetDeleted"),
+            Watched::ControlPlaneMachineSet => {
+                ("ControlPlaneMachineSetAdded", "ControlPlaneMachineSetUpdated", "ControlPlaneMachineSetDeleted")
+            }
             Watched::BootImagesConfigMap => {
                 ("BootImageConfigMapAdded", "BootImageConfigMapUpdated", "BootImageConfigMapDeleted")
             }
@@ -118,5 +123,9 @@ mod tests {
         let mut mc = Tracker::new(Watched::MachineConfiguration);
         assert_eq!(mc.applied("cluster", json!({})), Some("BootImageUpdateConfigurationAdded"));
         assert_eq!(mc.deleted("cluster"), Some("BootImageUpdateConfigurationDeleted"));
+        let mut cpms = Tracker::new(Watched::ControlPlaneMachineSet);
+        assert_eq!(cpms.applied("cluster", json!({})), Some("ControlPlaneMachineSetAdded"));
+        assert_eq!(cpms.applied("cluster", json!({"spec": 1})), Some("ControlPlaneMachineSetUpdated"));
+        assert_eq!(cpms.deleted("cluster"), Some("ControlPlaneMachineSetDeleted"));
     }
 }

@@ -22,7 +22,7 @@ pub const UNREADABLE_VERSION_REASON: &str = "BootImageVersionUnreadable";
 /// Reason of the default conditions, before the first sync.
 const DEFAULT_REASON: &str = "NA";
 
-/// One pass over the MAPI MachineSets.
+/// One pass over the objects of one kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
     pub total: usize,
@@ -32,11 +32,31 @@ pub struct Counts {
     pub errored: usize,
 }
 
-/// The result of one pass over the MachineSets.
+impl Counts {
+    /// `Reconciled <ok> of <total> <what>[ (<n> skipped)]`.
+    fn reconciled(&self, what: &str) -> String {
+        if self.skipped > 0 {
+            let ok = self.in_progress.saturating_sub(self.skipped);
+            format!("Reconciled {ok} of {} {what} ({} skipped)", self.total, self.skipped)
+        } else {
+            format!("Reconciled {} of {} {what}", self.in_progress, self.total)
+        }
+    }
+
+    /// Every object synced or errored.
+    fn finished(&self) -> bool {
+        self.total == self.in_progress + self.errored
+    }
+}
+
+/// The result of one pass over the MachineSets and ControlPlaneMachineSets.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pass {
+    /// The MAPI MachineSets.
     pub counts: Counts,
-    /// One per errored MachineSet.
+    /// The ControlPlaneMachineSets.
+    pub control_plane: Counts,
+    /// One per errored object.
     pub errors: Vec<String>,
     /// (MachineSet, reason) of the skipped ones.
     pub skip_reasons: Vec<(String, String)>,
@@ -54,8 +74,8 @@ pub fn record_pass(
     now: &Time,
 ) {
     let conditions = status.conditions.get_or_insert_with(Vec::new);
-    set_condition(conditions, progressing(&pass.counts, &pass.skip_reasons, event, now));
-    set_condition(conditions, degraded(&pass.counts, &pass.errors, event, now));
+    set_condition(conditions, progressing(pass, event, now));
+    set_condition(conditions, degraded(pass, event, now));
     if let Some(skew) = status.boot_image_skew_enforcement_status.as_mut()
         && skew.mode == Some(BootImageSkewEnforcementModeStatus::Automatic)
     {
@@ -68,37 +88,30 @@ pub fn record_pass(
     }
 }
 
-/// `BootImageUpdateProgressing`: `Reconciled <ok> of <total> MAPI MachineSets[ (<n> skipped)] | …`,
-/// then (where upstream only logs them) the skipped MachineSets with their reasons.
-pub fn progressing_message(counts: &Counts, skip_reasons: &[(String, String)]) -> String {
-    let mut mapi = if counts.skipped > 0 {
-        format!(
-            "Reconciled {} of {} MAPI MachineSets ({} skipped)",
-            counts.in_progress.saturating_sub(counts.skipped),
-            counts.total,
-            counts.skipped
-        )
-    } else {
-        format!("Reconciled {} of {} MAPI MachineSets", counts.in_progress, counts.total)
-    };
-    mapi.push_str(
-        " | Reconciled 0 of 0 ControlPlaneMachineSets | Reconciled 0 of 0 CAPI MachineSets | Reconciled 0 of 0 CAPI MachineDeployments",
+/// `BootImageUpdateProgressing`: `Reconciled <ok> of <total> MAPI MachineSets[ (<n> skipped)] |
+/// Reconciled … ControlPlaneMachineSets | …`, then (where upstream only logs them) the skipped
+/// objects with their reasons.
+pub fn progressing_message(pass: &Pass) -> String {
+    let mut message = format!(
+        "{} | {} | Reconciled 0 of 0 CAPI MachineSets | Reconciled 0 of 0 CAPI MachineDeployments",
+        pass.counts.reconciled("MAPI MachineSets"),
+        pass.control_plane.reconciled("ControlPlaneMachineSets"),
     );
-    if !skip_reasons.is_empty() {
-        let reasons: Vec<String> = skip_reasons.iter().map(|(name, reason)| format!("{name}: {reason}")).collect();
-        mapi.push_str(&format!(" | Skipped: {}", reasons.join("; ")));
+    if !pass.skip_reasons.is_empty() {
+        let reasons: Vec<String> = pass.skip_reasons.iter().map(|(name, reason)| format!("{name}: {reason}")).collect();
+        message.push_str(&format!(" | Skipped: {}", reasons.join("; ")));
     }
-    mapi
+    message
 }
 
 /// `BootImageUpdateDegraded`: the error counts, then the errors (Kubernetes' aggregate form: one
 /// error as is, several as `[a, b]`).
-pub fn degraded_message(counts: &Counts, errors: &[String]) -> String {
+pub fn degraded_message(pass: &Pass) -> String {
     let mut message = format!(
-        "{} Degraded MAPI MachineSets | 0 Degraded ControlPlaneMachineSets | 0 Degraded CAPI MachineSets | 0 Degraded CAPI MachineDeployments",
-        counts.errored
+        "{} Degraded MAPI MachineSets | {} Degraded ControlPlaneMachineSets | 0 Degraded CAPI MachineSets | 0 Degraded CAPI MachineDeployments",
+        pass.counts.errored, pass.control_plane.errored
     );
-    match errors {
+    match &pass.errors[..] {
         [] => {}
         [one] => message.push_str(&format!(" | Error(s): {one}")),
         several => message.push_str(&format!(" | Error(s): [{}]", several.join(", "))),
@@ -139,7 +152,7 @@ pub fn ensure_default_conditions(conditions: &mut Vec<Condition>, now: &Time) {
             BOOT_IMAGE_UPDATE_PROGRESSING,
             false,
             DEFAULT_REASON,
-            progressing_message(&Counts::default(), &[]),
+            progressing_message(&Pass::default()),
             now,
         ),
         // Upstream's default message lacks "Degraded" before "CAPI MachineDeployments".
@@ -158,16 +171,16 @@ pub fn ensure_default_conditions(conditions: &mut Vec<Condition>, now: &Time) {
     }
 }
 
-/// `BootImageUpdateProgressing` for a pass triggered by `event`: True while some MachineSet is
+/// `BootImageUpdateProgressing` for a pass triggered by `event`: True while some object is
 /// neither done nor errored.
-pub fn progressing(counts: &Counts, skip_reasons: &[(String, String)], event: &str, now: &Time) -> Condition {
-    let done = counts.total == counts.in_progress + counts.errored;
-    condition(BOOT_IMAGE_UPDATE_PROGRESSING, !done, event, progressing_message(counts, skip_reasons), now)
+pub fn progressing(pass: &Pass, event: &str, now: &Time) -> Condition {
+    let done = pass.counts.finished() && pass.control_plane.finished();
+    condition(BOOT_IMAGE_UPDATE_PROGRESSING, !done, event, progressing_message(pass), now)
 }
 
-/// `BootImageUpdateDegraded`: True iff some MachineSet failed.
-pub fn degraded(counts: &Counts, errors: &[String], event: &str, now: &Time) -> Condition {
-    condition(BOOT_IMAGE_UPDATE_DEGRADED, !errors.is_empty(), event, degraded_message(counts, errors), now)
+/// `BootImageUpdateDegraded`: True iff some object failed.
+pub fn degraded(pass: &Pass, event: &str, now: &Time) -> Condition {
+    condition(BOOT_IMAGE_UPDATE_DEGRADED, !pass.errors.is_empty(), event, degraded_message(pass), now)
 }
 
 /// The `Upgradeable` condition for the status as it stands. A recorded version that cannot be
@@ -229,7 +242,7 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
     use mco_api::operator::{
         BootImageSkewEnforcementModeStatus as Mode, BootImageSkewEnforcementStatus, ClusterBootImageAutomatic,
-        MachineManagerSelectorMode,
+        MachineManagerResource, MachineManagerSelectorMode,
     };
     use mco_bootimage::skew::UpdateHistory;
 
@@ -239,45 +252,80 @@ mod tests {
         Time(Timestamp::from_second(seconds).unwrap())
     }
 
+    fn pass(machinesets: Counts, control_plane: Counts, errors: &[&str], skip_reasons: &[(&str, &str)]) -> Pass {
+        Pass {
+            counts: machinesets,
+            control_plane,
+            errors: errors.iter().map(|e| e.to_string()).collect(),
+            skip_reasons: skip_reasons.iter().map(|(n, r)| (n.to_string(), r.to_string())).collect(),
+            release_version: None,
+        }
+    }
+
+    fn counts(total: usize, in_progress: usize, skipped: usize, errored: usize) -> Counts {
+        Counts { total, in_progress, skipped, errored }
+    }
+
     #[test]
     fn messages_match_upstream() {
-        let counts = |total, in_progress, skipped, errored| Counts { total, in_progress, skipped, errored };
-        let tail = " | Reconciled 0 of 0 ControlPlaneMachineSets | Reconciled 0 of 0 CAPI MachineSets | Reconciled 0 of 0 CAPI MachineDeployments";
+        let tail = " | Reconciled 0 of 0 CAPI MachineSets | Reconciled 0 of 0 CAPI MachineDeployments";
+        let none = " | Reconciled 0 of 0 ControlPlaneMachineSets";
         let table = [
-            (counts(0, 0, 0, 0), "Reconciled 0 of 0 MAPI MachineSets"),
-            (counts(3, 3, 0, 0), "Reconciled 3 of 3 MAPI MachineSets"),
-            (counts(3, 3, 1, 0), "Reconciled 2 of 3 MAPI MachineSets (1 skipped)"),
-            (counts(3, 2, 0, 1), "Reconciled 2 of 3 MAPI MachineSets"),
+            (counts(0, 0, 0, 0), counts(0, 0, 0, 0), format!("Reconciled 0 of 0 MAPI MachineSets{none}")),
+            (counts(3, 3, 0, 0), counts(0, 0, 0, 0), format!("Reconciled 3 of 3 MAPI MachineSets{none}")),
+            (counts(3, 3, 1, 0), counts(0, 0, 0, 0), format!("Reconciled 2 of 3 MAPI MachineSets (1 skipped){none}")),
+            (counts(3, 2, 0, 1), counts(0, 0, 0, 0), format!("Reconciled 2 of 3 MAPI MachineSets{none}")),
+            (
+                counts(2, 2, 0, 0),
+                counts(1, 1, 0, 0),
+                "Reconciled 2 of 2 MAPI MachineSets | Reconciled 1 of 1 ControlPlaneMachineSets".to_string(),
+            ),
+            (
+                counts(0, 0, 0, 0),
+                counts(1, 0, 0, 1),
+                "Reconciled 0 of 0 MAPI MachineSets | Reconciled 0 of 1 ControlPlaneMachineSets".to_string(),
+            ),
         ];
-        for (c, head) in table {
-            assert_eq!(progressing_message(&c, &[]), format!("{head}{tail}"));
+        for (machinesets, control_plane, head) in table {
+            assert_eq!(progressing_message(&pass(machinesets, control_plane, &[], &[])), format!("{head}{tail}"));
         }
         assert_eq!(
-            progressing_message(&counts(2, 2, 1, 0), &[("ms-a".into(), "custom image".into())]),
-            format!("Reconciled 1 of 2 MAPI MachineSets (1 skipped){tail} | Skipped: ms-a: custom image")
+            progressing_message(&pass(counts(2, 2, 1, 0), counts(0, 0, 0, 0), &[], &[("ms-a", "custom image")])),
+            format!("Reconciled 1 of 2 MAPI MachineSets (1 skipped){none}{tail} | Skipped: ms-a: custom image")
         );
-        let degraded_tail = " Degraded MAPI MachineSets | 0 Degraded ControlPlaneMachineSets | 0 Degraded CAPI MachineSets | 0 Degraded CAPI MachineDeployments";
-        assert_eq!(degraded_message(&counts(1, 1, 0, 0), &[]), format!("0{degraded_tail}"));
+        let degraded_tail = " | 0 Degraded CAPI MachineSets | 0 Degraded CAPI MachineDeployments";
+        let degraded = |machinesets, control_plane, errors: &[&str]| {
+            degraded_message(&pass(machinesets, control_plane, errors, &[]))
+        };
         assert_eq!(
-            degraded_message(&counts(1, 0, 0, 1), &["boom".into()]),
-            format!("1{degraded_tail} | Error(s): boom")
+            degraded(counts(1, 1, 0, 0), counts(0, 0, 0, 0), &[]),
+            format!("0 Degraded MAPI MachineSets | 0 Degraded ControlPlaneMachineSets{degraded_tail}")
         );
         assert_eq!(
-            degraded_message(&counts(2, 0, 0, 2), &["a".into(), "b".into()]),
-            format!("2{degraded_tail} | Error(s): [a, b]")
+            degraded(counts(1, 0, 0, 1), counts(0, 0, 0, 0), &["boom"]),
+            format!("1 Degraded MAPI MachineSets | 0 Degraded ControlPlaneMachineSets{degraded_tail} | Error(s): boom")
+        );
+        assert_eq!(
+            degraded(counts(2, 0, 0, 1), counts(1, 0, 0, 1), &["a", "b"]),
+            format!(
+                "1 Degraded MAPI MachineSets | 1 Degraded ControlPlaneMachineSets{degraded_tail} | Error(s): [a, b]"
+            )
         );
     }
 
     #[test]
     fn progressing_and_degraded_status() {
         let now = time(10);
-        let done = Counts { total: 2, in_progress: 1, skipped: 0, errored: 1 };
-        assert_eq!(progressing(&done, &[], "MAPIMachineSetAdded", &now).status, "False");
-        assert_eq!(progressing(&done, &[], "MAPIMachineSetAdded", &now).reason, "MAPIMachineSetAdded");
-        let running = Counts { total: 2, in_progress: 1, skipped: 0, errored: 0 };
-        assert_eq!(progressing(&running, &[], "x", &now).status, "True");
-        assert_eq!(degraded(&done, &["e".into()], "x", &now).status, "True");
-        assert_eq!(degraded(&running, &[], "x", &now).status, "False");
+        let done = pass(counts(2, 1, 0, 1), counts(1, 1, 0, 0), &["e"], &[]);
+        assert_eq!(progressing(&done, "MAPIMachineSetAdded", &now).status, "False");
+        assert_eq!(progressing(&done, "MAPIMachineSetAdded", &now).reason, "MAPIMachineSetAdded");
+        assert_eq!(degraded(&done, "x", &now).status, "True");
+        let running = pass(counts(2, 1, 0, 0), counts(0, 0, 0, 0), &[], &[]);
+        assert_eq!(progressing(&running, "x", &now).status, "True");
+        assert_eq!(degraded(&running, "x", &now).status, "False");
+        // Progressing until the ControlPlaneMachineSets are done too.
+        let control_plane_running = pass(counts(1, 1, 0, 0), counts(1, 0, 0, 0), &[], &[]);
+        assert_eq!(progressing(&control_plane_running, "x", &now).status, "True");
     }
 
     #[test]
@@ -290,11 +338,14 @@ mod tests {
         ensure_default_conditions(&mut conditions, &time(2));
         assert!(conditions.iter().all(|c| c.last_transition_time == time(1)));
 
-        let counts = Counts { total: 1, in_progress: 1, ..Default::default() };
-        set_condition(&mut conditions, progressing(&counts, &[], "MAPIMachineSetAdded", &time(5)));
+        let done = pass(counts(1, 1, 0, 0), Counts::default(), &[], &[]);
+        set_condition(&mut conditions, progressing(&done, "MAPIMachineSetAdded", &time(5)));
         let p = conditions.iter().find(|c| c.type_ == BOOT_IMAGE_UPDATE_PROGRESSING).unwrap();
         assert_eq!((p.last_transition_time.clone(), p.reason.as_str()), (time(1), "MAPIMachineSetAdded"));
-        set_condition(&mut conditions, degraded(&counts, &["e".into()], "x", &time(6)));
+        set_condition(
+            &mut conditions,
+            degraded(&pass(counts(1, 1, 0, 0), Counts::default(), &["e"], &[]), "x", &time(6)),
+        );
         let d = conditions.iter().find(|c| c.type_ == BOOT_IMAGE_UPDATE_DEGRADED).unwrap();
         assert_eq!((d.status.as_str(), d.last_transition_time.clone()), ("True", time(6)));
         assert_eq!(conditions.len(), 2);
@@ -395,6 +446,10 @@ mod tests {
         assert_eq!(status.observed_generation, Some(4));
         let managers = status.managed_boot_images_status.as_ref().unwrap().machine_managers.as_ref().unwrap();
         assert_eq!(managers[0].selection.mode, MachineManagerSelectorMode::All);
+        // ControlPlaneMachineSets only when opted in.
+        assert_eq!(managers[1].resource, MachineManagerResource::ControlPlaneMachineSets);
+        assert_eq!(managers[1].selection.mode, MachineManagerSelectorMode::None);
+        assert_eq!(managers.len(), 2);
         let skew = status.boot_image_skew_enforcement_status.as_ref().unwrap();
         assert_eq!(skew.mode, Some(Mode::Automatic));
         assert_eq!(skew.automatic.as_ref().unwrap().ocp_version.as_deref(), Some("4.16.3"));

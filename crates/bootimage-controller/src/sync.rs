@@ -14,18 +14,19 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch,
 use kube::core::Selector;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use mco_api::MachineSet;
 use mco_api::constants::{
     BOOT_IMAGE_UPDATES_OPTED_IN_AT_ANNOTATION, BOOT_IMAGES_CONFIGMAP, BOOT_IMAGES_STREAM_KEY, MACHINE_API_NAMESPACE,
     MACHINE_CONFIGURATION_NAME, MCO_NAMESPACE, RELEASE_VERSION_KEY,
 };
+use mco_api::machine::ProviderSpecHolder;
 use mco_api::machine::provider;
-use mco_api::operator::{MachineConfiguration, MachineConfigurationStatus, MachineManagerSelectorMode};
+use mco_api::operator::{MachineConfiguration, MachineConfigurationStatus, MachineManager, MachineManagerSelectorMode};
+use mco_api::{ControlPlaneMachineSet, MachineSet};
 use mco_bootimage::ec2::{AmiOwner, KnownOwners};
 use mco_bootimage::platform::Platform;
-use mco_bootimage::skew::{ClusterVersion, is_machinesets};
+use mco_bootimage::skew::{ClusterVersion, is_control_plane_machinesets, is_machinesets};
 use mco_bootimage::stub::{rfc3339, upgrade_user_data_secret};
-use mco_bootimage::{Decision, Infrastructure, PlanContext, Stream, plan};
+use mco_bootimage::{Arch, Decision, Infrastructure, PlanContext, Stream, plan, plan_control_plane};
 use serde_json::{Value, json};
 
 use crate::Options;
@@ -95,6 +96,19 @@ pub(crate) fn watch_events(client: &Client) -> BoxStream<'static, &'static str> 
             |ms| json!([ms.provider_spec(), ms.metadata.labels, ms.metadata.annotations, ms.metadata.owner_references]),
         ),
         named(
+            Api::<ControlPlaneMachineSet>::namespaced(client.clone(), MACHINE_API_NAMESPACE),
+            watcher::Config::default(),
+            Watched::ControlPlaneMachineSet,
+            |cpms| {
+                json!([
+                    cpms.provider_spec(),
+                    cpms.metadata.labels,
+                    cpms.metadata.annotations,
+                    cpms.metadata.owner_references
+                ])
+            },
+        ),
+        named(
             Api::<ConfigMap>::namespaced(client.clone(), MCO_NAMESPACE),
             by_name(BOOT_IMAGES_CONFIGMAP),
             Watched::BootImagesConfigMap,
@@ -124,7 +138,7 @@ pub(crate) fn watch_events(client: &Client) -> BoxStream<'static, &'static str> 
     .boxed()
 }
 
-/// What one MachineSet's sync came to.
+/// What one MachineSet's (or ControlPlaneMachineSet's) sync came to.
 enum Outcome {
     /// Patched, already current, or nothing to do for it.
     Synced,
@@ -137,17 +151,25 @@ pub(crate) struct Controller {
     client: Client,
     pub(crate) options: Options,
     hot_loops: HotLoopGuard,
+    control_plane_hot_loops: HotLoopGuard,
     ec2: ec2::Clients,
 }
 
 impl Controller {
     pub(crate) fn new(client: Client, options: Options) -> Controller {
         let ec2 = ec2::Clients::new(options.ec2_endpoint_url.clone());
-        Controller { client, options, hot_loops: HotLoopGuard::default(), ec2 }
+        Controller {
+            client,
+            options,
+            hot_loops: HotLoopGuard::new("machineset"),
+            control_plane_hot_loops: HotLoopGuard::new("ControlPlaneMachineSet"),
+            ec2,
+        }
     }
 
     /// `syncAll`: the effective configuration, then (on a stable cluster) every selected
-    /// MachineSet, then the skew bookkeeping and the `Upgradeable` condition, written at once.
+    /// ControlPlaneMachineSet and MachineSet, then the skew bookkeeping and the `Upgradeable`
+    /// condition, written at once.
     pub(crate) async fn sync_all(&mut self, event: &'static str) -> anyhow::Result<()> {
         let Some(infrastructure) = self.read_infrastructure().await? else {
             tracing::debug!("no Infrastructure cluster: nothing to manage");
@@ -180,7 +202,7 @@ impl Controller {
         if support.supported
             && stable
             && let Some(pass) =
-                self.sync_machinesets(&desired, &infrastructure, cluster_version.as_ref(), event).await?
+                self.sync_machine_resources(&desired, &infrastructure, cluster_version.as_ref(), event).await?
         {
             let install_version =
                 cluster_version.as_ref().map_or_else(|| "0.0.0".to_string(), ClusterVersion::install_version);
@@ -261,41 +283,34 @@ impl Controller {
         Ok(())
     }
 
-    /// The MachineSets the effective configuration selects. `None` when none is managed.
-    async fn sync_machinesets(
+    /// The ControlPlaneMachineSets and MachineSets the effective configuration selects, in the
+    /// original's order. `None` when none is managed.
+    async fn sync_machine_resources(
         &mut self,
         effective: &MachineConfigurationStatus,
         infrastructure: &Infrastructure,
         cluster_version: Option<&ClusterVersion>,
         event: &'static str,
     ) -> anyhow::Result<Option<Pass>> {
-        let manager = effective
-            .managed_boot_images_status
-            .as_ref()
-            .and_then(|m| m.machine_managers.as_ref())
-            .and_then(|managers| managers.iter().find(|m| is_machinesets(m)));
-        let params = match manager.map(|m| (&m.selection.mode, &m.selection.partial)) {
-            Some((MachineManagerSelectorMode::All, _)) => ListParams::default(),
-            Some((MachineManagerSelectorMode::Partial, Some(partial))) => {
-                let selector = Selector::try_from(partial.machine_resource_selector.clone().unwrap_or_default())
-                    .context("status.managedBootImagesStatus: the Partial machineResourceSelector")?;
-                ListParams::default().labels_from(&selector)
-            }
-            _ => {
-                self.hot_loops.clear();
-                return Ok(None);
-            }
-        };
-        let machinesets = Api::<MachineSet>::namespaced(self.client.clone(), MACHINE_API_NAMESPACE)
-            .list(&params)
-            .await
-            .context("Listing MachineSets")?
-            .items;
+        let managers = effective.managed_boot_images_status.as_ref().and_then(|m| m.machine_managers.as_deref());
+        let managers = managers.unwrap_or_default();
+        let control_planes: Vec<ControlPlaneMachineSet> =
+            self.list_selected(managers.iter().find(|m| is_control_plane_machinesets(m))).await?;
+        let machinesets: Vec<MachineSet> = self.list_selected(managers.iter().find(|m| is_machinesets(m))).await?;
+        if control_planes.is_empty() {
+            self.control_plane_hot_loops.clear();
+        }
         if machinesets.is_empty() {
             self.hot_loops.clear();
+        }
+        if control_planes.is_empty() && machinesets.is_empty() {
             return Ok(None);
         }
-        let mut pass = Pass { counts: Counts { total: machinesets.len(), ..Default::default() }, ..Default::default() };
+        let mut pass = Pass {
+            counts: Counts { total: machinesets.len(), ..Default::default() },
+            control_plane: Counts { total: control_planes.len(), ..Default::default() },
+            ..Default::default()
+        };
         let configmap = Api::<ConfigMap>::namespaced(self.client.clone(), MCO_NAMESPACE)
             .get_opt(BOOT_IMAGES_CONFIGMAP)
             .await
@@ -308,14 +323,40 @@ impl Controller {
                     _ => format!("ConfigMap {MCO_NAMESPACE}/{BOOT_IMAGES_CONFIGMAP} not found"),
                 };
                 pass.counts.errored = pass.counts.total;
+                pass.control_plane.errored = pass.control_plane.total;
                 pass.errors.push(error);
                 return Ok(Some(pass));
             }
         };
         pass.release_version = configmap.as_ref().and_then(|c| c.data.as_ref()?.get(RELEASE_VERSION_KEY).cloned());
-        let default_arch =
-            (!cluster_version.is_some_and(ClusterVersion::is_multi_arch)).then_some(self.options.control_plane_arch);
-        tracing::info!(event, count = machinesets.len(), "syncing MachineSets");
+
+        // A ControlPlaneMachineSet has no architecture of its own: the controller's node's.
+        let control_plane_arch = self.options.control_plane_arch;
+        if !control_planes.is_empty() {
+            tracing::info!(event, count = control_planes.len(), "syncing ControlPlaneMachineSets");
+        }
+        for cpms in &control_planes {
+            let name = cpms.name_any();
+            match self.sync_control_plane(cpms, &stream, infrastructure, control_plane_arch).await {
+                // The original counts none of them as skipped.
+                Ok(outcome) => {
+                    if let Outcome::Skipped(reason) = outcome {
+                        tracing::info!(controlplanemachineset = %name, "left alone: {reason}");
+                    }
+                    pass.control_plane.in_progress += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(controlplanemachineset = %name, "{e:#}");
+                    pass.control_plane.errored += 1;
+                    pass.errors.push(format!("error syncing ControlPlaneMachineSet {name}: {e:#}"));
+                }
+            }
+        }
+
+        let default_arch = (!cluster_version.is_some_and(ClusterVersion::is_multi_arch)).then_some(control_plane_arch);
+        if !machinesets.is_empty() {
+            tracing::info!(event, count = machinesets.len(), "syncing MachineSets");
+        }
         for machineset in &machinesets {
             let name = machineset.name_any();
             match self.sync_machineset(machineset, &stream, infrastructure, default_arch).await {
@@ -336,52 +377,61 @@ impl Controller {
         Ok(Some(pass))
     }
 
+    /// The objects of namespace `openshift-machine-api` that `manager` selects: all of them
+    /// (`All`), those its `Partial` selector matches, or none.
+    async fn list_selected<K>(&self, manager: Option<&MachineManager>) -> anyhow::Result<Vec<K>>
+    where
+        K: Resource<Scope = kube::core::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        let params = match manager.map(|m| (&m.selection.mode, &m.selection.partial)) {
+            Some((MachineManagerSelectorMode::All, _)) => ListParams::default(),
+            Some((MachineManagerSelectorMode::Partial, Some(partial))) => {
+                let selector = Selector::try_from(partial.machine_resource_selector.clone().unwrap_or_default())
+                    .context("status.managedBootImagesStatus: the Partial machineResourceSelector")?;
+                ListParams::default().labels_from(&selector)
+            }
+            _ => return Ok(Vec::new()),
+        };
+        let kind = K::kind(&K::DynamicType::default()).to_string();
+        let listed = Api::<K>::namespaced(self.client.clone(), MACHINE_API_NAMESPACE)
+            .list(&params)
+            .await
+            .with_context(|| format!("Listing {kind}s"))?;
+        Ok(listed.items)
+    }
+
+    /// One ControlPlaneMachineSet.
+    async fn sync_control_plane(
+        &mut self,
+        cpms: &ControlPlaneMachineSet,
+        stream: &Stream,
+        infrastructure: &Infrastructure,
+        arch: Arch,
+    ) -> anyhow::Result<Outcome> {
+        let amis = self.ami_owners(cpms, stream, infrastructure).await?;
+        // The context (a `dyn` lookup, not `Sync`) must not live across an await.
+        let decision = plan_control_plane(
+            cpms,
+            arch,
+            &PlanContext { stream, infrastructure: Some(infrastructure), default_arch: Some(arch), amis: &amis },
+        )?;
+        carry_out(&self.client, &mut self.control_plane_hot_loops, cpms, decision).await
+    }
+
     /// One MachineSet.
     async fn sync_machineset(
         &mut self,
         machineset: &MachineSet,
         stream: &Stream,
         infrastructure: &Infrastructure,
-        default_arch: Option<mco_bootimage::Arch>,
+        default_arch: Option<Arch>,
     ) -> anyhow::Result<Outcome> {
-        let name = machineset.name_any();
         let amis = self.ami_owners(machineset, stream, infrastructure).await?;
         // The context (a `dyn` lookup, not `Sync`) must not live across an await.
         let decision =
             plan(machineset, &PlanContext { stream, infrastructure: Some(infrastructure), default_arch, amis: &amis })?;
-        let patch = match decision {
-            Decision::Patch(patch) => patch,
-            Decision::UpToDate { .. } => return Ok(Outcome::Synced),
-            Decision::Skipped(reason) if reason.counts_as_skipped() => return Ok(Outcome::Skipped(reason.to_string())),
-            Decision::Skipped(reason) => {
-                tracing::debug!(machineset = %name, "nothing to do: {reason}");
-                return Ok(Outcome::Synced);
-            }
-            Decision::VsphereTemplate { ova, .. } => {
-                return Ok(Outcome::Skipped(format!(
-                    "vSphere template for release {} must be imported through vCenter, which this controller does not do yet",
-                    ova.release
-                )));
-            }
-        };
-        let value = serde_json::to_string(&patch.provider_spec)?;
-        self.hot_loops.check(&name, &value)?;
-        let secret = patch
-            .user_data_secret
-            .as_deref()
-            .with_context(|| format!("MachineSet {name}: providerSpec.value.userDataSecret.name is not set"))?;
-        self.upgrade_stub(secret).await?;
-        // A whole-object update, conditional on the resourceVersion listed: a JSON merge patch
-        // (upstream's way) replaces arrays such as GCP's `disks` whole, and the API server then
-        // drops the `null`s inside them, so fields we never meant to touch would change.
-        let params = PostParams { field_manager: Some(FIELD_MANAGER.to_string()), ..Default::default() };
-        Api::<MachineSet>::namespaced(self.client.clone(), MACHINE_API_NAMESPACE)
-            .replace(&name, &params, &patch.apply(machineset))
-            .await
-            .with_context(|| format!("Updating MachineSet {name}"))?;
-        self.hot_loops.record(&name, &value);
-        tracing::info!(machineset = %name, from = %patch.from, to = %patch.to, "boot image updated");
-        Ok(Outcome::Synced)
+        carry_out(&self.client, &mut self.hot_loops, machineset, decision).await
     }
 
     /// On AWS, the owner of the MachineSet's AMI from EC2 (other platforms need none). An AMI of
@@ -389,7 +439,7 @@ impl Controller {
     /// the sync after a patch needs no credentials and no EC2 round trip.
     async fn ami_owners(
         &mut self,
-        machineset: &MachineSet,
+        machines: &impl ProviderSpecHolder,
         stream: &Stream,
         infrastructure: &Infrastructure,
     ) -> anyhow::Result<KnownOwners> {
@@ -397,7 +447,7 @@ impl Controller {
         if infrastructure.boot_image_support().platform != Some(Platform::Aws) {
             return Ok(owners);
         }
-        let spec = machineset.provider_spec();
+        let spec = machines.provider_spec();
         let (Some(ami), Some(region)) =
             (spec.and_then(provider::aws::ami_id), spec.and_then(provider::aws::region).filter(|r| !r.is_empty()))
         else {
@@ -432,21 +482,81 @@ impl Controller {
         };
         Ok((credentials, secret.resource_version().unwrap_or_default()))
     }
+}
 
-    /// A spec 2 stub in the user-data secret becomes spec 3 before the MachineSet moves
-    /// to a boot image that only reads spec 3.
-    #[context("Upgrading the stub Ignition in secret {MACHINE_API_NAMESPACE}/{name}")]
-    async fn upgrade_stub(&self, name: &str) -> anyhow::Result<()> {
-        let api = Api::<Secret>::namespaced(self.client.clone(), MACHINE_API_NAMESPACE);
-        let secret = api.get_opt(name).await?.context("not found")?;
-        let now = now_rfc3339();
-        if let Some(upgraded) = upgrade_user_data_secret(&secret, STUB_TARGET, &now)? {
-            // Conditional on the resourceVersion read: a concurrent edit fails this sync.
-            let params = PostParams { field_manager: Some(FIELD_MANAGER.to_string()), ..Default::default() };
-            api.replace(name, &params, &upgraded).await?;
-            tracing::info!(secret = name, "stub Ignition upgraded to {}", STUB_TARGET.version());
+/// `decision` carried out on `object` (a MachineSet or ControlPlaneMachineSet): unless
+/// `hot_loops` has seen the same patch applied too often in a row, the stub Ignition of its
+/// user-data secret upgraded, then the object with the patch's provider spec. A whole-object
+/// update, conditional on the resourceVersion listed: a JSON merge patch (upstream's way) replaces
+/// arrays such as GCP's `disks` whole, and the API server then drops the `null`s inside them, so
+/// fields we never meant to touch would change.
+async fn carry_out<K>(
+    client: &Client,
+    hot_loops: &mut HotLoopGuard,
+    object: &K,
+    decision: Decision,
+) -> anyhow::Result<Outcome>
+where
+    K: ProviderSpecHolder
+        + Resource<Scope = kube::core::NamespaceResourceScope>
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let patch = match patch_or_outcome(decision) {
+        Ok(patch) => patch,
+        Err(outcome) => return Ok(outcome),
+    };
+    let name = object.name_any();
+    let what = format!("{} {name}", K::kind(&K::DynamicType::default()));
+    let value = serde_json::to_string(&patch.provider_spec)?;
+    hot_loops.check(&name, &value)?;
+    let secret = patch
+        .user_data_secret
+        .as_deref()
+        .with_context(|| format!("{what}: providerSpec.value.userDataSecret.name is not set"))?;
+    upgrade_stub(client, secret).await?;
+    let params = PostParams { field_manager: Some(FIELD_MANAGER.to_string()), ..Default::default() };
+    Api::<K>::namespaced(client.clone(), MACHINE_API_NAMESPACE)
+        .replace(&name, &params, &patch.apply(object))
+        .await
+        .with_context(|| format!("Updating {what}"))?;
+    hot_loops.record(&name, &value);
+    tracing::info!(object = %what, from = %patch.from, to = %patch.to, "boot image updated");
+    Ok(Outcome::Synced)
+}
+
+/// A spec 2 stub in the user-data secret becomes spec 3 before the MachineSet moves
+/// to a boot image that only reads spec 3.
+#[context("Upgrading the stub Ignition in secret {MACHINE_API_NAMESPACE}/{name}")]
+async fn upgrade_stub(client: &Client, name: &str) -> anyhow::Result<()> {
+    let api = Api::<Secret>::namespaced(client.clone(), MACHINE_API_NAMESPACE);
+    let secret = api.get_opt(name).await?.context("not found")?;
+    let now = now_rfc3339();
+    if let Some(upgraded) = upgrade_user_data_secret(&secret, STUB_TARGET, &now)? {
+        // Conditional on the resourceVersion read: a concurrent edit fails this sync.
+        let params = PostParams { field_manager: Some(FIELD_MANAGER.to_string()), ..Default::default() };
+        api.replace(name, &params, &upgraded).await?;
+        tracing::info!(secret = name, "stub Ignition upgraded to {}", STUB_TARGET.version());
+    }
+    Ok(())
+}
+
+/// The patch a decision asks for, or what the sync came to without one.
+fn patch_or_outcome(decision: Decision) -> Result<mco_bootimage::Patch, Outcome> {
+    match decision {
+        Decision::Patch(patch) => Ok(patch),
+        Decision::UpToDate { .. } => Err(Outcome::Synced),
+        Decision::Skipped(reason) if reason.counts_as_skipped() => Err(Outcome::Skipped(reason.to_string())),
+        Decision::Skipped(reason) => {
+            tracing::debug!("nothing to do: {reason}");
+            Err(Outcome::Synced)
         }
-        Ok(())
+        Decision::VsphereTemplate { ova, .. } => Err(Outcome::Skipped(format!(
+            "vSphere template for release {} must be imported through vCenter, which this controller does not do yet",
+            ova.release
+        ))),
     }
 }
 

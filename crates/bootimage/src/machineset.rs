@@ -7,8 +7,10 @@
 
 use std::fmt;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mco_api::MachineSet;
 use mco_api::constants::{AUTOSCALER_LABELS_ANNOTATION, BOOT_IMAGE_OS_STREAM, MACHINE_OS_ID_LABEL, OS_STREAM_LABEL};
+use mco_api::machine::ProviderSpecHolder;
 use mco_api::machine::provider::{self, NotAnObject, azure::AzureImage};
 use serde_json::{Map, Value};
 
@@ -60,9 +62,9 @@ pub struct Patch {
 }
 
 impl Patch {
-    /// The MachineSet with the new provider spec.
-    pub fn apply(&self, machineset: &MachineSet) -> MachineSet {
-        let mut patched = machineset.clone();
+    /// The MachineSet (or ControlPlaneMachineSet) with the new provider spec.
+    pub fn apply<M: ProviderSpecHolder>(&self, machines: &M) -> M {
+        let mut patched = machines.clone();
         if let Some(spec) = patched.provider_spec_mut() {
             *spec = self.provider_spec.clone();
         }
@@ -172,18 +174,19 @@ impl fmt::Display for SkipReason {
     }
 }
 
-/// A MachineSet that cannot be planned.
+/// A MachineSet (or ControlPlaneMachineSet) that cannot be planned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("MachineSet {machineset}: {kind}")]
+#[error("{object}: {kind}")]
 pub struct PlanError {
-    pub machineset: String,
+    /// Its kind and namespaced name (`MachineSet openshift-machine-api/worker-a`).
+    pub object: String,
     pub kind: PlanErrorKind,
 }
 
 /// What is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanErrorKind {
-    #[error("no spec.template.spec.providerSpec.value")]
+    #[error("its machine template has no providerSpec.value")]
     NoProviderSpec,
     #[error(
         "providerSpec.value has unknown kind {0:?}; boot images are managed for AWSMachineProviderConfig, GCPMachineProviderSpec, AzureMachineProviderSpec and VSphereMachineProviderSpec"
@@ -212,27 +215,35 @@ impl From<NotAnObject> for PlanErrorKind {
 /// Decides what to do with one MachineSet, in the original's order: owner references, OS
 /// stream, Windows, architecture, then the platform's rules.
 pub fn plan(machineset: &MachineSet, ctx: &PlanContext<'_>) -> Result<Decision, PlanError> {
-    plan_inner(machineset, ctx).map_err(|kind| PlanError { machineset: qualified_name(machineset), kind })
+    plan_inner(machineset, ctx)
+        .map_err(|kind| PlanError { object: format!("MachineSet {}", qualified_name(&machineset.metadata)), kind })
 }
 
-fn qualified_name(machineset: &MachineSet) -> String {
-    let name = machineset.metadata.name.as_deref().unwrap_or("<unnamed>");
-    match machineset.metadata.namespace.as_deref() {
+/// `namespace/name`, or the name of an object without a namespace.
+pub(crate) fn qualified_name(metadata: &ObjectMeta) -> String {
+    let name = metadata.name.as_deref().unwrap_or("<unnamed>");
+    match metadata.namespace.as_deref() {
         Some(ns) => format!("{ns}/{name}"),
         None => name.to_string(),
     }
 }
 
+/// Owner references as `Kind/name`: an object with any is another controller's.
+pub(crate) fn owners(metadata: &ObjectMeta) -> Option<SkipReason> {
+    let owners = metadata.owner_references.as_deref().unwrap_or_default();
+    (!owners.is_empty())
+        .then(|| SkipReason::OwnerReferences(owners.iter().map(|o| format!("{}/{}", o.kind, o.name)).collect()))
+}
+
+/// A label naming an OS stream other than the one whose boot images are managed.
+pub(crate) fn other_os_stream(metadata: &ObjectMeta) -> Option<SkipReason> {
+    let stream = metadata.labels.as_ref()?.get(OS_STREAM_LABEL)?;
+    (stream != BOOT_IMAGE_OS_STREAM).then(|| SkipReason::OsStream(stream.clone()))
+}
+
 fn plan_inner(machineset: &MachineSet, ctx: &PlanContext<'_>) -> Result<Decision, PlanErrorKind> {
-    let owners = machineset.metadata.owner_references.as_deref().unwrap_or_default();
-    if !owners.is_empty() {
-        let owners = owners.iter().map(|o| format!("{}/{}", o.kind, o.name)).collect();
-        return Ok(Decision::Skipped(SkipReason::OwnerReferences(owners)));
-    }
-    if let Some(stream) = machineset.metadata.labels.as_ref().and_then(|l| l.get(OS_STREAM_LABEL))
-        && stream != BOOT_IMAGE_OS_STREAM
-    {
-        return Ok(Decision::Skipped(SkipReason::OsStream(stream.clone())));
+    if let Some(skip) = owners(&machineset.metadata).or_else(|| other_os_stream(&machineset.metadata)) {
+        return Ok(Decision::Skipped(skip));
     }
     if machineset.template_label(MACHINE_OS_ID_LABEL) == Some("Windows") {
         return Ok(Decision::Skipped(SkipReason::Windows));
@@ -243,7 +254,16 @@ fn plan_inner(machineset: &MachineSet, ctx: &PlanContext<'_>) -> Result<Decision
         (None, Some(arch)) => arch,
         (None, None) => return Ok(Decision::Skipped(SkipReason::ArchitectureUnknown)),
     };
-    let spec = machineset.provider_spec().filter(|v| !v.is_null()).ok_or(PlanErrorKind::NoProviderSpec)?;
+    plan_provider_spec(machineset.provider_spec(), arch, ctx)
+}
+
+/// The platform's rules for a provider spec, for machines of `arch`.
+pub(crate) fn plan_provider_spec(
+    spec: Option<&Value>,
+    arch: Arch,
+    ctx: &PlanContext<'_>,
+) -> Result<Decision, PlanErrorKind> {
+    let spec = spec.filter(|v| !v.is_null()).ok_or(PlanErrorKind::NoProviderSpec)?;
     if !spec.is_object() {
         return Err(PlanErrorKind::Field { path: String::new(), problem: "is not an object".to_string() });
     }

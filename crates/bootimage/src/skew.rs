@@ -282,11 +282,11 @@ pub fn resolve_mode(inputs: &ModeInputs<'_>) -> BootImageSkewEnforcementStatus {
     }
 }
 
-/// The MachineSet part of `status.managedBootImagesStatus` as the operator derives it from the
-/// spec: an explicit empty list opts out of everything; the spec's `machinesets`
-/// manager is used as written; otherwise supported platforms default to `All`. Other managers
-/// of the spec are kept. `None` on platforms without managed boot images (the status stays
-/// empty there).
+/// `status.managedBootImagesStatus` as the operator derives it from the spec: an explicit empty
+/// list opts out of everything; the spec's managers are used as written; without a `machinesets`
+/// one, supported platforms default to `All`; without a `controlplanemachinesets` one, platforms
+/// that support it get one at `None` (opt-in only, as the original). `None` on platforms without
+/// managed boot images (the status stays empty there).
 pub fn effective_managed_boot_images(spec: Option<&ManagedBootImages>, support: &Support) -> Option<ManagedBootImages> {
     if !support.supported {
         return None;
@@ -296,13 +296,18 @@ pub fn effective_managed_boot_images(spec: Option<&ManagedBootImages>, support: 
         return Some(ManagedBootImages { machine_managers: Some(vec![]) });
     }
     let mut managers: Vec<MachineManager> = spec_managers.cloned().unwrap_or_default();
+    let manager = |resource, mode| MachineManager {
+        resource,
+        api_group: MachineManagerApiGroup::MachineApi,
+        selection: MachineManagerSelector { mode, partial: None },
+    };
     if !managers.iter().any(is_machinesets) {
         let mode = if support.default_on { MachineManagerSelectorMode::All } else { MachineManagerSelectorMode::None };
-        managers.push(MachineManager {
-            resource: MachineManagerResource::MachineSets,
-            api_group: MachineManagerApiGroup::MachineApi,
-            selection: MachineManagerSelector { mode, partial: None },
-        });
+        managers.push(manager(MachineManagerResource::MachineSets, mode));
+    }
+    // ControlPlaneMachineSets only when the admin opts in.
+    if support.cpms_supported && !managers.iter().any(is_control_plane_machinesets) {
+        managers.push(manager(MachineManagerResource::ControlPlaneMachineSets, MachineManagerSelectorMode::None));
     }
     Some(ManagedBootImages { machine_managers: Some(managers) })
 }
@@ -334,6 +339,12 @@ pub fn default_opt_in(
 /// The MAPI MachineSet manager (as opposed to ControlPlaneMachineSets).
 pub fn is_machinesets(manager: &MachineManager) -> bool {
     manager.resource == MachineManagerResource::MachineSets && manager.api_group == MachineManagerApiGroup::MachineApi
+}
+
+/// The ControlPlaneMachineSet manager.
+pub fn is_control_plane_machinesets(manager: &MachineManager) -> bool {
+    manager.resource == MachineManagerResource::ControlPlaneMachineSets
+        && manager.api_group == MachineManagerApiGroup::MachineApi
 }
 
 fn all_machinesets_managed(managed: Option<&ManagedBootImages>) -> bool {

@@ -185,7 +185,7 @@ fn format_yaml(decisions: &[(&MachineSet, Decision)]) -> anyhow::Result<String> 
                     "# Before applying: the stub Ignition in secret {secret} must be spec 3 (mco ignition upgrade-stub).\n"
                 ));
             }
-            out.push_str(&serde_yaml::to_string(&patch.apply(ms))?);
+            out.push_str(&serde_yaml::to_string(&patch.apply(*ms))?);
         }
     }
     Ok(out)

@@ -144,6 +144,16 @@ fn names_scopes_and_subresources_match_upstream() {
             status: true,
             scale: true,
         },
+        Expected {
+            kind: "ControlPlaneMachineSet",
+            group: "machine.openshift.io",
+            version: "v1",
+            plural: "controlplanemachinesets",
+            short_names: &[],
+            scope: "Namespaced",
+            status: true,
+            scale: true,
+        },
         // The cluster's image configuration (openshift/api's names).
         Expected {
             kind: "Image",

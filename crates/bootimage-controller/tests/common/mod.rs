@@ -10,9 +10,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use mco_api::MachineSet;
 use mco_api::constants::{MACHINE_API_NAMESPACE, MACHINE_CONFIGURATION_NAME, MCO_NAMESPACE};
 use mco_api::operator::MachineConfiguration;
+use mco_api::{ControlPlaneMachineSet, MachineSet};
 use mco_bootimage_controller::Options;
 use mco_testenv::TestEnv;
 pub use mco_testenv::{eventually, satisfying};
@@ -41,6 +41,12 @@ pub fn machineset(fixture: &str, name: &str) -> MachineSet {
     ms.metadata.creation_timestamp = None;
     ms.metadata.generation = None;
     ms
+}
+
+/// The ControlPlaneMachineSet fixture `cluster`.
+pub fn control_plane(fixture: &str) -> ControlPlaneMachineSet {
+    let text = std::fs::read_to_string(testdata(&format!("controlplanemachinesets/{fixture}"))).unwrap();
+    serde_yaml::from_str(&text).unwrap()
 }
 
 /// The running API server and the controller task (aborted on drop).
@@ -129,8 +135,14 @@ impl Cluster {
 
     /// The installer's `worker-user-data` secret with a spec 2.2 stub.
     pub async fn create_user_data_secret(&self) -> Secret {
+        self.create_user_data_secret_named("worker-user-data").await
+    }
+
+    /// The same stub secret under another name (`master-user-data`).
+    pub async fn create_user_data_secret_named(&self, name: &str) -> Secret {
         let text = std::fs::read_to_string(testdata("stubs/worker-user-data-secret.json")).unwrap();
-        let secret: Secret = serde_json::from_str(&text).unwrap();
+        let mut secret: Secret = serde_json::from_str(&text).unwrap();
+        secret.metadata.name = Some(name.to_string());
         self.secrets().create(&PostParams::default(), &secret).await.unwrap()
     }
 
@@ -144,6 +156,10 @@ impl Cluster {
 
     pub async fn create_machineset(&self, ms: &MachineSet) -> MachineSet {
         self.machinesets().create(&PostParams::default(), ms).await.unwrap()
+    }
+
+    pub fn control_planes(&self) -> Api<ControlPlaneMachineSet> {
+        Api::namespaced(self.client.clone(), MACHINE_API_NAMESPACE)
     }
 
     pub fn configurations(&self) -> Api<MachineConfiguration> {

@@ -397,43 +397,60 @@ fn cluster_boot_image_check() {
     assert!(matches!(check_cluster_boot_image(Some(&unreadable)), Err(VersionError::Rhcos { .. })));
 }
 
-fn machinesets_manager(mode: mco_api::operator::MachineManagerSelectorMode) -> ManagedBootImages {
-    use mco_api::operator::{MachineManager, MachineManagerApiGroup, MachineManagerResource, MachineManagerSelector};
-    ManagedBootImages {
-        machine_managers: Some(vec![MachineManager {
-            resource: MachineManagerResource::MachineSets,
-            api_group: MachineManagerApiGroup::MachineApi,
-            selection: MachineManagerSelector { mode, partial: None },
-        }]),
-    }
+/// Managers of (resource, mode), in order.
+fn managers(
+    of: &[(mco_api::operator::MachineManagerResource, mco_api::operator::MachineManagerSelectorMode)],
+) -> ManagedBootImages {
+    use mco_api::operator::{
+        MachineManager, MachineManagerApiGroup, MachineManagerResource, MachineManagerSelector,
+        MachineManagerSelectorMode,
+    };
+    let manager = |(resource, mode): &(MachineManagerResource, MachineManagerSelectorMode)| MachineManager {
+        resource: *resource,
+        api_group: MachineManagerApiGroup::MachineApi,
+        selection: MachineManagerSelector { mode: *mode, partial: None },
+    };
+    ManagedBootImages { machine_managers: Some(of.iter().map(manager).collect()) }
 }
 
 #[test]
 fn effective_managed_boot_images_and_default_opt_in() {
+    use mco_api::operator::MachineManagerResource::{ControlPlaneMachineSets as Cpms, MachineSets};
     use mco_api::operator::MachineManagerSelectorMode::{All, None as Off};
     use mco_bootimage::platform::Support;
     use mco_bootimage::skew::{default_opt_in, effective_managed_boot_images};
     let on = Support { supported: true, cpms_supported: true, default_on: true, platform: None };
+    // vSphere: MachineSets, no ControlPlaneMachineSets.
+    let no_cpms = Support { cpms_supported: false, ..on };
     let unsupported = Support { supported: false, cpms_supported: false, default_on: false, platform: None };
     let empty = ManagedBootImages { machine_managers: Some(vec![]) };
     let unset = ManagedBootImages { machine_managers: None };
-    let (all, off) = (machinesets_manager(All), machinesets_manager(Off));
+    let (all, off) = (managers(&[(MachineSets, All)]), managers(&[(MachineSets, Off)]));
+    // Where ControlPlaneMachineSets are supported, they are managed only when the admin says so.
+    let all_cpms_off = managers(&[(MachineSets, All), (Cpms, Off)]);
+    let off_cpms_off = managers(&[(MachineSets, Off), (Cpms, Off)]);
+    let cpms_all = managers(&[(Cpms, All)]);
+    let cpms_all_then_all = managers(&[(Cpms, All), (MachineSets, All)]);
     // (spec, current status, support, effective, opted in by default)
     type Case<'a> =
         (Option<&'a ManagedBootImages>, Option<&'a ManagedBootImages>, Support, Option<&'a ManagedBootImages>, bool);
-    let table: [Case<'_>; 8] = [
+    let table: [Case<'_>; 11] = [
         // A fresh default-on cluster: All, and that is a default opt-in.
-        (None, None, on, Some(&all), true),
-        (Some(&unset), Some(&unset), on, Some(&all), true),
+        (None, None, on, Some(&all_cpms_off), true),
+        (Some(&unset), Some(&unset), on, Some(&all_cpms_off), true),
+        (None, None, no_cpms, Some(&all), true),
         // Already All in the status: not a new opt-in.
-        (None, Some(&all), on, Some(&all), false),
+        (None, Some(&all_cpms_off), on, Some(&all_cpms_off), false),
         // Opted out (None) before a default-on release: opted in again.
-        (None, Some(&off), on, Some(&all), true),
+        (None, Some(&off), on, Some(&all_cpms_off), true),
         // The admin's choice wins and is never a default opt-in.
-        (Some(&off), None, on, Some(&off), false),
-        (Some(&all), None, on, Some(&all), false),
+        (Some(&off), None, on, Some(&off_cpms_off), false),
+        (Some(&all), None, on, Some(&all_cpms_off), false),
+        // Opting ControlPlaneMachineSets in leaves MachineSets to the default.
+        (Some(&cpms_all), None, on, Some(&cpms_all_then_all), true),
         // An explicit empty list is a total opt-out.
         (Some(&empty), None, on, Some(&empty), false),
+        (Some(&empty), None, no_cpms, Some(&empty), false),
         // Unsupported platforms: no status at all.
         (None, None, unsupported, None, false),
     ];

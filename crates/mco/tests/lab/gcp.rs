@@ -1,8 +1,12 @@
 //! Boot images on GCP: MachineSets on an old RHCOS image moved to the stream's image, one on a
-//! custom image left alone and blocking upgrades until the admin puts RHCOS on it.
+//! custom image left alone and blocking upgrades until the admin puts RHCOS on it; the
+//! ControlPlaneMachineSet moved once the admin opts it in.
 
 use kube::Api;
-use mco_api::MachineConfiguration;
+use kube::api::{Patch, PatchParams};
+use mco_api::constants::MACHINE_API_NAMESPACE;
+use mco_api::operator::{MachineManagerResource, MachineManagerSelectorMode};
+use mco_api::{ControlPlaneMachineSet, MachineConfiguration};
 use mco_testenv::eventually;
 use serde_json::json;
 
@@ -78,6 +82,37 @@ pub async fn an_old_rhcos_machineset_is_moved_and_a_custom_one_blocks_upgrades(l
     let release = mco_lab::manifests::BOOT_IMAGES_RELEASE;
     wait_skew_recorded(&configurations, "the stream's release recorded as the boot image version", release, |skew| {
         skew.automatic.as_ref()?.ocp_version.clone()
+    })
+    .await;
+
+    // The ControlPlaneMachineSet on an old RHCOS image: left alone (its manager is `None` unless
+    // the admin opts in), then moved once opted in.
+    let control_planes: Api<ControlPlaneMachineSet> = Api::namespaced(client.clone(), MACHINE_API_NAMESPACE);
+    lab.apply("controlplanemachineset", &gcp_control_plane(OLD_RHCOS_GCP_IMAGE).to_string());
+    let managed = |status: &Option<mco_api::operator::MachineConfigurationStatus>| {
+        let managers = status.as_ref()?.managed_boot_images_status.as_ref()?.machine_managers.clone()?;
+        let cpms = managers.into_iter().find(|m| m.resource == MachineManagerResource::ControlPlaneMachineSets)?;
+        Some(cpms.selection.mode)
+    };
+    assert_eq!(managed(&configurations.get("cluster").await.unwrap().status), Some(MachineManagerSelectorMode::None));
+    let opt_in = json!({"spec": {"managedBootImages": {"machineManagers": [
+        {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}},
+    ]}}});
+    configurations.patch("cluster", &PatchParams::default(), &Patch::Merge(&opt_in)).await.unwrap();
+    eventually("the ControlPlaneMachineSet on the stream's image", || async {
+        let cpms = serde_json::to_value(control_planes.get("cluster").await.unwrap()).unwrap();
+        let image = cpms.pointer(&format!("{CONTROL_PLANE_PROVIDER_SPEC}/disks/0/image")).cloned();
+        if image == Some(json!(stream_image)) { Ok(()) } else { Err(image) }
+    })
+    .await;
+    eventually("the pass over the ControlPlaneMachineSet", || async {
+        let conditions = configurations.get("cluster").await.unwrap().status.and_then(|s| s.conditions);
+        let passed = conditions.iter().flatten().any(|c| {
+            c.type_ == "BootImageUpdateProgressing"
+                && c.status == "False"
+                && c.message.contains(" | Reconciled 1 of 1 ControlPlaneMachineSets | ")
+        });
+        if passed { Ok(()) } else { Err(conditions) }
     })
     .await;
 

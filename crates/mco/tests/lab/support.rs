@@ -830,6 +830,22 @@ pub fn gcp_machineset(name: &str, image: &str) -> serde_json::Value {
     machineset
 }
 
+/// The fixture ControlPlaneMachineSet `cluster` booting `image`, with the lab's project, and the
+/// lab's one stub secret (the lab's control plane machines are not the Machine API's).
+pub fn gcp_control_plane(image: &str) -> serde_json::Value {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bootimage/testdata/controlplanemachinesets/gcp.yaml");
+    let mut cpms: serde_json::Value = serde_yaml::from_str(&read(&fixture)).unwrap();
+    let provider = cpms.pointer_mut(CONTROL_PLANE_PROVIDER_SPEC).unwrap();
+    provider["projectID"] = json!(mco_lab::manifests::GCP_PROJECT_ID);
+    provider["disks"][0]["image"] = json!(image);
+    provider["userDataSecret"]["name"] = json!("worker-user-data");
+    cpms
+}
+
+/// Where a ControlPlaneMachineSet's provider spec is.
+pub const CONTROL_PLANE_PROVIDER_SPEC: &str =
+    "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
+
 /// A MachineSet as the API server holds it, every field.
 pub async fn machineset(client: &Client, name: &str) -> serde_json::Value {
     let resource = ApiResource::erase::<mco_api::MachineSet>(&());

@@ -1,16 +1,21 @@
-//! The boot image controller against a real API server (GCP MachineSets: no cloud API needed;
-//! AWS is in `ec2.rs`).
+//! The boot image controller against a real API server (GCP MachineSets and
+//! ControlPlaneMachineSets: no cloud API needed; AWS is in `ec2.rs`).
 
 use crate::common;
 
 use std::time::Duration;
 
-use common::{Cluster, eventually, gcp_boot_image, machineset, satisfying, set_gcp_boot_image, testdata};
+use common::{
+    Cluster, control_plane, eventually, gcp_boot_image, machineset, satisfying, set_gcp_boot_image, testdata,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt as _;
 use kube::api::{Patch, PatchParams, PostParams};
 use mco_api::constants::{BOOT_IMAGE_UPDATES_OPTED_IN_AT_ANNOTATION, STUB_IGNITION_UPGRADED_TO_ANNOTATION};
-use mco_api::operator::{BootImageSkewEnforcementModeStatus as Mode, MachineManagerSelectorMode};
+use mco_api::machine::ProviderSpecHolder as _;
+use mco_api::operator::{
+    BootImageSkewEnforcementModeStatus as Mode, MachineManagerResource, MachineManagerSelectorMode,
+};
 use mco_bootimage::Arch;
 use mco_bootimage_controller::Options;
 use serde_json::json;
@@ -309,4 +314,82 @@ async fn manual_skew_enforcement_blocks_upgrades_until_acknowledged() {
     })
     .await;
     cluster.condition("Upgradeable", |status, _| status == "True").await;
+}
+
+/// The first boot disk image of a GCP ControlPlaneMachineSet.
+fn control_plane_image(cpms: &mco_api::ControlPlaneMachineSet) -> String {
+    cpms.provider_spec().unwrap()["disks"][0]["image"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_control_plane_machineset_moves_only_once_opted_in_and_a_hot_loop_degrades() {
+    let mut cluster = gcp_cluster("4.16.0").await;
+    cluster.create_user_data_secret_named("master-user-data").await;
+    let created = cluster.control_planes().create(&PostParams::default(), &control_plane("gcp.yaml")).await.unwrap();
+    cluster.start_controller(options());
+
+    // Managed only when the admin opts in: the effective status says `None` for it, and it stays.
+    let configuration = eventually("the ControlPlaneMachineSet manager at None in the status", || async {
+        let configuration = cluster.configuration().await;
+        let managers = configuration
+            .as_ref()
+            .and_then(|c| c.status.as_ref()?.managed_boot_images_status.as_ref()?.machine_managers.clone());
+        let cpms = managers.iter().flatten().find(|m| m.resource == MachineManagerResource::ControlPlaneMachineSets);
+        match cpms {
+            Some(m) if m.selection.mode == MachineManagerSelectorMode::None => Ok(configuration.unwrap()),
+            _ => Err(managers),
+        }
+    })
+    .await;
+    assert_eq!(configuration.spec.managed_boot_images, None);
+    let unchanged = cluster.control_planes().get("cluster").await.unwrap();
+    assert_eq!(unchanged.resource_version(), created.resource_version());
+
+    // Opted in (the only mode besides None the API takes for them is All).
+    let opt_in = json!({"spec": {"managedBootImages": {"machineManagers": [
+        {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}},
+    ]}}});
+    cluster.configurations().patch("cluster", &PatchParams::default(), &Patch::Merge(&opt_in)).await.unwrap();
+    eventually(&format!("ControlPlaneMachineSet cluster on {NEW_IMAGE}"), || async {
+        satisfying(control_plane_image(&cluster.control_planes().get("cluster").await.unwrap()), |i| i == NEW_IMAGE)
+    })
+    .await;
+    // Only the boot disk's image changed: the rest of the provider spec (unknown keys too) and of
+    // the object are kept.
+    let patched = cluster.control_planes().get("cluster").await.unwrap();
+    let mut expected = created.clone();
+    expected.provider_spec_mut().unwrap()["disks"][0]["image"] = json!(NEW_IMAGE);
+    assert_eq!(patched.spec, expected.spec);
+    assert_eq!(patched.provider_spec().unwrap()["futureProviderKey"], "keep-me");
+    // Its stub was upgraded first.
+    let secret = cluster.secrets().get("master-user-data").await.unwrap();
+    assert_eq!(secret.annotations().get(STUB_IGNITION_UPGRADED_TO_ANNOTATION).map(String::as_str), Some("3.5.0"));
+    cluster
+        .condition(PROGRESSING, |status, message| {
+            status == "False"
+                && message
+                    .starts_with("Reconciled 0 of 0 MAPI MachineSets | Reconciled 1 of 1 ControlPlaneMachineSets | ")
+        })
+        .await;
+
+    // Something keeps putting the old image back: patched three times, then refused.
+    for round in 0..3 {
+        eventually(&format!("round {round}: ControlPlaneMachineSet cluster on {NEW_IMAGE}"), || async {
+            satisfying(control_plane_image(&cluster.control_planes().get("cluster").await.unwrap()), |i| i == NEW_IMAGE)
+        })
+        .await;
+        let mut cpms = cluster.control_planes().get("cluster").await.unwrap();
+        cpms.provider_spec_mut().unwrap()["disks"][0]["image"] = json!(OLD_IMAGE);
+        cluster.control_planes().replace("cluster", &PostParams::default(), &cpms).await.unwrap();
+    }
+    let message = cluster.condition(DEGRADED, |status, _| status == "True").await;
+    assert!(
+        message.starts_with("0 Degraded MAPI MachineSets | 1 Degraded ControlPlaneMachineSets | ")
+            && message.contains(
+                "error syncing ControlPlaneMachineSet cluster: refusing to reconcile ControlPlaneMachineSet cluster, \
+                 hot loop detected"
+            ),
+        "{message}"
+    );
+    assert_eq!(control_plane_image(&cluster.control_planes().get("cluster").await.unwrap()), OLD_IMAGE);
 }
