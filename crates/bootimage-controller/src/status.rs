@@ -56,6 +56,10 @@ pub struct Pass {
     pub counts: Counts,
     /// The ControlPlaneMachineSets.
     pub control_plane: Counts,
+    /// ControlPlaneMachineSets left on a boot image of their own (a custom image, another
+    /// controller's): reconciled in the conditions, as upstream counts them, but for skew their
+    /// boot image is as unknown as a skipped MachineSet's.
+    pub control_plane_left_alone: usize,
     /// One per errored object.
     pub errors: Vec<String>,
     /// (MachineSet, reason) of the skipped ones.
@@ -79,9 +83,14 @@ pub fn record_pass(
     if let Some(skew) = status.boot_image_skew_enforcement_status.as_mut()
         && skew.mode == Some(BootImageSkewEnforcementModeStatus::Automatic)
     {
-        // Marketplace AMIs are skipped, so no pass reports an RHCOS version yet.
-        let outcome =
-            SyncOutcome { skipped: pass.counts.skipped, errored: pass.counts.errored, lowest_marketplace_rhcos: None };
+        // Marketplace AMIs are skipped, so no pass reports an RHCOS version yet. Unlike upstream,
+        // whose skew looks at MachineSets only, the control plane's machine set counts too: a new
+        // control plane machine boots its image.
+        let outcome = SyncOutcome {
+            skipped: pass.counts.skipped + pass.control_plane_left_alone,
+            errored: pass.counts.errored + pass.control_plane.errored,
+            lowest_marketplace_rhcos: None,
+        };
         if let Some(automatic) = automatic_after_sync(&outcome, pass.release_version.as_deref(), install_version) {
             skew.automatic = Some(automatic);
         }
@@ -258,7 +267,7 @@ mod tests {
             control_plane,
             errors: errors.iter().map(|e| e.to_string()).collect(),
             skip_reasons: skip_reasons.iter().map(|(n, r)| (n.to_string(), r.to_string())).collect(),
-            release_version: None,
+            ..Default::default()
         }
     }
 
@@ -425,6 +434,20 @@ mod tests {
             ..clean.clone()
         };
         assert_eq!(recorded(&errored, automatic("4.13.0")), automatic("4.13.0"));
+        // The ControlPlaneMachineSet counts as a MachineSet does: one that failed leaves the
+        // version, one left on its own image resets it to the install version.
+        let control_plane_failed = Pass {
+            control_plane: Counts { total: 1, errored: 1, ..Default::default() },
+            errors: vec!["e".into()],
+            ..clean.clone()
+        };
+        assert_eq!(recorded(&control_plane_failed, automatic("4.13.0")), automatic("4.13.0"));
+        let control_plane_left_alone = Pass {
+            control_plane: Counts { total: 1, in_progress: 1, ..Default::default() },
+            control_plane_left_alone: 1,
+            ..clean.clone()
+        };
+        assert_eq!(recorded(&control_plane_left_alone, automatic("4.16.0")), automatic("4.12.0"));
         // Manual mode is the admin's: a pass never changes it.
         let manual = BootImageSkewEnforcementStatus { mode: Some(Mode::Manual), ..Default::default() };
         assert_eq!(recorded(&clean, manual.clone()), manual);

@@ -342,6 +342,7 @@ impl Controller {
                 Ok(outcome) => {
                     if let Outcome::Skipped(reason) = outcome {
                         tracing::info!(controlplanemachineset = %name, "left alone: {reason}");
+                        pass.control_plane_left_alone += 1;
                     }
                     pass.control_plane.in_progress += 1;
                 }
